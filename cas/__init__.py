@@ -1,0 +1,17 @@
+"""cas: content-addressed, versioned evaluation datasets for LLM agents."""
+
+from .errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
+                     FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
+                     UnsupportedFormat, VersionConflict)
+from .objects import Case, DatasetRecord, VersionRecord
+from .repository import (Diff, EncodedCase, ItemsPage, Repository, VersionsPage, encode_case,
+                         find, init, open, read_cases_jsonl)
+from .tree import Proof, verify_proof
+
+__all__ = [
+    "Aborted", "AlreadyExists", "CasError", "DataLoss", "DigestMismatch", "FailedPrecondition",
+    "InvalidArgument", "InvalidJSONValue", "NotFound", "UnsupportedFormat", "VersionConflict",
+    "Case", "DatasetRecord", "VersionRecord", "Diff", "EncodedCase", "ItemsPage", "Repository",
+    "VersionsPage", "encode_case", "find", "init", "open", "read_cases_jsonl", "Proof",
+    "verify_proof",
+]

@@ -1,0 +1,44 @@
+"""Backends: bytes in a flat key space of immutable files (create-if-absent and delete only)."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator, Protocol
+
+from ..errors import InvalidArgument
+
+_KEY_RE = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*\Z")
+
+
+def check_key(key: str) -> str:
+    """Keys are '/'-separated segments of [A-Za-z0-9._-]; no empty, '.' or '..' segment."""
+    if not isinstance(key, str) or not _KEY_RE.match(key) or any(
+            part in (".", "..") for part in key.split("/")):
+        raise InvalidArgument(f"invalid storage key {key!r}", key=str(key))
+    return key
+
+
+class Backend(Protocol):
+    """The contract every backend meets; tests/test_backends.py checks it against each one.
+
+    - `get` returns the whole value or raises NotFound.
+    - `get_range` returns `length` bytes at `offset` (fewer only at the end), NotFound if absent.
+    - `put_if_absent` atomically creates the key and returns True, or returns False and leaves
+      the existing value untouched. A reader never sees a partial value.
+    - `delete` removes the key; deleting an absent key is not an error (returns False).
+    - `list(prefix)` yields the keys starting with `prefix` in ascending byte order.
+    """
+
+    url: str
+
+    def get(self, key: str) -> bytes: ...
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes: ...
+
+    def put_if_absent(self, key: str, data: bytes) -> bool: ...
+
+    def delete(self, key: str) -> bool: ...
+
+    def list(self, prefix: str = "") -> Iterator[str]: ...
+
+    def exists(self, key: str) -> bool: ...

@@ -1,0 +1,120 @@
+"""Local directory backend: the embedded default. Atomic, durable create-if-absent via link(2)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from typing import Iterator
+
+from ..errors import NotFound, Unavailable
+from . import check_key
+
+_TMP = ".tmp"  # staging directory for writes in flight; never a key
+
+
+class LocalBackend:
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        self.url = self.root
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *check_key(key).split("/"))
+
+    def get(self, key: str) -> bytes:
+        try:
+            with open(self._path(key), "rb") as f:
+                return f.read()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise NotFound(f"no such key {key!r}", key=key) from None
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(f"no such key {key!r}", key=key) from None
+        try:
+            return os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        if os.path.exists(path):
+            return False
+        tmp_dir = os.path.join(self.root, _TMP)
+        self._makedirs(tmp_dir)
+        self._makedirs(os.path.dirname(path))
+        tmp = os.path.join(tmp_dir, secrets.token_hex(12))
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            # link(2) publishes the complete file under its name and fails if the name exists:
+            # an atomic create-if-absent that never replaces what another writer published.
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            _fsync_dir(os.path.dirname(path))
+            return True
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+                raise Unavailable(f"cannot write {key!r}: {exc.strerror}", key=key) from None
+            raise
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def delete(self, key: str) -> bool:
+        path = self._path(key)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        _fsync_dir(os.path.dirname(path))
+        return True
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        # Walk only the directory that can hold the prefix, then filter by the full prefix.
+        head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = os.path.join(self.root, *head.split("/")) if head else self.root
+        keys = []
+        for dirpath, dirnames, filenames in os.walk(start):
+            rel = os.path.relpath(dirpath, self.root)
+            if rel == ".":
+                dirnames[:] = [d for d in dirnames if d != _TMP]
+                rel = ""
+            base = rel.replace(os.sep, "/") + "/" if rel else ""
+            keys.extend(k for k in (base + name for name in filenames) if k.startswith(prefix))
+        keys.sort()
+        return iter(keys)
+
+    def exists(self, key: str) -> bool:
+        return os.path.isfile(self._path(key))
+
+    def _makedirs(self, path: str) -> None:
+        if os.path.isdir(path):
+            return
+        parent = os.path.dirname(path)
+        self._makedirs(parent)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            return
+        _fsync_dir(parent)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

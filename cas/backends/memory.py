@@ -1,0 +1,48 @@
+"""In-memory backend, for tests: the same contract as the local directory."""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+from ..errors import NotFound
+from . import check_key
+
+
+class MemoryBackend:
+    def __init__(self) -> None:
+        self.url = "memory:"
+        self._data: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> bytes:
+        check_key(key)
+        try:
+            return self._data[key]
+        except KeyError:
+            raise NotFound(f"no such key {key!r}", key=key) from None
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        return self.get(key)[offset:offset + length]
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        check_key(key)
+        with self._lock:
+            if key in self._data:
+                return False
+            self._data[key] = bytes(data)
+            return True
+
+    def delete(self, key: str) -> bool:
+        check_key(key)
+        with self._lock:
+            return self._data.pop(key, None) is not None
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        with self._lock:
+            keys = sorted(k for k in self._data if k.startswith(prefix))
+        return iter(keys)
+
+    def exists(self, key: str) -> bool:
+        check_key(key)
+        return key in self._data

@@ -1,0 +1,216 @@
+"""fsck: read every byte of a repository and report each problem with the key or digest involved."""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from . import pack as packfmt
+from .digest import digest_of, from_bytes, is_digest
+from .errors import CasError
+from .objects import (KIND_BY_CODE, DatasetRecord, RepoConfig, TreeLeaf,
+                      VersionRecord, decode_object, parse_record_file)
+from .refs import DATASETS
+from .store import PACKS
+from .tree import LEAF_MAX
+
+Progress = Callable[[str, int, int], None]
+
+
+class Problem(NamedTuple):
+    severity: str   # "error": the repository is damaged; "notice": harmless leftovers
+    where: str      # the key or digest involved
+    message: str
+
+
+class Report(NamedTuple):
+    problems: list[Problem]
+    objects: int
+    packs: int
+    versions: int
+    datasets: int
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+
+def check(repo, progress: Progress | None = None) -> Report:
+    backend = repo.backend
+    problems: list[Problem] = []
+
+    def error(where: str, message: str) -> None:
+        problems.append(Problem("error", where, message))
+
+    keys = list(backend.list(""))
+    objects: dict[str, str] = {}  # digest -> kind, bytes verified
+    pack_keys = [k for k in keys if k.startswith(PACKS) and k.endswith(".pack")]
+    index_keys = {k for k in keys if k.startswith(PACKS) and k.endswith(".idx")}
+    known = {"config"} | set(pack_keys) | index_keys
+
+    try:
+        parse_record_file(backend.get("config"), RepoConfig, "config")
+    except CasError as exc:
+        error("config", exc.message)
+
+    # -- packs and indexes ----------------------------------------------------------------
+    for n, pkey in enumerate(pack_keys):
+        if progress:
+            progress("packs", n, len(pack_keys))
+        pid = pkey[len(PACKS):-len(".pack")]
+        ikey = f"{PACKS}{pid}.idx"
+        data = backend.get(pkey)
+        try:
+            spans = {off: (length, kind) for off, length, kind in packfmt.parse_pack(data, pkey)}
+            if packfmt.pack_id(data) != pid:
+                error(pkey, f"pack is named {pid} but its trailer is {packfmt.pack_id(data)}")
+        except CasError as exc:
+            error(pkey, exc.message)
+            spans = None
+        if ikey not in index_keys:
+            problems.append(Problem("notice", pkey, "pack has no index (an interrupted write); "
+                                                    "its objects are unreferenced"))
+            continue
+        try:
+            ipid, entries = packfmt.parse_index(backend.get(ikey), ikey)
+        except CasError as exc:
+            error(ikey, exc.message)
+            continue
+        if ipid != pid:
+            error(ikey, f"index names pack {ipid}, expected {pid}")
+        for e in entries:
+            digest = from_bytes(e.digest)
+            kind = KIND_BY_CODE.get(e.kind)
+            if kind is None:
+                error(digest, f"unknown kind code {e.kind} in {ikey}")
+                continue
+            body = data[e.offset:e.offset + e.length]
+            if spans is not None and spans.get(e.offset) != (e.length, e.kind):
+                error(digest, f"{ikey} points at offset {e.offset} of {pkey}, which holds no "
+                              "such object")
+                continue
+            got = digest_of(kind, body)
+            if got != digest:
+                error(digest, f"object bytes in {pkey} hash to {got}")
+                continue
+            try:
+                decode_object(kind, body, f"object {digest}")
+            except CasError as exc:
+                error(digest, exc.message)
+                continue
+            objects[digest] = kind
+    for ikey in sorted(index_keys):
+        if ikey[:-len(".idx")] + ".pack" not in pack_keys:
+            error(ikey, "index has no pack: every object it lists is missing")
+
+    # -- refs: dataset metadata and versions ------------------------------------------------
+    reachable: set[str] = set()
+    tree_ok: dict[str, int] = {}  # verified node digest -> ids below it
+    by_dataset: dict[str, dict[str, list[int]]] = {}
+    for key in keys:
+        if not key.startswith(DATASETS):
+            continue
+        parts = key.split("/")
+        if len(parts) != 4 or parts[2] not in ("versions", "meta") or not (
+                parts[3].isdigit() and len(parts[3]) == 10):
+            error(key, "unexpected key under datasets/")
+            continue
+        known.add(key)
+        by_dataset.setdefault(parts[1], {"versions": [], "meta": []})[parts[2]].append(
+            int(parts[3]))
+    n_versions = 0
+    for name in sorted(by_dataset):
+        groups = by_dataset[name]
+        for group, type_ in (("meta", DatasetRecord), ("versions", VersionRecord)):
+            numbers = sorted(groups[group])
+            if numbers != list(range(1, len(numbers) + 1)):
+                missing = sorted(set(range(1, (numbers[-1] if numbers else 0) + 1)) - set(numbers))
+                error(f"{DATASETS}{name}/{group}/", f"numbers are not contiguous from 1; "
+                                                    f"missing {missing}")
+            for number in numbers:
+                key = f"{DATASETS}{name}/{group}/{number:010d}"
+                try:
+                    record = parse_record_file(backend.get(key), type_, key)
+                except CasError as exc:
+                    error(key, exc.message)
+                    continue
+                if group == "meta":
+                    if record.name != name or record.revision != number:
+                        error(key, f"record says {record.name!r} revision {record.revision}")
+                    continue
+                n_versions += 1
+                if progress:
+                    progress("versions", n_versions, 0)
+                _check_version(key, name, number, record, objects, tree_ok, reachable, error,
+                               repo.store.get)
+        if not groups["meta"]:
+            error(f"{DATASETS}{name}/", "dataset has versions but no metadata record")
+
+    for key in keys:
+        if key not in known:
+            error(key, "unexpected key in the repository")
+    for digest in sorted(set(objects) - reachable):
+        problems.append(Problem("notice", digest, f"unreferenced {objects[digest]} object"))
+    return Report(problems, len(objects), len(pack_keys), n_versions, len(by_dataset))
+
+
+def _check_version(key, name, number, record, objects, tree_ok, reachable, error, load) -> None:
+    if record.dataset != name or record.number != number:
+        error(key, f"record says {record.dataset!r} version {record.number}")
+    if record.parent != (number - 1 if number > 1 else None):
+        error(key, f"parent is {record.parent}, expected {number - 1 if number > 1 else None}")
+    result = _check_node(record.content_digest, "", objects, tree_ok, reachable, error, load)
+    if result is not None and result != record.item_count:
+        error(key, f"item_count is {record.item_count} but the tree holds {result}")
+
+
+def _check_node(digest, prefix, objects, tree_ok, reachable, error, load):
+    """Verify a subtree once (memoised by digest): shape rule, order, counts, cases present."""
+    done = tree_ok.get(digest)
+    if done is not None:
+        return done
+    kind = objects.get(digest)
+    if kind is None or not kind.startswith("tree."):
+        error(digest, "tree node is missing" if kind is None else f"expected a tree node, "
+                                                                  f"found a {kind}")
+        return None
+    reachable.add(digest)
+    node = load(digest)
+    if isinstance(node, TreeLeaf):
+        ids = node.ids
+        bad = [i for i in ids if not is_digest(i) or not i[3:].startswith(prefix)]
+        if bad or ids != sorted(set(ids)) or len(ids) > LEAF_MAX:
+            error(digest, "leaf breaks the shape rule (ids must be unique, sorted, share the "
+                          f"prefix {prefix!r} and number at most {LEAF_MAX})")
+            return None
+        for case_id in ids:
+            kind = objects.get(case_id, "")
+            if kind != "case":
+                error(case_id, "case is missing" if not kind else f"expected a case, found {kind}")
+            else:
+                reachable.add(case_id)
+        result = len(ids)
+    else:
+        total = 0
+        nibbles = [c.nibble for c in node.children]
+        if nibbles != sorted(set(nibbles)) or node.count <= LEAF_MAX:
+            error(digest, "inner node breaks the shape rule (children unique and ordered, "
+                          f"count above {LEAF_MAX})")
+            return None
+        for c in node.children:
+            sub = _check_node(c.node, prefix + "0123456789abcdef"[c.nibble],
+                              objects, tree_ok, reachable, error, load)
+            if sub is None:
+                return None
+            if sub != c.count or sub == 0:
+                error(digest, f"child {c.nibble} claims {c.count} ids, its subtree holds {sub}")
+                return None
+            total += sub
+        if total != node.count:
+            error(digest, f"node claims {node.count} ids, its children hold {total}")
+            return None
+        result = total
+    tree_ok[digest] = result
+    return result
+
+
+__all__ = ["Problem", "Report", "check"]

@@ -1,0 +1,153 @@
+"""Stored records: frozen msgspec Structs with explicit tags, and the record-file envelope."""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+from . import encoding
+from .digest import digest_of
+from .errors import CorruptData, DigestMismatch, UnsupportedFormat
+
+FORMAT = 1  # the only record format this cas reads and writes
+
+
+class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind",
+              kw_only=True):
+    format: int = FORMAT
+
+
+class Case(_Record, tag="case", kw_only=True):
+    """The frozen content of one evaluation case; its id is the digest of its canonical bytes."""
+
+    input: Any = None
+    output: Any = None
+    steps: list[dict[str, Any]] = []
+    outcome: Any = None
+    metadata: dict[str, Any] = {}
+    tenant: Union[str, None] = None
+    person: Union[str, None] = None
+    withheld: list[str] = []
+
+
+class TreeLeaf(_Record, tag="tree.leaf", kw_only=True):
+    """A set of at most LEAF_MAX case ids sharing the leaf's prefix, sorted."""
+
+    ids: list[str]
+
+
+class TreeChild(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    nibble: int
+    node: str
+    count: int
+
+
+class TreeNode(_Record, tag="tree.node", kw_only=True):
+    """An inner trie node: one child per non-empty next hex digit, with subtree counts."""
+
+    count: int
+    children: list[TreeChild]
+
+
+class VersionRecord(_Record, tag="version", kw_only=True):
+    dataset: str
+    number: int
+    parent: Union[int, None]
+    content_digest: str
+    item_count: int
+    operation: str
+    added: int
+    removed: int
+    author: str
+    sealed_at: str
+    message: str = ""
+
+
+class DatasetRecord(_Record, tag="dataset", kw_only=True):
+    """One revision of a dataset's editable metadata; revision 1 creates the dataset."""
+
+    name: str
+    revision: int
+    description: str = ""
+    tags: list[str] = []
+    author: str
+    edited_at: str
+
+
+class RepoConfig(_Record, tag="config", kw_only=True):
+    repository_id: str
+    created_at: str
+
+
+Object = Union[Case, TreeLeaf, TreeNode, VersionRecord, DatasetRecord, RepoConfig]
+
+TYPES: dict[str, type] = {
+    "case": Case, "tree.leaf": TreeLeaf, "tree.node": TreeNode, "version": VersionRecord,
+    "dataset": DatasetRecord, "config": RepoConfig,
+}
+KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
+# Kind codes used inside pack files (one byte per entry).
+KIND_CODES: dict[str, int] = {"case": 1, "tree.leaf": 2, "tree.node": 3, "version": 4,
+                              "dataset": 5, "config": 6}
+KIND_BY_CODE: dict[int, str] = {v: k for k, v in KIND_CODES.items()}
+
+
+def kind_of(obj: Object) -> str:
+    return KIND_OF[type(obj)]
+
+
+def encode_object(obj: Object) -> tuple[str, bytes, str]:
+    """(kind, canonical bytes, digest) of a record built by cas."""
+    kind = KIND_OF[type(obj)]
+    data = encoding.encode(obj)
+    return kind, data, digest_of(kind, data)
+
+
+def check_format(obj: Any, what: str) -> Any:
+    if obj.format != FORMAT:
+        raise UnsupportedFormat(
+            f"{what} has format {obj.format}; this cas reads format {FORMAT} only",
+            format=obj.format)
+    return obj
+
+
+def decode_object(kind: str, data: bytes, what: str = "object") -> Object:
+    try:
+        type_ = TYPES[kind]
+    except KeyError:
+        raise CorruptData(f"{what} has unknown kind {kind!r}") from None
+    obj = encoding.decode(data, type_, what)
+    return check_format(obj, what)
+
+
+class _RecordFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    digest: str
+    record: msgspec.Raw
+
+
+def format_record_file(obj: Object) -> bytes:
+    """A record stored under a name (refs, config): canonical bytes wrapped with their digest.
+
+    The digest makes any flipped byte detectable, exactly as for packed objects.
+    """
+    kind, data, digest = encode_object(obj)
+    return b'{"digest":"' + digest.encode("ascii") + b'","record":' + data + b"}"
+
+
+def parse_record_file(data: bytes, type_: type, where: str) -> Any:
+    try:
+        env = msgspec.json.decode(data, type=_RecordFile)
+    except msgspec.DecodeError as exc:
+        raise CorruptData(f"{where} does not parse: {exc}", key=where) from None
+    kind = KIND_OF[type_]
+    raw = bytes(env.record)
+    got = digest_of(kind, raw)
+    if got != env.digest:
+        raise DigestMismatch(env.digest, got, where)
+    if data != b'{"digest":"' + env.digest.encode("ascii") + b'","record":' + raw + b"}":
+        raise CorruptData(f"{where} is not in canonical form", key=where)
+    obj = decode_object(kind, raw, where)
+    if encoding.encode(obj) != raw:
+        raise CorruptData(f"{where} holds a record that is not in canonical form", key=where)
+    return obj

@@ -1,0 +1,187 @@
+"""Pack files (objects appended in batches) and their sorted index with a fan-out table."""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left
+from typing import Iterable, Iterator, NamedTuple
+
+from blake3 import blake3
+
+from .errors import CorruptData, DigestMismatch, UnsupportedFormat
+
+PACK_MAGIC = b"CASP"
+INDEX_MAGIC = b"CASI"
+PACK_FORMAT = 1
+INDEX_FORMAT = 1
+HEADER = struct.Struct(">4sI")        # magic, format
+ENTRY_HEAD = struct.Struct(">BI")     # kind code, length
+ROW = struct.Struct(">QIB3x")         # offset of the object bytes, length, kind code
+FANOUT = struct.Struct(">256I")
+DIGEST_LEN = 32
+FANOUT_AT = HEADER.size
+DIGESTS_AT = FANOUT_AT + FANOUT.size
+SCAN_BELOW = 128  # a remaining search range this small is read in one request
+
+
+class Entry(NamedTuple):
+    digest: bytes      # raw 32 bytes
+    offset: int        # of the object's bytes within the pack
+    length: int
+    kind: int
+
+
+def format_pack(objects: Iterable[tuple[int, bytes]]) -> tuple[bytes, list[tuple[int, int]]]:
+    """Pack bytes for (kind code, data) pairs, and each object's (offset, length)."""
+    out = bytearray(HEADER.pack(PACK_MAGIC, PACK_FORMAT))
+    spans = []
+    for kind, data in objects:
+        out += ENTRY_HEAD.pack(kind, len(data))
+        spans.append((len(out), len(data)))
+        out += data
+    out += blake3(out).digest()
+    return bytes(out), spans
+
+
+def pack_id(pack: bytes) -> str:
+    """A pack is named by its trailer: the BLAKE3 of everything before it."""
+    return pack[-DIGEST_LEN:].hex()
+
+
+def parse_pack(pack: bytes, where: str = "pack") -> Iterator[tuple[int, int, int]]:
+    """Check a whole pack and yield (offset, length, kind) of each object, in file order."""
+    if len(pack) < HEADER.size + DIGEST_LEN:
+        raise CorruptData(f"{where} is truncated ({len(pack)} bytes)", key=where)
+    magic, fmt = HEADER.unpack_from(pack, 0)
+    if magic != PACK_MAGIC:
+        raise CorruptData(f"{where} does not start with the pack magic", key=where)
+    if fmt != PACK_FORMAT:
+        raise UnsupportedFormat(f"{where} has pack format {fmt}; this cas reads {PACK_FORMAT}",
+                                key=where, format=fmt)
+    body_end = len(pack) - DIGEST_LEN
+    got = blake3(memoryview(pack)[:body_end]).digest()
+    if got != pack[body_end:]:
+        raise DigestMismatch(pack[body_end:].hex(), got.hex(), where)
+    pos = HEADER.size
+    while pos < body_end:
+        if pos + ENTRY_HEAD.size > body_end:
+            raise CorruptData(f"{where}: entry header at {pos} runs past the end", key=where)
+        kind, length = ENTRY_HEAD.unpack_from(pack, pos)
+        pos += ENTRY_HEAD.size
+        if pos + length > body_end:
+            raise CorruptData(f"{where}: entry at {pos} runs past the end", key=where)
+        yield pos, length, kind
+        pos += length
+
+
+def format_index(pid: str, entries: list[Entry]) -> bytes:
+    """The index of a pack: entries sorted by digest, a fan-out table, and a checksum."""
+    entries = sorted(entries)
+    counts = [0] * 256
+    for e in entries:
+        counts[e.digest[0]] += 1
+    fanout, total = [], 0
+    for c in counts:
+        total += c
+        fanout.append(total)
+    out = bytearray(HEADER.pack(INDEX_MAGIC, INDEX_FORMAT))
+    out += FANOUT.pack(*fanout)
+    out += b"".join(e.digest for e in entries)
+    out += b"".join(ROW.pack(e.offset, e.length, e.kind) for e in entries)
+    out += bytes.fromhex(pid)
+    out += blake3(out).digest()
+    return bytes(out)
+
+
+def parse_index(data: bytes, where: str = "index") -> tuple[str, list[Entry]]:
+    """Check a whole index (checksum, order, fan-out) and return (pack id, entries)."""
+    if len(data) < DIGESTS_AT + 2 * DIGEST_LEN:
+        raise CorruptData(f"{where} is truncated ({len(data)} bytes)", key=where)
+    magic, fmt = HEADER.unpack_from(data, 0)
+    if magic != INDEX_MAGIC:
+        raise CorruptData(f"{where} does not start with the index magic", key=where)
+    if fmt != INDEX_FORMAT:
+        raise UnsupportedFormat(f"{where} has index format {fmt}; this cas reads {INDEX_FORMAT}",
+                                key=where, format=fmt)
+    got = blake3(memoryview(data)[:-DIGEST_LEN]).digest()
+    if got != data[-DIGEST_LEN:]:
+        raise DigestMismatch(data[-DIGEST_LEN:].hex(), got.hex(), where)
+    fanout = FANOUT.unpack_from(data, FANOUT_AT)
+    n = fanout[255]
+    rows_at = DIGESTS_AT + n * DIGEST_LEN
+    if len(data) != rows_at + n * ROW.size + 2 * DIGEST_LEN:
+        raise CorruptData(f"{where}: size does not match its {n} entries", key=where)
+    entries = []
+    prev = b""
+    for i in range(n):
+        d = data[DIGESTS_AT + i * DIGEST_LEN: DIGESTS_AT + (i + 1) * DIGEST_LEN]
+        if d <= prev:
+            raise CorruptData(f"{where}: entries are not strictly sorted at {i}", key=where)
+        if not (fanout[d[0] - 1] if d[0] else 0) <= i < fanout[d[0]]:
+            raise CorruptData(f"{where}: fan-out table disagrees with entry {i}", key=where)
+        prev = d
+        offset, length, kind = ROW.unpack_from(data, rows_at + i * ROW.size)
+        entries.append(Entry(d, offset, length, kind))
+    pid = data[rows_at + n * ROW.size: rows_at + n * ROW.size + DIGEST_LEN].hex()
+    return pid, entries
+
+
+class IndexReader:
+    """Looks digests up in one stored index with a few small range reads, never the whole file."""
+
+    def __init__(self, backend, key: str) -> None:
+        self.backend = backend
+        self.key = key
+        self._fanout: tuple[int, ...] | None = None
+
+    @property
+    def fanout(self) -> tuple[int, ...]:
+        if self._fanout is None:
+            head = self.backend.get_range(self.key, 0, DIGESTS_AT)
+            if len(head) < DIGESTS_AT:
+                raise CorruptData(f"{self.key} is truncated", key=self.key)
+            magic, fmt = HEADER.unpack_from(head, 0)
+            if magic != INDEX_MAGIC:
+                raise CorruptData(f"{self.key} does not start with the index magic", key=self.key)
+            if fmt != INDEX_FORMAT:
+                raise UnsupportedFormat(f"{self.key} has index format {fmt}", key=self.key)
+            self._fanout = FANOUT.unpack_from(head, FANOUT_AT)
+        return self._fanout
+
+    def __len__(self) -> int:
+        return self.fanout[255]
+
+    def lookup(self, digest: bytes) -> Entry | None:
+        fanout = self.fanout
+        lo = fanout[digest[0] - 1] if digest[0] else 0
+        hi = fanout[digest[0]]
+        read = self.backend.get_range
+        while hi - lo > SCAN_BELOW:
+            mid = (lo + hi) // 2
+            probe = read(self.key, DIGESTS_AT + mid * DIGEST_LEN, DIGEST_LEN)
+            if probe < digest:
+                lo = mid + 1
+            elif probe > digest:
+                hi = mid
+            else:
+                lo = mid
+                break
+        else:
+            if lo >= hi:
+                return None
+            block = read(self.key, DIGESTS_AT + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
+            keys = [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
+            i = bisect_left(keys, digest)
+            if i == len(keys) or keys[i] != digest:
+                return None
+            lo += i
+        n = fanout[255]
+        row = read(self.key, DIGESTS_AT + n * DIGEST_LEN + lo * ROW.size, ROW.size)
+        offset, length, kind = ROW.unpack(row)
+        return Entry(digest, offset, length, kind)
+
+    def all_digests(self) -> set[bytes]:
+        """Every digest of this index in one read (for bulk existence checks)."""
+        n = len(self)
+        block = self.backend.get_range(self.key, DIGESTS_AT, n * DIGEST_LEN)
+        return {block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)}

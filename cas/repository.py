@@ -1,0 +1,343 @@
+"""Repository operations: datasets, sealing versions, exact reads, diffs and proofs."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import getpass
+import os
+import secrets
+from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
+
+import msgspec
+
+from . import encoding
+from .backends.local import LocalBackend
+from .digest import digest_of, parse_digest
+from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound,
+                     VersionConflict)
+from .objects import (Case, DatasetRecord, Object, RepoConfig, TreeLeaf, TreeNode,
+                      VersionRecord, format_record_file, parse_record_file)
+from .refs import RefsLog, check_dataset_name, version_key
+from .store import ObjectStore
+from .tree import EMPTY_ROOT, Proof, Trie
+
+CONFIG_KEY = "config"
+REPO_DIR = ".cas"
+
+
+class EncodedCase(NamedTuple):
+    """A case already in canonical bytes, with its id (made only by cas's own decoders)."""
+
+    case_id: str
+    data: bytes
+
+
+class ItemsPage(NamedTuple):
+    items: list[str]
+    next_cursor: str | None  # pass as `after` for the next page; None at the end
+
+
+class VersionsPage(NamedTuple):
+    versions: list[VersionRecord]
+    next_before: int | None
+
+
+class Diff(NamedTuple):
+    added: list[str]
+    removed: list[str]
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def default_author() -> str:
+    """`CAS_USER` ("Name <email>") if set, else the login name."""
+    user = os.environ.get("CAS_USER", "").strip()
+    if user:
+        return user
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+# -- cases --------------------------------------------------------------------------------
+_CASE_DECODER = msgspec.json.Decoder(Case)
+
+
+def encode_case(item: Any) -> EncodedCase:
+    """Canonical bytes and id of a case given as a Case, a dict, or an EncodedCase."""
+    if isinstance(item, EncodedCase):
+        return item
+    if isinstance(item, dict):
+        encoding.check_json(item)
+        try:
+            item = msgspec.convert(item, Case)
+        except msgspec.ValidationError as exc:
+            raise InvalidArgument(f"not a case: {exc}") from None
+    elif isinstance(item, Case):
+        encoding.check_json(item)
+    else:
+        raise InvalidArgument(f"a case must be a dict or cas.Case, not {type(item).__name__}")
+    data = encoding.encode(item)
+    return EncodedCase(digest_of("case", data), data)
+
+
+def read_cases_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") -> Iterator[EncodedCase]:
+    """Cases from JSON Lines (one case object per line; blank lines skipped).
+
+    Decoding is strict JSON, so the values can always be written canonically; a bad line is
+    refused with its line number and the path of the offending field.
+    """
+    for lineno, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            case = _CASE_DECODER.decode(line)
+        except msgspec.DecodeError as exc:
+            raise InvalidArgument(f"{source} line {lineno}: {exc}", line=lineno) from None
+        data = encoding.encode(case)
+        yield EncodedCase(digest_of("case", data), data)
+
+
+# -- opening ------------------------------------------------------------------------------
+def _local_root(path: str) -> str:
+    path = os.path.abspath(path)
+    return path if os.path.basename(path) == REPO_DIR else os.path.join(path, REPO_DIR)
+
+
+def init(path: str = ".") -> "Repository":
+    """Create a repository in `path/.cas`; an existing one is refused."""
+    root = _local_root(path)
+    if os.path.exists(root):
+        raise AlreadyExists(f"a repository already exists at {root}", location=root)
+    os.makedirs(root)
+    backend = LocalBackend(root)
+    config = RepoConfig(repository_id=secrets.token_hex(16), created_at=now())
+    if not backend.put_if_absent(CONFIG_KEY, format_record_file(config)):
+        raise AlreadyExists(f"a repository already exists at {root}", location=root)
+    return Repository(backend)
+
+
+def open(path: str = ".") -> "Repository":  # noqa: A001 - the API name is cas.open
+    """Open the repository at `path/.cas` (or `path` itself if it is the .cas directory)."""
+    root = _local_root(path)
+    if not os.path.isfile(os.path.join(root, CONFIG_KEY)):
+        raise NotFound(f"no cas repository at {root} (run `cas init` to create one)", location=root)
+    return Repository(LocalBackend(root))
+
+
+def find(start: str = ".") -> str:
+    """The nearest directory at or above `start` holding a `.cas` repository."""
+    here = os.path.abspath(start)
+    while True:
+        if os.path.isfile(os.path.join(here, REPO_DIR, CONFIG_KEY)):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            raise NotFound(f"no cas repository in {os.path.abspath(start)} or any parent "
+                           "(run `cas init`, or pass --repo / set CAS_REPO)")
+        here = parent
+
+
+class Repository:
+    def __init__(self, backend, clock: Callable[[], str] = now) -> None:
+        self.backend = backend
+        self.store = ObjectStore(backend)
+        self.refs = RefsLog(backend)
+        self.clock = clock
+        self.config: RepoConfig = parse_record_file(backend.get(CONFIG_KEY), RepoConfig, CONFIG_KEY)
+
+    @classmethod
+    def create(cls, backend, clock: Callable[[], str] = now) -> "Repository":
+        config = RepoConfig(repository_id=secrets.token_hex(16), created_at=clock())
+        if not backend.put_if_absent(CONFIG_KEY, format_record_file(config)):
+            raise AlreadyExists(f"a repository already exists at {backend.url}")
+        return cls(backend, clock)
+
+    @property
+    def location(self) -> str:
+        return self.backend.url
+
+    def _trie(self, emit=None) -> Trie:
+        return Trie(lambda d: self.store.get(d, (TreeLeaf, TreeNode)), emit)
+
+    # -- datasets -------------------------------------------------------------------------
+    def create_dataset(self, name: str, description: str = "", tags: Iterable[str] = (),
+                       author: str | None = None) -> DatasetRecord:
+        check_dataset_name(name)
+        record = DatasetRecord(name=name, revision=1, description=description,
+                               tags=_check_tags(tags), author=author or default_author(),
+                               edited_at=self.clock())
+        if not self.refs.append_meta(record):
+            raise AlreadyExists(f"dataset {name!r} already exists", dataset=name)
+        return record
+
+    def edit_dataset(self, name: str, description: str | None = None,
+                     tags: Iterable[str] | None = None, author: str | None = None) -> DatasetRecord:
+        current = self.dataset(name)
+        record = DatasetRecord(
+            name=name, revision=current.revision + 1,
+            description=current.description if description is None else description,
+            tags=current.tags if tags is None else _check_tags(tags),
+            author=author or default_author(), edited_at=self.clock())
+        if not self.refs.append_meta(record):
+            raise VersionConflict(name, current.revision, self.refs.meta_head(name))
+        return record
+
+    def dataset(self, name: str) -> DatasetRecord:
+        """The dataset's current metadata (its latest revision)."""
+        check_dataset_name(name)
+        head = self.refs.meta_head(name)
+        if head == 0:
+            raise NotFound(f"no dataset named {name!r}", dataset=name)
+        return self.refs.read_meta(name, head)
+
+    def dataset_history(self, name: str) -> list[DatasetRecord]:
+        head = self.dataset(name).revision
+        return [self.refs.read_meta(name, r) for r in range(1, head + 1)]
+
+    def datasets(self) -> list[str]:
+        return self.refs.dataset_names()
+
+    # -- versions -------------------------------------------------------------------------
+    def head(self, name: str) -> int:
+        """The newest version number (0 if none). For writers choosing a base, not for reads."""
+        self.dataset(name)
+        return self.refs.head(name)
+
+    def version(self, name: str, number: int) -> VersionRecord:
+        check_dataset_name(name)
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            raise InvalidArgument(f"version must be a positive integer, not {number!r}")
+        if not self.refs.dataset_exists(name):
+            raise NotFound(f"no dataset named {name!r}", dataset=name)
+        return self.refs.read_version(name, number)
+
+    def versions(self, name: str, before: int | None = None, limit: int = 20) -> VersionsPage:
+        """Version records newest first, starting below `before` (a version number)."""
+        top = self.head(name) if before is None else min(before - 1, self.head(name))
+        numbers = list(range(top, max(top - limit, 0), -1))
+        records = [self.refs.read_version(name, n) for n in numbers]
+        nxt = numbers[-1] if numbers and numbers[-1] > 1 else None
+        return VersionsPage(records, nxt)
+
+    def commit(self, name: str, *, base: int | None, add: Iterable[Any] = (),
+               remove: Iterable[str] = (), message: str = "", author: str | None = None,
+               operation: str = "commit", retry: bool = False) -> VersionRecord:
+        """Seal version base+1 = (version `base` - remove) | add.
+
+        `base` is None (or 0) for a dataset's first version. If another writer sealed base+1
+        first, this raises VersionConflict naming the head, or with `retry` re-applies the
+        same change on the new head. Objects are written before the version record claims
+        its number, so a crash leaves only unreferenced objects.
+        """
+        self.dataset(name)
+        base = base or 0
+        if not isinstance(base, int) or base < 0:
+            raise InvalidArgument(f"base must be a version number, not {base!r}")
+        removes = sorted({parse_digest(r, "case id") for r in remove})
+        self._check_base(name, base, retry)
+        author = author or default_author()
+        with self.store.writer() as writer:
+            ids = set()
+            for item in add:
+                enc = encode_case(item)
+                writer.add_encoded("case", enc.data, enc.case_id)
+                ids.add(enc.case_id)
+            both = ids.intersection(removes)
+            if both:
+                raise InvalidArgument(f"case {min(both)} is both added and removed",
+                                      case_id=min(both))
+            inserts = sorted(ids)
+            while True:
+                record = self._seal(name, base, inserts, removes, writer, message, author,
+                                    operation)
+                if self.refs.append_version(record):
+                    return record
+                head = self.refs.head(name)
+                if not retry:
+                    raise VersionConflict(name, base, head)
+                base = head
+
+    def _check_base(self, name: str, base: int, retry: bool) -> None:
+        if base and not self.backend.exists(version_key(name, base)):
+            raise NotFound(f"dataset {name!r} has no version {base}", dataset=name, version=base)
+        if not retry and self.backend.exists(version_key(name, base + 1)):
+            raise VersionConflict(name, base, self.refs.head(name))
+
+    def _seal(self, name, base, inserts, removes, writer, message, author, operation) -> VersionRecord:
+        trie = self._trie(writer.add)
+        if base:
+            parent = self.refs.read_version(name, base)
+            old_root, old_count = parent.content_digest, parent.item_count
+        else:
+            old_root, old_count = EMPTY_ROOT, 0
+        for case_id in removes:
+            if not trie.contains(old_root, case_id):
+                raise NotFound(f"case {case_id} is not in {name}@{base}", case_id=case_id,
+                               dataset=name, version=base)
+        if not base:
+            root = trie.build(inserts)
+        else:
+            root = trie.apply(old_root, inserts, removes)
+        if root == old_root and base:
+            raise FailedPrecondition(f"nothing to seal: {name}@{base} already holds exactly "
+                                     "this set of cases", reason="NO_CHANGES")
+        count = trie.count(root)
+        writer.add(trie.node(root))  # the root itself, even when it is the shared empty leaf
+        writer.flush()  # objects and tree are stored before the record that names them
+        return VersionRecord(
+            dataset=name, number=base + 1, parent=base or None, content_digest=root,
+            item_count=count, operation=operation, added=count - old_count + len(removes),
+            removed=len(removes), author=author, sealed_at=self.clock(), message=message)
+
+    # -- reads of an exact version ---------------------------------------------------------
+    def items(self, name: str, number: int, after: str | None = None,
+              limit: int = 100) -> ItemsPage:
+        """One page of case ids of `name@number` in id order, strictly after `after`."""
+        if not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
+        record = self.version(name, number)
+        after = parse_digest(after, "cursor") if after is not None else None
+        ids = self._trie().page(record.content_digest, after, limit + 1)
+        more = len(ids) > limit
+        ids = ids[:limit]
+        return ItemsPage(ids, ids[-1] if more else None)
+
+    def case(self, name: str, number: int, case_id: str) -> Case:
+        """A case of `name@number`; refused if the version does not hold it."""
+        record = self.version(name, number)
+        case_id = parse_digest(case_id, "case id")
+        if not self._trie().contains(record.content_digest, case_id):
+            raise NotFound(f"case {case_id} is not in {name}@{number}", case_id=case_id,
+                           dataset=name, version=number)
+        return self.store.get(case_id, Case)
+
+    def object(self, digest: str) -> Object:
+        """Any stored object by digest, verified."""
+        return self.store.get(parse_digest(digest))
+
+    def diff(self, name: str, old: int, new: int, new_dataset: str | None = None) -> Diff:
+        a = self.version(name, old)
+        b = self.version(new_dataset or name, new)
+        return Diff(*self._trie().diff(a.content_digest, b.content_digest))
+
+    def prove(self, name: str, number: int, case_id: str) -> Proof:
+        record = self.version(name, number)
+        return self._trie().prove(record.content_digest, parse_digest(case_id, "case id"))
+
+    def fsck(self, progress: Callable[[str, int, int], None] | None = None):
+        from .fsck import check
+        return check(self, progress)
+
+
+def _check_tags(tags: Iterable[str]) -> list[str]:
+    if isinstance(tags, str):
+        raise InvalidArgument("tags must be a list of strings, not one string")
+    out = sorted(set(tags))
+    for t in out:
+        if not isinstance(t, str) or not t or len(t) > 64 or not t.isprintable():
+            raise InvalidArgument(f"invalid tag {t!r}: 1-64 printable characters")
+    return out

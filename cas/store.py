@@ -1,0 +1,158 @@
+"""Object store: typed objects by digest, written in packs, verified on every read."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from . import pack as packfmt
+from .digest import digest_of, to_bytes
+from .errors import CorruptData, DigestMismatch, NotFound
+from .objects import KIND_BY_CODE, KIND_CODES, Object, decode_object, encode_object
+
+PACKS = "packs/"
+PACK_MAX_BYTES = 64 << 20  # a batch is flushed as one pack once it holds this much
+
+
+def pack_key(pid: str) -> str:
+    return f"{PACKS}{pid}.pack"
+
+
+def index_key(pid: str) -> str:
+    return f"{PACKS}{pid}.idx"
+
+
+class ObjectStore:
+    def __init__(self, backend) -> None:
+        self.backend = backend
+        self._indexes: list[packfmt.IndexReader] | None = None
+        self._cache: dict[str, Object] = {}
+
+    # -- reading -------------------------------------------------------------------------
+    def indexes(self) -> list[packfmt.IndexReader]:
+        if self._indexes is None:
+            keys = [k for k in self.backend.list(PACKS) if k.endswith(".idx")]
+            self._indexes = [packfmt.IndexReader(self.backend, k) for k in keys]
+        return self._indexes
+
+    def refresh(self) -> None:
+        """Forget the list of packs, so packs written by other processes become visible."""
+        self._indexes = None
+
+    def locate(self, digest: str) -> tuple[str, packfmt.Entry] | None:
+        raw = to_bytes(digest)
+        for _ in range(2):
+            for idx in self.indexes():
+                entry = idx.lookup(raw)
+                if entry is not None:
+                    return idx.key[:-len(".idx")] + ".pack", entry
+            self.refresh()  # another writer may have added a pack since we listed
+        return None
+
+    def contains(self, digest: str) -> bool:
+        return self.locate(digest) is not None
+
+    def get_bytes(self, digest: str) -> tuple[str, bytes]:
+        """(kind, bytes) of one object, its digest verified."""
+        found = self.locate(digest)
+        if found is None:
+            raise NotFound(f"object {digest} is not in the repository", digest=digest)
+        key, entry = found
+        data = self.backend.get_range(key, entry.offset, entry.length)
+        kind = KIND_BY_CODE.get(entry.kind)
+        if kind is None:
+            raise CorruptData(f"object {digest} in {key} has unknown kind code {entry.kind}",
+                              digest=digest, key=key)
+        got = digest_of(kind, data)
+        if got != digest:
+            raise DigestMismatch(digest, got, key)
+        return kind, data
+
+    def get(self, digest: str, type_: type | None = None) -> Object:
+        obj = self._cache.get(digest)
+        if obj is None:
+            kind, data = self.get_bytes(digest)
+            obj = decode_object(kind, data, f"object {digest}")
+            if kind.startswith("tree."):
+                self._cache[digest] = obj  # immutable, small, and read on every lookup
+        if type_ is not None and not isinstance(obj, type_):
+            raise CorruptData(f"object {digest} is a {type(obj).__name__}, "
+                              f"expected a {type_.__name__}", digest=digest)
+        return obj
+
+    def missing(self, digests: Iterable[bytes]) -> set[bytes]:
+        """Which raw digests are not stored: probes for few, one read per index for many."""
+        want = set(digests)
+        for idx in self.indexes():
+            if not want:
+                break
+            if len(want) * 16 > len(idx):
+                want -= idx.all_digests()
+            else:
+                want = {d for d in want if idx.lookup(d) is None}
+        return want
+
+    def writer(self) -> "PackWriter":
+        return PackWriter(self)
+
+
+class PackWriter:
+    """Collects objects and writes them as packs: pack first, then its index (which publishes it).
+
+    A crash between the two leaves a pack without an index: unreferenced bytes that fsck
+    reports and gc removes, never a reference to missing data.
+    """
+
+    def __init__(self, store: ObjectStore, max_bytes: int = PACK_MAX_BYTES) -> None:
+        self.store = store
+        self.max_bytes = max_bytes
+        self._pending: dict[bytes, tuple[int, bytes]] = {}
+        self._size = 0
+        self.objects_written = 0
+        self.bytes_written = 0
+        self.packs_written = 0
+
+    def add(self, obj: Object) -> str:
+        kind, data, digest = encode_object(obj)
+        self.add_encoded(kind, data, digest)
+        return digest
+
+    def add_encoded(self, kind: str, data: bytes, digest: str) -> None:
+        raw = to_bytes(digest)
+        if raw in self._pending:
+            return
+        self._pending[raw] = (KIND_CODES[kind], data)
+        self._size += len(data) + 5
+        if self._size >= self.max_bytes:
+            self.flush()
+
+    def pending(self, digest: str) -> bool:
+        return to_bytes(digest) in self._pending
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        absent = self.store.missing(self._pending)
+        items = [(d, self._pending[d]) for d in self._pending if d in absent]
+        self._pending = {}
+        self._size = 0
+        if not items:
+            return
+        pack, spans = packfmt.format_pack(obj for _, obj in items)
+        pid = packfmt.pack_id(pack)
+        entries = [packfmt.Entry(d, off, length, kind)
+                   for (d, (kind, _)), (off, length) in zip(items, spans)]
+        index = packfmt.format_index(pid, entries)
+        backend = self.store.backend
+        backend.put_if_absent(pack_key(pid), pack)
+        backend.put_if_absent(index_key(pid), index)
+        self.objects_written += len(items)
+        self.bytes_written += len(pack) + len(index)
+        self.packs_written += 1
+        self.store.indexes().append(packfmt.IndexReader(backend, index_key(pid)))
+
+    def __enter__(self) -> "PackWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.flush()

@@ -1,0 +1,250 @@
+"""The Merkle tree over case ids: a history-independent hex trie with subtree counts. Pure: no I/O.
+
+Shape rule (docs/format.md): the node for a set S of ids sharing a prefix of d hex digits is a
+leaf holding S sorted when |S| <= LEAF_MAX, and otherwise an inner node with one child per
+non-empty group of S by its next hex digit. The shape is a function of the set alone, so the
+root digest is too, however the set was built.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from typing import Any, Callable, Iterator, Union
+
+import msgspec
+
+from . import encoding
+from .digest import digest_of, is_digest
+from .objects import TreeChild, TreeLeaf, TreeNode, encode_object
+
+LEAF_MAX = 64
+HEX = "0123456789abcdef"
+_OFFSET = 3  # len("b3:"): digit d of an id is id[_OFFSET + d]
+
+Node = Union[TreeLeaf, TreeNode]
+EMPTY_LEAF = TreeLeaf(ids=[])
+EMPTY_ROOT = encode_object(EMPTY_LEAF)[2]
+
+
+def nibble(case_id: str, depth: int) -> int:
+    return int(case_id[_OFFSET + depth], 16)
+
+
+class Trie:
+    """Operations over stored nodes. `load(digest)` returns a node; `emit(node)` stores one
+    (and returns its digest). Nodes this Trie emitted are remembered so a batch can read them
+    back before they are flushed."""
+
+    def __init__(self, load: Callable[[str], Node], emit: Callable[[Node], Any] | None = None):
+        self._load = load
+        self._emit = emit
+        self._made: dict[str, Node] = {EMPTY_ROOT: EMPTY_LEAF}
+        self.nodes_emitted = 0
+
+    def node(self, digest: str) -> Node:
+        made = self._made.get(digest)
+        return made if made is not None else self._load(digest)
+
+    def _put(self, node: Node) -> tuple[str, int]:
+        digest = encode_object(node)[2]
+        if self._emit is not None:
+            self._emit(node)
+            self.nodes_emitted += 1
+        self._made[digest] = node
+        count = len(node.ids) if isinstance(node, TreeLeaf) else node.count
+        return digest, count
+
+    def count(self, root: str) -> int:
+        node = self.node(root)
+        return len(node.ids) if isinstance(node, TreeLeaf) else node.count
+
+    # -- building and editing -------------------------------------------------------------
+    def build(self, ids: list[str]) -> str:
+        """Root of the tree holding `ids` (sorted, unique)."""
+        return self._build(ids, 0, len(ids), 0)[0]
+
+    def _build(self, ids: list[str], lo: int, hi: int, depth: int) -> tuple[str, int]:
+        if hi - lo <= LEAF_MAX:
+            return self._put(TreeLeaf(ids=ids[lo:hi]))
+        children = []
+        pos = _OFFSET + depth
+        prefix = ids[lo][:pos]
+        start = lo
+        while start < hi:
+            digit = ids[start][pos]
+            nxt = HEX.index(digit) + 1
+            end = hi if nxt == 16 else bisect_left(ids, prefix + HEX[nxt], start, hi)
+            digest, count = self._build(ids, start, end, depth + 1)
+            children.append(TreeChild(nibble=nxt - 1, node=digest, count=count))
+            start = end
+        return self._put(TreeNode(count=hi - lo, children=children))
+
+    def apply(self, root: str, inserts: list[str], deletes: list[str]) -> str:
+        """Root of (set(root) - deletes) | inserts, rebuilding only the touched paths.
+
+        `inserts` and `deletes` are sorted; inserting a member or deleting a non-member is a
+        no-op. Cost: O((inserts + deletes) x depth) nodes, plus at most LEAF_MAX ids gathered
+        where a shrinking subtree folds back into a leaf.
+        """
+        return self._apply(root, 0, inserts, deletes)[0]
+
+    def _apply(self, digest: str, depth: int, ins: list[str], dels: list[str]) -> tuple[str, int]:
+        node = self.node(digest)
+        if isinstance(node, TreeLeaf):
+            members = set(node.ids)
+            new = (members - set(dels)) | set(ins)
+            if new == members:
+                return digest, len(node.ids)
+            ids = sorted(new)
+            return self._build(ids, 0, len(ids), depth)
+        children = {c.nibble: c for c in node.children}
+        changed = False
+        for v, ins_v, dels_v in _group(ins, dels, depth):
+            old = children.get(v)
+            old_digest = old.node if old is not None else EMPTY_ROOT
+            new_digest, new_count = self._apply(old_digest, depth + 1, ins_v, dels_v)
+            if new_digest == old_digest:
+                continue
+            changed = True
+            if new_count:
+                children[v] = TreeChild(nibble=v, node=new_digest, count=new_count)
+            else:
+                del children[v]
+        if not changed:
+            return digest, node.count
+        kids = [children[v] for v in sorted(children)]
+        total = sum(c.count for c in kids)
+        if total <= LEAF_MAX:
+            ids = [i for c in kids for i in self.iterate(c.node)]
+            return self._put(TreeLeaf(ids=ids))
+        return self._put(TreeNode(count=total, children=kids))
+
+    # -- reading --------------------------------------------------------------------------
+    def contains(self, root: str, case_id: str) -> bool:
+        node, depth = self.node(root), 0
+        while isinstance(node, TreeNode):
+            v = nibble(case_id, depth)
+            child = next((c for c in node.children if c.nibble == v), None)
+            if child is None:
+                return False
+            node, depth = self.node(child.node), depth + 1
+        i = bisect_left(node.ids, case_id)
+        return i < len(node.ids) and node.ids[i] == case_id
+
+    def iterate(self, root: str, after: str | None = None) -> Iterator[str]:
+        """Ids in ascending order, starting strictly after `after` when given."""
+        return self._iter(root, 0, after)
+
+    def _iter(self, digest: str, depth: int, after: str | None) -> Iterator[str]:
+        node = self.node(digest)
+        if isinstance(node, TreeLeaf):
+            start = bisect_right(node.ids, after) if after is not None else 0
+            yield from node.ids[start:]
+            return
+        a = nibble(after, depth) if after is not None else -1
+        for c in node.children:
+            if c.nibble > a:
+                yield from self._iter(c.node, depth + 1, None)
+            elif c.nibble == a:
+                yield from self._iter(c.node, depth + 1, after)
+
+    def page(self, root: str, after: str | None, limit: int) -> list[str]:
+        out = []
+        if limit <= 0:
+            return out
+        for case_id in self.iterate(root, after):
+            out.append(case_id)
+            if len(out) == limit:
+                break
+        return out
+
+    def diff(self, old: str, new: str) -> tuple[list[str], list[str]]:
+        """(added, removed): ids only in `new`, ids only in `old`, each sorted. Equal subtrees
+        are skipped without being read."""
+        added: list[str] = []
+        removed: list[str] = []
+        self._diff(old, new, 0, added, removed)
+        return added, removed
+
+    def _diff(self, a: str, b: str, depth: int, added: list[str], removed: list[str]) -> None:
+        if a == b:
+            return
+        na, nb = self.node(a), self.node(b)
+        if isinstance(na, TreeNode) and isinstance(nb, TreeNode):
+            ca = {c.nibble: c.node for c in na.children}
+            cb = {c.nibble: c.node for c in nb.children}
+            for v in sorted(ca.keys() | cb.keys()):
+                self._diff(ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT), depth + 1, added, removed)
+            return
+        sa = set(self._iter(a, depth, None))
+        sb = set(self._iter(b, depth, None))
+        added.extend(sorted(sb - sa))
+        removed.extend(sorted(sa - sb))
+
+    def prove(self, root: str, case_id: str) -> "Proof":
+        """The nodes from `root` down the path of `case_id`: enough to check membership
+        against the root digest alone."""
+        nodes = []
+        digest, depth = root, 0
+        while True:
+            node = self.node(digest)
+            nodes.append(encoding.to_builtins(node))
+            if isinstance(node, TreeLeaf):
+                break
+            v = nibble(case_id, depth)
+            child = next((c for c in node.children if c.nibble == v), None)
+            if child is None:
+                break
+            digest, depth = child.node, depth + 1
+        return Proof(root=root, case_id=case_id, nodes=nodes)
+
+
+def _group(ins: list[str], dels: list[str], depth: int) -> Iterator[tuple[int, list, list]]:
+    by: dict[int, tuple[list, list]] = {}
+    pos = _OFFSET + depth
+    for i in ins:
+        by.setdefault(int(i[pos], 16), ([], []))[0].append(i)
+    for d in dels:
+        by.setdefault(int(d[pos], 16), ([], []))[1].append(d)
+    for v in sorted(by):
+        yield v, by[v][0], by[v][1]
+
+
+class Proof(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A membership proof: the path of nodes (as JSON objects) from `root` towards `case_id`."""
+
+    root: str
+    case_id: str
+    nodes: list[Any]
+
+
+_NODE_TYPES = Union[TreeLeaf, TreeNode]
+
+
+def verify_proof(proof: Proof, root: str | None = None, case_id: str | None = None) -> bool:
+    """True only if `proof` shows `case_id` is in the tree whose root is `root`.
+
+    Needs no repository: each node is re-encoded canonically and hashed, and must be the
+    digest its parent (or the root) names. Any malformed proof is simply not a proof.
+    """
+    root = proof.root if root is None else root
+    case_id = proof.case_id if case_id is None else case_id
+    if root != proof.root or case_id != proof.case_id or not is_digest(case_id):
+        return False
+    expected, depth = root, 0
+    for i, raw in enumerate(proof.nodes):
+        try:
+            node = msgspec.convert(raw, _NODE_TYPES)
+            kind = "tree.leaf" if isinstance(node, TreeLeaf) else "tree.node"
+            if node.format != 1 or digest_of(kind, encoding.encode(node)) != expected:
+                return False
+        except (msgspec.ValidationError, TypeError):
+            return False
+        if isinstance(node, TreeLeaf):
+            return i == len(proof.nodes) - 1 and case_id in node.ids
+        v = nibble(case_id, depth)
+        child = next((c for c in node.children if c.nibble == v), None)
+        if child is None:
+            return False
+        expected, depth = child.node, depth + 1
+    return False
