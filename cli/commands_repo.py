@@ -1,0 +1,62 @@
+"""`cas init`, `cas fsck`, `cas cat`: the repository as a whole."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .main import Context, cli, json_option, to_json
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@cli.command()
+@click.argument("path", default=".", type=click.Path(file_okay=False))
+@json_option
+@pass_ctx
+def init(ctx: Context, path: str) -> None:
+    """Create a repository in PATH/.cas (PATH defaults to the current directory)."""
+    import cas
+    repo = cas.init(path)
+    ctx.emit({"repository": repo.location, "repository_id": repo.config.repository_id},
+             f"initialized empty cas repository in {repo.location}")
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def fsck(ctx: Context) -> None:
+    """Read and verify every object, pack, index, tree and version record."""
+    report = ctx.repo().fsck(progress=ctx.progress)
+    if not ctx.as_json:
+        ctx.progress("", 0, 0)
+    problems = [p._asdict() for p in report.problems]
+
+    def human() -> str:
+        lines = [f"{p['severity']}: {p['where']}: {p['message']}" for p in problems]
+        lines.append(f"checked {report.objects} objects in {report.packs} packs, "
+                     f"{report.versions} versions of {report.datasets} datasets: "
+                     + ("ok" if report.ok else "DAMAGED"))
+        return "\n".join(lines)
+
+    ctx.emit({"ok": report.ok, "objects": report.objects, "packs": report.packs,
+              "versions": report.versions, "datasets": report.datasets, "problems": problems},
+             human)
+    if not report.ok:
+        raise SystemExit(7)
+
+
+@cli.command()
+@click.argument("digest")
+@json_option
+@pass_ctx
+def cat(ctx: Context, digest: str) -> None:
+    """Print one stored object, verified against its DIGEST (its canonical JSON bytes)."""
+    from cas.digest import parse_digest
+    digest = parse_digest(digest)
+    kind, data = ctx.repo().store.get_bytes(digest)
+    if ctx.as_json:
+        ctx.emit({"digest": digest, "kind": kind, "object": json.loads(data)})
+    else:
+        click.echo(data.decode("utf-8"))
