@@ -1,0 +1,77 @@
+"""Test vectors of docs/format.md: input JSON -> canonical bytes -> digest, for every object kind.
+
+The digests are recomputed here with the blake3 package directly (domain bytes written out),
+not through cas.digest, so a change to either side is caught. Regenerate the golden file only
+on purpose: CAS_UPDATE_VECTORS=1 python -m pytest tests/test_vectors.py
+"""
+
+import json
+import os
+import pathlib
+
+import msgspec
+import pytest
+from blake3 import blake3
+
+from cas import encoding, objects, tree
+
+VECTORS = pathlib.Path(__file__).parent / "vectors" / "vectors.json"
+
+# (name, kind, input JSON text as a person might write it: any key order, any spacing)
+INPUTS = [
+    ("case-minimal", "case", '{"input": "hello"}'),
+    ("case-run", "case", """{"steps": [{"type": "message", "role": "user", "content": "Rename a.txt"},
+        {"type": "tool_call", "tool_name": "mv", "arguments": {"src": "a.txt", "dst": "b.txt"},
+         "result": null}, {"type": "tool_call", "tool_name": "ls", "arguments": {}}],
+        "input": {"task": "Rename a.txt"}, "output": "done", "tenant": "acme", "person": "user-42",
+        "outcome": {"status": "success", "scores": {"task_success": 1.0, "latency_s": 0.25}},
+        "metadata": {"model": "m-1"}, "withheld": []}"""),
+    ("case-text-and-numbers", "case", """{"input": {"z": 1, "a": [1.0, 1e16, 1.5e-7, 0.00001,
+        -0.0, 12345678901234567890, -3], "\\u00e9": "caf\\u00e9 \\ud83d\\ude00",
+        "ctrl": "tab\\tnl\\nnul\\u0000del\\u007f", "quote": "\\"\\\\/"}}"""),
+    ("tree-leaf-empty", "tree.leaf", '{"ids": [], "kind": "tree.leaf", "format": 1}'),
+    ("tree-leaf", "tree.leaf", """{"kind": "tree.leaf", "format": 1, "ids": [
+        "b3:1111111111111111111111111111111111111111111111111111111111111111",
+        "b3:2222222222222222222222222222222222222222222222222222222222222222"]}"""),
+    ("tree-node", "tree.node", """{"kind": "tree.node", "format": 1, "count": 65, "children": [
+        {"nibble": 0, "count": 40, "node": "b3:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+        {"nibble": 15, "count": 25, "node": "b3:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}]}"""),
+    ("version", "version", """{"kind": "version", "format": 1, "dataset": "support-evals",
+        "number": 2, "parent": 1, "item_count": 2, "operation": "commit", "added": 1, "removed": 0,
+        "content_digest": "b3:0000000000000000000000000000000000000000000000000000000000000000",
+        "author": "Ada <ada@example.com>", "sealed_at": "2026-11-30T12:00:00.000000Z",
+        "message": "add one case"}"""),
+    ("dataset", "dataset", """{"kind": "dataset", "format": 1, "name": "support-evals",
+        "revision": 1, "description": "Reviewed runs", "tags": ["demo"],
+        "author": "Ada <ada@example.com>", "edited_at": "2026-11-30T12:00:00.000000Z"}"""),
+    ("config", "config", """{"kind": "config", "format": 1,
+        "repository_id": "00112233445566778899aabbccddeeff", "created_at": "2026-11-30T12:00:00.000000Z"}"""),
+]
+
+
+def compute(kind: str, text: str) -> dict:
+    value = msgspec.json.decode(text.encode(), type=objects.TYPES[kind])
+    canonical = encoding.encode(value)
+    h = blake3(b"cas:" + kind.encode() + b"\x00" + canonical)
+    return {"kind": kind, "input": text, "canonical": canonical.decode("utf-8"),
+            "canonical_hex": canonical.hex(), "digest": "b3:" + h.hexdigest()}
+
+
+def test_vectors_match_golden_file():
+    got = {name: compute(kind, text) for name, kind, text in INPUTS}
+    if os.environ.get("CAS_UPDATE_VECTORS"):
+        VECTORS.write_text(json.dumps(got, indent=2, ensure_ascii=False) + "\n")
+    want = json.loads(VECTORS.read_text())
+    assert got == want
+
+
+@pytest.mark.parametrize("name", [n for n, _, _ in INPUTS])
+def test_vector_digest_agrees_with_library(name):
+    vec = json.loads(VECTORS.read_text())[name]
+    obj = objects.decode_object(vec["kind"], vec["canonical"].encode())
+    assert objects.encode_object(obj) == (vec["kind"], vec["canonical"].encode(), vec["digest"])
+
+
+def test_empty_tree_root_is_the_empty_leaf_vector():
+    vec = json.loads(VECTORS.read_text())["tree-leaf-empty"]
+    assert tree.EMPTY_ROOT == vec["digest"]
