@@ -23,7 +23,7 @@ EXIT_CODES = {
 
 
 class Context:
-    def __init__(self, repo_location: str | None, as_json: bool) -> None:
+    def __init__(self, repo_location: str | None = None, as_json: bool = False) -> None:
         self.repo_location = repo_location
         self.as_json = as_json
         self._repo = None
