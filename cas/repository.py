@@ -11,6 +11,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
 import msgspec
 
 from . import encoding
+from .backends import is_remote, remote_backend
 from .backends.local import LocalBackend
 from .digest import digest_of, parse_digest
 from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound,
@@ -108,7 +109,10 @@ def _local_root(path: str) -> str:
 
 
 def init(path: str = ".") -> "Repository":
-    """Create a repository in `path/.cas`; an existing one is refused."""
+    """Create a repository in `path/.cas` (or at an `s3://BUCKET/PREFIX` URL); an existing one
+    is refused."""
+    if is_remote(path):
+        return Repository.create(remote_backend(path))
     root = _local_root(path)
     if os.path.exists(root):
         raise AlreadyExists(f"a repository already exists at {root}", location=root)
@@ -121,7 +125,14 @@ def init(path: str = ".") -> "Repository":
 
 
 def open(path: str = ".") -> "Repository":  # noqa: A001 - the API name is cas.open
-    """Open the repository at `path/.cas` (or `path` itself if it is the .cas directory)."""
+    """Open the repository at `path/.cas` (or `path` itself if it is the .cas directory, or an
+    `s3://BUCKET/PREFIX` URL)."""
+    if is_remote(path):
+        backend = remote_backend(path)
+        if not backend.exists(CONFIG_KEY):
+            raise NotFound(f"no cas repository at {path} (run `cas init {path}` to create one)",
+                           location=path)
+        return Repository(backend)
     root = _local_root(path)
     if not os.path.isfile(os.path.join(root, CONFIG_KEY)):
         raise NotFound(f"no cas repository at {root} (run `cas init` to create one)", location=root)
@@ -144,7 +155,7 @@ def find(start: str = ".") -> str:
 class Repository:
     def __init__(self, backend, clock: Callable[[], str] = now) -> None:
         self.backend = backend
-        self.store = ObjectStore(backend)
+        self.store = ObjectStore(backend, getattr(backend, "cache_dir", None))
         self.refs = RefsLog(backend)
         self.clock = clock
         self.config: RepoConfig = parse_record_file(backend.get(CONFIG_KEY), RepoConfig, CONFIG_KEY)
@@ -217,6 +228,12 @@ class Repository:
 
     def versions(self, name: str, before: int | None = None, limit: int = 20) -> VersionsPage:
         """Version records newest first, starting below `before` (a version number)."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
+        if before is not None and (not isinstance(before, int) or isinstance(before, bool)
+                                   or before < 1):
+            raise InvalidArgument(f"before must be a positive integer (a version number), "
+                                  f"not {before!r}")
         top = self.head(name) if before is None else min(before - 1, self.head(name))
         numbers = list(range(top, max(top - limit, 0), -1))
         records = [self.refs.read_version(name, n) for n in numbers]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterable
 
 from . import pack as packfmt
@@ -22,10 +23,13 @@ def index_key(pid: str) -> str:
 
 
 class ObjectStore:
-    def __init__(self, backend) -> None:
+    def __init__(self, backend, cache_dir: str | None = None) -> None:
         self.backend = backend
         self._indexes: list[packfmt.IndexReader] | None = None
         self._cache: dict[str, Object] = {}
+        # For remote repositories: object bytes cached on local disk by digest. They are
+        # immutable, so a cached copy never goes stale; it is verified on every read anyway.
+        self.cache_dir = os.path.join(cache_dir, "objects") if cache_dir else None
 
     # -- reading -------------------------------------------------------------------------
     def indexes(self) -> list[packfmt.IndexReader]:
@@ -53,6 +57,10 @@ class ObjectStore:
 
     def get_bytes(self, digest: str) -> tuple[str, bytes]:
         """(kind, bytes) of one object, its digest verified."""
+        if self.cache_dir:
+            cached = self._read_cache(digest)
+            if cached is not None:
+                return cached
         found = self.locate(digest)
         if found is None:
             raise NotFound(f"object {digest} is not in the repository", digest=digest)
@@ -65,7 +73,40 @@ class ObjectStore:
         got = digest_of(kind, data)
         if got != digest:
             raise DigestMismatch(digest, got, key)
+        if self.cache_dir:
+            self._write_cache(digest, kind, data)
         return kind, data
+
+    def _cache_path(self, digest: str) -> str:
+        return os.path.join(self.cache_dir, digest[3:5], digest[3:])
+
+    def _read_cache(self, digest: str) -> tuple[str, bytes] | None:
+        try:
+            with open(self._cache_path(digest), "rb") as f:
+                blob = f.read()
+        except FileNotFoundError:
+            return None
+        kind = KIND_BY_CODE.get(blob[0]) if blob else None
+        if kind is None or digest_of(kind, blob[1:]) != digest:
+            return None  # a damaged cache entry is ignored and fetched again
+        return kind, blob[1:]
+
+    def _write_cache(self, digest: str, kind: str, data: bytes) -> None:
+        path = self._cache_path(digest)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(bytes([KIND_CODES[kind]]) + data)
+        os.replace(tmp, path)
+
+    def evict(self, digest: str) -> None:
+        """Forget a cached object (erasure)."""
+        self._cache.pop(digest, None)
+        if self.cache_dir:
+            try:
+                os.remove(self._cache_path(digest))
+            except FileNotFoundError:
+                pass
 
     def get(self, digest: str, type_: type | None = None) -> Object:
         obj = self._cache.get(digest)

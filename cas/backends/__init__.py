@@ -42,3 +42,23 @@ class Backend(Protocol):
     def list(self, prefix: str = "") -> Iterator[str]: ...
 
     def exists(self, key: str) -> bool: ...
+
+
+def is_remote(location: str) -> bool:
+    return isinstance(location, str) and "://" in location
+
+
+def remote_backend(url: str):
+    """The backend for a URL location (`s3://BUCKET/PREFIX`), with its local cache directory."""
+    import os
+
+    from blake3 import blake3
+
+    from .cache import CachingBackend, default_cache_root
+    if not url.startswith("s3://"):
+        raise InvalidArgument(f"unsupported repository location {url!r}; accepted: a local "
+                              "directory or s3://BUCKET/PREFIX", location=url)
+    from .s3 import S3Backend
+    inner = S3Backend(url)
+    cache_dir = os.path.join(default_cache_root(), blake3(inner.url.encode()).hexdigest()[:32])
+    return CachingBackend(inner, cache_dir)

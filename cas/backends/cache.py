@@ -1,0 +1,83 @@
+"""A local cache in front of a remote backend for immutable pack indexes.
+
+Pack indexes are named by content and never change, so a local copy can never go stale. A
+lookup then costs local reads instead of one request per binary-search probe. Object bytes are
+cached by digest one layer up (`cas.store`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Iterator
+
+from blake3 import blake3
+
+from ..errors import DigestMismatch
+
+
+def default_cache_root() -> str:
+    return (os.environ.get("CAS_CACHE_DIR")
+            or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                            "cas"))
+
+
+class CachingBackend:
+    def __init__(self, inner, cache_dir: str) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.cache_dir = cache_dir
+
+    def _local(self, key: str) -> str:
+        return os.path.join(self.cache_dir, *key.split("/"))
+
+    def _ensure(self, key: str) -> str:
+        path = self._local(key)
+        if not os.path.exists(path):
+            data = self.inner.get(key)
+            # an index ends with the BLAKE3 of everything before it: check before keeping it
+            if blake3(memoryview(data)[:-32]).digest() != data[-32:]:
+                raise DigestMismatch(data[-32:].hex(), blake3(memoryview(data)[:-32]).hexdigest(),
+                                     key)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{secrets.token_hex(6)}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)  # a private cache file, so a plain rename is enough here
+        return path
+
+    @staticmethod
+    def _cached(key: str) -> bool:
+        return key.startswith("packs/") and key.endswith(".idx")
+
+    def get(self, key: str) -> bytes:
+        if self._cached(key):
+            with open(self._ensure(key), "rb") as f:
+                return f.read()
+        return self.inner.get(key)
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        if self._cached(key):
+            with open(self._ensure(key), "rb") as f:
+                f.seek(offset)
+                return f.read(length)
+        return self.inner.get_range(key, offset, length)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        return self.inner.put_if_absent(key, data)
+
+    def delete(self, key: str) -> bool:
+        try:
+            os.unlink(self._local(key))
+        except FileNotFoundError:
+            pass
+        return self.inner.delete(key)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        return self.inner.list(prefix)
+
+    def exists(self, key: str) -> bool:
+        return self.inner.exists(key)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)  # e.g. S3Backend.requests

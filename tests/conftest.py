@@ -1,0 +1,28 @@
+"""Shared fixtures: a real SeaweedFS server for every test that runs against S3."""
+
+import os
+
+import pytest
+
+from seaweed import SeaweedServer
+
+
+@pytest.fixture(scope="session")
+def seaweed():
+    server = SeaweedServer().start()
+    saved = {k: os.environ.get(k) for k in server.environ()}
+    os.environ.update(server.environ())
+    yield server
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    server.stop()
+
+
+@pytest.fixture
+def s3_url(seaweed, tmp_path, monkeypatch):
+    """An empty S3 repository location, with a private local cache directory."""
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    return seaweed.url()
