@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .main import Context, cli, json_option, to_json
+from .main import Context, cli, json_option
 
 pass_ctx = click.make_pass_decorator(Context)
 
@@ -60,3 +60,24 @@ def cat(ctx: Context, digest: str) -> None:
         ctx.emit({"digest": digest, "kind": kind, "object": json.loads(data)})
     else:
         click.echo(data.decode("utf-8"))
+
+
+@cli.command()
+@click.argument("src")
+@click.argument("dst")
+@json_option
+@pass_ctx
+def mirror(ctx: Context, src: str, dst: str) -> None:
+    """Copy the repository at SRC to DST (directories or s3:// URLs), verifying every digest
+    and copying only what DST lacks. Safe to interrupt and run again."""
+    import cas
+    from cas.backends import backend_for
+    from cas.mirror import mirror as run_mirror
+    source = cas.open(src).backend  # refuses a location that holds no repository
+    report = run_mirror(source, backend_for(dst, create=True), progress=ctx.progress)
+    if not ctx.as_json:
+        ctx.progress("", 0, 0)
+    ctx.emit(report._asdict(),
+             f"mirrored {src} -> {dst}: {report.packs_copied} packs and "
+             f"{report.records_copied} records copied ({report.bytes_copied} bytes), "
+             f"{report.packs_present} packs and {report.records_present} records already there")

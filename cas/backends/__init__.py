@@ -62,3 +62,19 @@ def remote_backend(url: str):
     inner = S3Backend(url)
     cache_dir = os.path.join(default_cache_root(), blake3(inner.url.encode()).hexdigest()[:32])
     return CachingBackend(inner, cache_dir)
+
+
+def backend_for(location: str, create: bool = False):
+    """The backend of a repository location: `s3://BUCKET/PREFIX`, or a directory holding
+    `.cas` (or the `.cas` directory itself). With `create`, a missing local one is made."""
+    import os
+
+    from .local import LocalBackend
+    if is_remote(location):
+        return remote_backend(location)
+    root = os.path.abspath(location)
+    if os.path.basename(root) != ".cas":
+        root = os.path.join(root, ".cas")
+    if create:
+        os.makedirs(root, exist_ok=True)
+    return LocalBackend(root)
