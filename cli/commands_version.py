@@ -39,7 +39,7 @@ def commit(ctx: Context, dataset_name: str, base: int | None, add_file, removes,
             raise cas.InvalidArgument(
                 f"dataset {dataset_name!r} has versions; name the one to build on with "
                 f"--base (its newest is {head})", head=head)
-    source = add_file.name if add_file is not None else "input"
+    source = getattr(add_file, "name", "stdin")
     cases = cas.read_cases_jsonl(add_file, source) if add_file is not None else ()
     record = repo.commit(dataset_name, base=base, add=cases, remove=removes, message=message,
                          retry=retry)

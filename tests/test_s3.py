@@ -1,0 +1,228 @@
+"""S3 behaviour against a real SeaweedFS: network faults, caching, request counts, mirroring."""
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+import cas
+from cas.backends import backend_for
+from cas.backends.s3 import S3Backend, aws_settings, parse_url
+from cas.mirror import mirror
+from cas_cli.main import cli
+from faultproxy import FaultProxy
+
+
+def cases(n, tag="c"):
+    return [{"input": {"q": f"{tag}-{i}"}, "output": i,
+             "steps": [{"type": "tool_call", "tool_name": "t", "arguments": {"i": i}}]}
+            for i in range(n)]
+
+
+@pytest.fixture
+def proxied(seaweed, monkeypatch, tmp_path):
+    """A repository reached through a fault-injecting proxy."""
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    with FaultProxy(seaweed.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        url = seaweed.url()
+        repo = cas.init(url)
+        repo.create_dataset("evals")
+        yield proxy, url, repo
+
+
+def test_url_and_settings_parsing(tmp_path):
+    assert parse_url("s3://bucket/a/b/") == ("bucket", "a/b")
+    assert parse_url("s3://bucket") == ("bucket", "")
+    with pytest.raises(cas.InvalidArgument, match="s3://BUCKET/PREFIX"):
+        parse_url("s3:/bucket")
+    with pytest.raises(cas.InvalidArgument, match="accepted"):
+        backend_for("gs://bucket/x")
+    config = tmp_path / "config"
+    config.write_text("[profile team]\nregion = eu-west-3\nendpoint_url = http://h:1\n")
+    creds = tmp_path / "credentials"
+    creds.write_text("[team]\naws_access_key_id = AK\naws_secret_access_key = SK\n")
+    env = {"AWS_PROFILE": "team", "AWS_CONFIG_FILE": str(config),
+           "AWS_SHARED_CREDENTIALS_FILE": str(creds)}
+    assert aws_settings(env) == {"endpoint": "http://h:1", "region": "eu-west-3",
+                                 "access_key_id": "AK", "secret_access_key": "SK"}
+    env["AWS_REGION"] = "us-west-2"  # the environment wins over the files
+    assert aws_settings(env)["region"] == "us-west-2"
+
+
+def test_same_bytes_and_digests_as_a_local_repository(s3_url, tmp_path):
+    local = cas.init(str(tmp_path / "local"))
+    remote = cas.init(s3_url)
+    for repo in (local, remote):
+        repo.create_dataset("evals")
+        repo.commit("evals", base=None, add=cases(150))
+    a, b = local.version("evals", 1), remote.version("evals", 1)
+    assert a.content_digest == b.content_digest and a.item_count == b.item_count == 150
+    assert local.items("evals", 1, limit=200) == remote.items("evals", 1, limit=200)
+
+
+def test_lost_response_to_a_version_claim_is_not_reported_as_a_conflict(proxied):
+    proxy, url, repo = proxied
+    lost = []
+
+    def plan(method, path, n):
+        if method == "PUT" and "/versions/" in path and not lost:
+            lost.append(path)
+            return "lost"  # the server stored it, the client never heard
+        return None
+    proxy.plan = plan
+    record = repo.commit("evals", base=None, add=cases(3))
+    assert lost and record.number == 1
+    assert cas.open(url).version("evals", 1) == record
+    assert cas.open(url).fsck().ok
+
+
+def test_transient_errors_on_reads_and_writes_are_retried(proxied):
+    proxy, url, repo = proxied
+    proxy.plan = lambda method, path, n: ("503" if n % 3 == 0 else "reset" if n % 7 == 0
+                                          else None)
+    record = repo.commit("evals", base=None, add=cases(20))
+    fresh = cas.open(url)
+    assert fresh.items("evals", 1, limit=50).items == sorted(fresh.items("evals", 1, limit=50).items)
+    assert fresh.version("evals", 1) == record
+    assert any(f != "ok" for _, _, f in proxy.log)
+    proxy.plan = lambda method, path, n: None
+    assert cas.open(url).fsck().ok
+
+
+def test_persistent_write_failure_is_a_clear_error_and_changes_nothing(proxied, monkeypatch):
+    proxy, url, repo = proxied
+    repo.commit("evals", base=None, add=cases(5))
+    before = sorted(S3Backend(url).list(""))
+    proxy.plan = lambda method, path, n: "503" if method == "PUT" else None
+    monkeypatch.setattr("cas.backends.s3.BACKOFF_S", 0.001)
+    runner = CliRunner()
+    src = cases(1, "new")[0]
+    result = runner.invoke(cli, ["--repo", url, "--json", "commit", "evals", "--base", "1",
+                                 "--add", "-"], input=json.dumps(src) + "\n")
+    assert result.exit_code == 8, result.output
+    err = json.loads(result.stdout)["error"]
+    assert err["code"] == "UNAVAILABLE" and "cannot write" in err["message"]
+    proxy.plan = lambda method, path, n: None
+    assert sorted(S3Backend(url).list("")) == before
+    assert cas.open(url).fsck().ok
+
+
+def test_objects_are_cached_locally_by_digest(s3_url, tmp_path):
+    repo = cas.init(s3_url)
+    repo.create_dataset("evals")
+    repo.commit("evals", base=None, add=cases(10))
+    case_id = repo.items("evals", 1, limit=1).items[0]
+    first = cas.open(s3_url)
+    first.case("evals", 1, case_id)
+    second = cas.open(s3_url)
+    gets_before = second.backend.requests["GET"]
+    assert second.case("evals", 1, case_id) == first.case("evals", 1, case_id)
+    # only the version record is fetched again; index, tree nodes and case come from the cache
+    assert second.backend.requests["GET"] - gets_before == 1
+    cached = list((tmp_path / "cache").rglob(case_id[3:]))
+    assert len(cached) == 1
+
+
+def test_sealing_one_case_costs_a_constant_number_of_requests(s3_url):
+    repo = cas.init(s3_url)
+    counts = []
+    for name, size in (("small", 50), ("large", 3000)):
+        repo.create_dataset(name)
+        repo.commit(name, base=None, add=cases(size, name))
+        fresh = cas.open(s3_url)
+        fresh.backend.requests.clear()
+        fresh.commit(name, base=1, add=cases(1, name + "-extra"))
+        counts.append(sum(fresh.backend.requests.values()))
+    # a deeper tree costs a few more node reads, never a per-case cost
+    assert counts[1] <= counts[0] + 8, counts
+    assert counts[1] < 40, counts
+
+
+def test_ingest_goes_up_in_a_few_packs(s3_url):
+    repo = cas.init(s3_url)
+    repo.create_dataset("evals")
+    repo.backend.requests.clear()
+    repo.commit("evals", base=None, add=cases(5000))
+    assert repo.backend.requests["PUT"] <= 4  # pack, index, version record
+
+
+def test_mirror_local_to_s3_and_back(tmp_path, s3_url):
+    local = cas.init(str(tmp_path / "a"))
+    local.create_dataset("evals")
+    local.commit("evals", base=None, add=cases(30))
+    local.commit("evals", base=1, add=cases(5, "more"))
+    report = mirror(local.backend, backend_for(s3_url, create=True))
+    assert report.packs_copied == 2 and report.records_copied == 3
+    again = mirror(local.backend, backend_for(s3_url))
+    assert again.packs_copied == again.records_copied == 0
+    back = backend_for(str(tmp_path / "b"), create=True)
+    mirror(backend_for(s3_url), back)
+    copy = cas.open(str(tmp_path / "b"))
+    assert copy.fsck().ok
+    assert copy.version("evals", 2) == local.version("evals", 2)
+    assert copy.items("evals", 2, limit=100) == local.items("evals", 2, limit=100)
+
+
+def test_interrupted_mirror_resumes(tmp_path, seaweed, monkeypatch):
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    local = cas.init(str(tmp_path / "a"))
+    local.create_dataset("evals")
+    for v in range(3):
+        local.commit("evals", base=v or None, add=cases(10, f"v{v}"))
+    with FaultProxy(seaweed.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        monkeypatch.setattr("cas.backends.s3.BACKOFF_S", 0.001)
+        url = seaweed.url()
+        puts = []
+
+        def plan(method, path, n):
+            if method == "PUT":
+                puts.append(path)
+                if len(puts) > 4:
+                    return "503"
+            return None
+        proxy.plan = plan
+        with pytest.raises(cas.CasError) as info:
+            mirror(local.backend, backend_for(url, create=True))
+        assert info.value.code == "UNAVAILABLE"
+        proxy.plan = lambda method, path, n: None
+        partial = cas.open(url)
+        assert partial.fsck().ok  # what was copied is consistent: no record without its objects
+        mirror(local.backend, backend_for(url))
+        assert cas.open(url).version("evals", 3) == local.version("evals", 3)
+        assert cas.open(url).fsck().ok
+
+
+def test_mirror_refuses_another_repository_and_divergence(tmp_path, s3_url):
+    a = cas.init(str(tmp_path / "a"))
+    a.create_dataset("evals")
+    a.commit("evals", base=None, add=cases(3))
+    other = cas.init(s3_url)
+    with pytest.raises(cas.FailedPrecondition, match="another repository"):
+        mirror(a.backend, other.backend)
+    b_backend = backend_for(str(tmp_path / "b"), create=True)
+    mirror(a.backend, b_backend)
+    b = cas.open(str(tmp_path / "b"))
+    a.commit("evals", base=1, add=cases(1, "in-a"))
+    b.commit("evals", base=1, add=cases(1, "in-b"))
+    with pytest.raises(cas.FailedPrecondition, match="diverged") as info:
+        mirror(a.backend, b.backend)
+    assert info.value.reason == "DIVERGED"
+
+
+def test_cli_init_and_commands_on_s3(s3_url, tmp_path, monkeypatch):
+    runner = CliRunner()
+    monkeypatch.chdir(tmp_path)
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "cases.jsonl")
+    assert runner.invoke(cli, ["init", s3_url]).exit_code == 0
+    assert runner.invoke(cli, ["init", s3_url]).exit_code == 4
+    monkeypatch.setenv("CAS_REPO", s3_url)
+    assert runner.invoke(cli, ["dataset", "create", "evals"]).exit_code == 0
+    out = runner.invoke(cli, ["--json", "commit", "evals", "--add", example])
+    assert out.exit_code == 0 and json.loads(out.stdout)["item_count"] == 5
+    fsck = runner.invoke(cli, ["--json", "fsck"])
+    assert fsck.exit_code == 0 and json.loads(fsck.stdout)["ok"]
+    missing = runner.invoke(cli, ["--repo", s3_url + "-nothing", "dataset", "list"])
+    assert missing.exit_code == 3 and "no cas repository" in missing.stderr
