@@ -12,11 +12,11 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 @cli.command()
-@click.argument("path", default=".", type=click.Path(file_okay=False))
+@click.argument("path", default=".")
 @json_option
 @pass_ctx
 def init(ctx: Context, path: str) -> None:
-    """Create a repository in PATH/.cas (PATH defaults to the current directory)."""
+    """Create a repository in PATH/.cas (default: the current directory) or at s3://BUCKET/PREFIX."""
     import cas
     repo = cas.init(path)
     ctx.emit({"repository": repo.location, "repository_id": repo.config.repository_id},

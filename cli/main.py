@@ -83,9 +83,9 @@ def json_option(f):
 
 
 @click.group(cls=CasGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--repo", "repo_location", metavar="PATH", default=None,
-              help="Repository: a directory holding .cas (default: CAS_REPO, else the nearest "
-                   ".cas in this directory or its parents).")
+@click.option("--repo", "repo_location", metavar="LOCATION", default=None,
+              help="Repository: a directory holding .cas, or s3://BUCKET/PREFIX (default: "
+                   "CAS_REPO, else the nearest .cas in this directory or its parents).")
 @click.option("--json", "as_json", is_flag=True, help="Print results (and errors) as JSON.")
 @click.version_option(package_name="cas-datasets", prog_name="cas")
 @click.pass_context
