@@ -43,6 +43,9 @@ def check(repo, progress: Progress | None = None) -> Report:
 
     keys = list(backend.list(""))
     objects: dict[str, str] = {}  # digest -> kind, bytes verified
+    # Tree nodes as decoded from the verified pack bytes: the tree walk below reads these, not
+    # the object store, so a damaged index is reported once (above) and cannot abort the walk.
+    trees: dict[str, object] = {}
     pack_keys = [k for k in keys if k.startswith(PACKS) and k.endswith(".pack")]
     index_keys = {k for k in keys if k.startswith(PACKS) and k.endswith(".idx")}
     known = {"config"} | set(pack_keys) | index_keys
@@ -93,11 +96,13 @@ def check(repo, progress: Progress | None = None) -> Report:
                 error(digest, f"object bytes in {pkey} hash to {got}")
                 continue
             try:
-                decode_object(kind, body, f"object {digest}")
+                obj = decode_object(kind, body, f"object {digest}")
             except CasError as exc:
                 error(digest, exc.message)
                 continue
             objects[digest] = kind
+            if kind.startswith("tree."):
+                trees[digest] = obj
     for ikey in sorted(index_keys):
         if ikey[:-len(".idx")] + ".pack" not in pack_keys:
             error(ikey, "index has no pack: every object it lists is missing")
@@ -141,7 +146,7 @@ def check(repo, progress: Progress | None = None) -> Report:
                 if progress:
                     progress("versions", n_versions, 0)
                 _check_version(key, name, number, record, objects, tree_ok, reachable, error,
-                               repo.store.get)
+                               trees.__getitem__)
         if not groups["meta"]:
             error(f"{DATASETS}{name}/", "dataset has versions but no metadata record")
 
