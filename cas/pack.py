@@ -120,8 +120,21 @@ def parse_index(data: bytes, where: str = "index") -> tuple[str, list[Entry]]:
         if not (fanout[d[0] - 1] if d[0] else 0) <= i < fanout[d[0]]:
             raise CorruptData(f"{where}: fan-out table disagrees with entry {i}", key=where)
         prev = d
-        offset, length, kind = ROW.unpack_from(data, rows_at + i * ROW.size)
+        row_at = rows_at + i * ROW.size
+        if data[row_at + 13: row_at + 16] != b"\0\0\0":
+            raise CorruptData(f"{where}: row {i} has non-zero padding", key=where)
+        offset, length, kind = ROW.unpack_from(data, row_at)
         entries.append(Entry(d, offset, length, kind))
+    # IndexReader trusts every fan-out slot, including those of empty buckets: all must agree.
+    counts = [0] * 256
+    for e in entries:
+        counts[e.digest[0]] += 1
+    total = 0
+    for b, c in enumerate(counts):
+        total += c
+        if fanout[b] != total:
+            raise CorruptData(f"{where}: fan-out table entry {b} is {fanout[b]}, "
+                              f"but {total} digests start with a byte <= {b}", key=where)
     pid = data[rows_at + n * ROW.size: rows_at + n * ROW.size + DIGEST_LEN].hex()
     return pid, entries
 
@@ -177,6 +190,9 @@ class IndexReader:
             lo += i
         n = fanout[255]
         row = read(self.key, DIGESTS_AT + n * DIGEST_LEN + lo * ROW.size, ROW.size)
+        if len(row) != ROW.size:  # the fan-out promised more entries than the file holds
+            raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
+                              key=self.key)
         offset, length, kind = ROW.unpack(row)
         return Entry(digest, offset, length, kind)
 

@@ -255,7 +255,7 @@ class Repository:
         if not isinstance(base, int) or base < 0:
             raise InvalidArgument(f"base must be a version number, not {base!r}")
         removes = sorted({parse_digest(r, "case id") for r in remove})
-        self._check_base(name, base, retry)
+        base = self._check_base(name, base, retry)
         author = author or default_author()
         with self.store.writer() as writer:
             ids = set()
@@ -278,11 +278,16 @@ class Repository:
                     raise VersionConflict(name, base, head)
                 base = head
 
-    def _check_base(self, name: str, base: int, retry: bool) -> None:
+    def _check_base(self, name: str, base: int, retry: bool) -> int:
+        """The base to build on: `base` itself, or with `retry` the head if `base` is stale."""
         if base and not self.backend.exists(version_key(name, base)):
             raise NotFound(f"dataset {name!r} has no version {base}", dataset=name, version=base)
-        if not retry and self.backend.exists(version_key(name, base + 1)):
-            raise VersionConflict(name, base, self.refs.head(name))
+        if self.backend.exists(version_key(name, base + 1)):
+            head = self.refs.head(name)
+            if not retry:
+                raise VersionConflict(name, base, head)
+            return head
+        return base
 
     def _seal(self, name, base, inserts, removes, writer, message, author, operation) -> VersionRecord:
         trie = self._trie(writer.add)

@@ -39,6 +39,7 @@ class Trie:
         self._load = load
         self._emit = emit
         self._made: dict[str, Node] = {EMPTY_ROOT: EMPTY_LEAF}
+        self._new: list[str] = []
         self.nodes_emitted = 0
 
     def node(self, digest: str) -> Node:
@@ -47,12 +48,29 @@ class Trie:
 
     def _put(self, node: Node) -> tuple[str, int]:
         digest = encode_object(node)[2]
-        if self._emit is not None:
-            self._emit(node)
-            self.nodes_emitted += 1
-        self._made[digest] = node
+        if digest not in self._made:
+            self._made[digest] = node
+            self._new.append(digest)
         count = len(node.ids) if isinstance(node, TreeLeaf) else node.count
         return digest, count
+
+    def _emit_reachable(self, root: str) -> None:
+        """Emit the nodes made since the last call that the new root reaches, and only those:
+        a subtree rebuilt and then folded into a leaf must not be stored as garbage."""
+        fresh, self._new = set(self._new), []
+        if self._emit is None:
+            return
+        stack = [root]
+        while stack:
+            digest = stack.pop()
+            if digest not in fresh:
+                continue  # an existing (already stored) node, or already emitted
+            fresh.discard(digest)
+            node = self._made[digest]
+            self._emit(node)
+            self.nodes_emitted += 1
+            if isinstance(node, TreeNode):
+                stack.extend(c.node for c in node.children)
 
     def count(self, root: str) -> int:
         node = self.node(root)
@@ -61,7 +79,9 @@ class Trie:
     # -- building and editing -------------------------------------------------------------
     def build(self, ids: list[str]) -> str:
         """Root of the tree holding `ids` (sorted, unique)."""
-        return self._build(ids, 0, len(ids), 0)[0]
+        root = self._build(ids, 0, len(ids), 0)[0]
+        self._emit_reachable(root)
+        return root
 
     def _build(self, ids: list[str], lo: int, hi: int, depth: int) -> tuple[str, int]:
         if hi - lo <= LEAF_MAX:
@@ -86,7 +106,9 @@ class Trie:
         no-op. Cost: O((inserts + deletes) x depth) nodes, plus at most LEAF_MAX ids gathered
         where a shrinking subtree folds back into a leaf.
         """
-        return self._apply(root, 0, inserts, deletes)[0]
+        new_root = self._apply(root, 0, inserts, deletes)[0]
+        self._emit_reachable(new_root)
+        return new_root
 
     def _apply(self, digest: str, depth: int, ins: list[str], dels: list[str]) -> tuple[str, int]:
         node = self.node(digest)
@@ -242,6 +264,8 @@ def verify_proof(proof: Proof, root: str | None = None, case_id: str | None = No
             return False
         if isinstance(node, TreeLeaf):
             return i == len(proof.nodes) - 1 and case_id in node.ids
+        if depth >= 64:  # an id has 64 digits: a deeper inner node is forged, not a proof
+            return False
         v = nibble(case_id, depth)
         child = next((c for c in node.children if c.nibble == v), None)
         if child is None:

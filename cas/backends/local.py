@@ -5,12 +5,15 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from typing import Iterator
 
-from ..errors import NotFound, Unavailable
+from ..errors import InvalidArgument, NotFound, Unavailable
 from . import check_key
 
-_TMP = ".tmp"  # staging directory for writes in flight; never a key
+# Staging directory for writes in flight. '~' is outside the key alphabet, so no key can name
+# it: a key such as ".tmp/x" must not land among (and be hidden with) the staging files.
+_TMP = "~tmp"
 
 
 class LocalBackend:
@@ -34,7 +37,14 @@ class LocalBackend:
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(f"no such key {key!r}", key=key) from None
         try:
-            return os.pread(fd, length, offset)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # a directory holding longer keys is not a key
+                raise NotFound(f"no such key {key!r}", key=key)
+            # Clamp to the file: an offset or length read from a damaged index may be huge
+            # (pread would overflow, or allocate gigabytes) and must just read past the end.
+            if offset >= st.st_size:
+                return b""
+            return os.pread(fd, min(length, st.st_size - offset), offset)
         finally:
             os.close(fd)
 
@@ -77,14 +87,21 @@ class LocalBackend:
         path = self._path(key)
         try:
             os.unlink(path)
-        except FileNotFoundError:
-            return False
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return False  # absent: a directory (or a path through a file) is not a key
         _fsync_dir(os.path.dirname(path))
         return True
 
     def list(self, prefix: str = "") -> Iterator[str]:
         # Walk only the directory that can hold the prefix, then filter by the full prefix.
         head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        if head:
+            # Every key starting with `prefix` starts with the whole segments `head`, so an
+            # invalid head matches no key; and walking it ("..") could leave the root.
+            try:
+                check_key(head)
+            except InvalidArgument:
+                return iter([])
         start = os.path.join(self.root, *head.split("/")) if head else self.root
         keys = []
         for dirpath, dirnames, filenames in os.walk(start):

@@ -1,0 +1,424 @@
+"""Pack files and pack indexes: round trips, lookups by range reads, and parsers that raise only
+cas errors on any input."""
+
+import os
+import random
+import struct
+
+import pytest
+from blake3 import blake3
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cas.backends.memory import MemoryBackend
+from cas.errors import CasError, CorruptData, DigestMismatch, UnsupportedFormat
+from cas.pack import (DIGEST_LEN, DIGESTS_AT, SCAN_BELOW, Entry, IndexReader, format_index,
+                      format_pack, pack_id, parse_index, parse_pack)
+
+SETTINGS = settings(max_examples=80, deadline=None)
+
+objects_st = st.lists(st.tuples(st.integers(0, 255), st.binary(max_size=80)), max_size=25)
+digest_st = st.binary(min_size=32, max_size=32)
+entries_st = st.dictionaries(
+    digest_st,
+    st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1), st.integers(0, 255)),
+    max_size=40,
+).map(lambda d: [Entry(k, *v) for k, v in d.items()])
+pid_st = st.binary(min_size=32, max_size=32).map(bytes.hex)
+
+
+def _pack(objects):
+    return format_pack(objects)[0]
+
+
+def _reseal(body: bytes) -> bytes:
+    """A body with a correct trailer: what a buggy or hostile writer could produce."""
+    return body + blake3(body).digest()
+
+
+# -- packs --------------------------------------------------------------------------------
+@SETTINGS
+@given(objects_st)
+def test_pack_round_trip(objects):
+    pack, spans = format_pack(objects)
+    parsed = list(parse_pack(pack))
+    assert [(off, length) for off, length, _ in parsed] == spans
+    assert [(kind, pack[off:off + length]) for off, length, kind in parsed] == \
+        [(k, d) for k, d in objects]
+    assert pack[:4] == b"CASP"
+    assert pack_id(pack) == blake3(pack[:-DIGEST_LEN]).hexdigest()
+    assert len(pack) == 8 + sum(5 + len(d) for _, d in objects) + DIGEST_LEN
+
+
+def test_pack_layout_is_as_specified():
+    pack, spans = format_pack([(1, b"abc"), (3, b"")])
+    body = b"CASP" + struct.pack(">I", 1) + b"\x01" + struct.pack(">I", 3) + b"abc" \
+        + b"\x03" + struct.pack(">I", 0)
+    assert pack == body + blake3(body).digest()
+    assert spans == [(13, 3), (21, 0)]
+
+
+def test_empty_pack_round_trips():
+    pack = _pack([])
+    assert list(parse_pack(pack)) == []
+
+
+def test_pack_ids_differ_with_content():
+    assert pack_id(_pack([(1, b"a")])) != pack_id(_pack([(1, b"b")]))
+    assert pack_id(_pack([(1, b"a")])) != pack_id(_pack([(2, b"a")]))
+
+
+def test_every_single_byte_flip_of_a_pack_is_detected():
+    pack = _pack([(1, b'{"input":"hello"}'), (2, b'{"ids":[]}'), (3, b"x" * 40)])
+    for i in range(len(pack)):
+        for mask in (0x01, 0x80, 0xFF):
+            bad = bytearray(pack)
+            bad[i] ^= mask
+            with pytest.raises(CasError):
+                list(parse_pack(bytes(bad)))
+
+
+def test_pack_trailer_mismatch_names_both_digests():
+    pack = bytearray(_pack([(1, b"data")]))
+    pack[10] ^= 1
+    with pytest.raises(DigestMismatch) as info:
+        list(parse_pack(bytes(pack), where="packs/p.pack"))
+    assert info.value.expected == bytes(pack[-32:]).hex()
+    assert info.value.got == blake3(bytes(pack[:-32])).hexdigest()
+    assert "packs/p.pack" in str(info.value)
+
+
+def test_pack_truncation_and_extension_are_detected():
+    pack = _pack([(1, b"abcdef"), (1, b"ghi")])
+    for n in range(len(pack)):
+        with pytest.raises(CasError):
+            list(parse_pack(pack[:n]))
+    with pytest.raises(CasError):
+        list(parse_pack(pack + b"\x00"))
+
+
+def test_unknown_pack_format_is_refused():
+    body = b"CASP" + struct.pack(">I", 2)
+    with pytest.raises(UnsupportedFormat):
+        list(parse_pack(_reseal(body)))
+
+
+def test_resealed_pack_with_overlong_entry_is_corrupt():
+    body = b"CASP" + struct.pack(">I", 1) + b"\x01" + struct.pack(">I", 10) + b"short"
+    with pytest.raises(CorruptData):
+        list(parse_pack(_reseal(body)))
+    body = b"CASP" + struct.pack(">I", 1) + b"\x01\x00\x00"  # a cut entry header
+    with pytest.raises(CorruptData):
+        list(parse_pack(_reseal(body)))
+
+
+@SETTINGS
+@given(st.binary(max_size=200))
+def test_parse_pack_on_arbitrary_bytes_raises_only_cas_errors(data):
+    try:
+        list(parse_pack(data))
+    except CasError:
+        pass
+
+
+@SETTINGS
+@given(st.binary(max_size=120))
+def test_parse_pack_on_arbitrary_resealed_bodies(tail):
+    # With a correct trailer the structure itself must be checked: every span yielded lies
+    # inside the body, and the spans tile it exactly.
+    body = b"CASP" + struct.pack(">I", 1) + tail
+    pack = _reseal(body)
+    try:
+        parsed = list(parse_pack(pack))
+    except CasError:
+        return
+    pos = 8
+    for off, length, kind in parsed:
+        assert off == pos + 5 and off + length <= len(body)
+        assert pack[pos] == kind
+        pos = off + length
+    assert pos == len(body)
+    assert _pack([(k, pack[o:o + n]) for o, n, k in parsed]) == pack
+
+
+@SETTINGS
+@given(objects_st, st.data())
+def test_parse_pack_on_mutated_packs_raises_only_cas_errors(objects, data):
+    pack = bytearray(_pack(objects))
+    reseal = data.draw(st.booleans())
+    for _ in range(data.draw(st.integers(1, 4))):
+        op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        i = data.draw(st.integers(0, max(len(pack) - 1, 0)))
+        if op == "flip" and pack:
+            pack[i] ^= data.draw(st.integers(1, 255))
+        elif op == "cut":
+            del pack[i:i + data.draw(st.integers(1, 8))]
+        else:
+            pack[i:i] = data.draw(st.binary(min_size=1, max_size=8))
+    if reseal and len(pack) >= DIGEST_LEN:
+        pack = bytearray(_reseal(bytes(pack[:-DIGEST_LEN])))
+    try:
+        list(parse_pack(bytes(pack)))
+    except CasError:
+        pass
+
+
+# -- indexes ------------------------------------------------------------------------------
+@SETTINGS
+@given(pid_st, entries_st)
+def test_index_round_trip(pid, entries):
+    data = format_index(pid, entries)
+    got_pid, got = parse_index(data)
+    assert got_pid == pid
+    assert got == sorted(entries)
+    assert len(data) == DIGESTS_AT + len(entries) * (32 + 16) + 64
+    # fan-out entry i counts digests whose first byte is <= i
+    fanout = struct.unpack_from(">256I", data, 8)
+    for i in (0, 1, 127, 254, 255):
+        assert fanout[i] == sum(1 for e in entries if e.digest[0] <= i)
+
+
+@SETTINGS
+@given(pid_st, entries_st)
+def test_index_is_independent_of_entry_order(pid, entries):
+    shuffled = list(entries)
+    random.Random(len(entries)).shuffle(shuffled)
+    assert format_index(pid, shuffled) == format_index(pid, entries)
+
+
+def test_every_single_byte_flip_of_an_index_is_detected():
+    rnd = random.Random(1)
+    entries = [Entry(rnd.randbytes(32), rnd.randrange(2**40), rnd.randrange(2**20), 1)
+               for _ in range(5)]
+    data = format_index("ab" * 32, entries)
+    for i in range(len(data)):
+        for mask in (0x01, 0x80, 0xFF):
+            bad = bytearray(data)
+            bad[i] ^= mask
+            with pytest.raises(CasError):
+                parse_index(bytes(bad))
+
+
+def test_index_truncation_is_detected():
+    data = format_index("cd" * 32, [Entry(bytes([i]) * 32, i, i, 1) for i in range(3)])
+    for n in range(len(data)):
+        with pytest.raises(CasError):
+            parse_index(data[:n])
+    with pytest.raises(CasError):
+        parse_index(data + b"\x00")
+
+
+def test_unknown_index_format_is_refused():
+    data = bytearray(format_index("00" * 32, []))
+    data[4:8] = struct.pack(">I", 7)
+    with pytest.raises(UnsupportedFormat):
+        parse_index(_reseal(bytes(data[:-DIGEST_LEN])))
+
+
+def _index_body(fanout, digests, rows, pid=b"\x00" * 32):
+    return (b"CASI" + struct.pack(">I", 1) + struct.pack(">256I", *fanout) + b"".join(digests)
+            + b"".join(struct.pack(">QIB3x", *r) for r in rows) + pid)
+
+
+def test_resealed_index_with_unsorted_or_duplicate_digests_is_corrupt():
+    a, b = b"\x01" * 32, b"\x01" + b"\x02" * 31
+    fanout = [0] + [2] * 255
+    for digests in ([b, a], [a, a]):
+        with pytest.raises(CorruptData):
+            parse_index(_reseal(_index_body(fanout, digests, [(0, 0, 1)] * 2)))
+
+
+def test_resealed_index_with_a_wrong_fanout_is_corrupt():
+    a, b = b"\x01" * 32, b"\x05" * 32
+    rows = [(0, 1, 1), (1, 1, 1)]
+    good = [0] + [1] * 4 + [2] * 251
+    parse_index(_reseal(_index_body(good, [a, b], rows)))
+    wrong_bucket = [0] + [1] * 3 + [2] * 252  # b counted in bucket 4
+    with pytest.raises(CorruptData):
+        parse_index(_reseal(_index_body(wrong_bucket, [a, b], rows)))
+    # A fan-out that is wrong only in a bucket no entry falls in, or decreasing, is still
+    # wrong: IndexReader trusts it for lookups.
+    decreasing = [9] + [1] * 4 + [2] * 251
+    with pytest.raises(CorruptData):
+        parse_index(_reseal(_index_body(decreasing, [a, b], rows)))
+    empty_with_garbage = [5] + [0] * 255
+    with pytest.raises(CorruptData):
+        parse_index(_reseal(_index_body(empty_with_garbage, [], [])))
+
+
+@SETTINGS
+@given(st.binary(max_size=1200))
+def test_parse_index_on_arbitrary_bytes_raises_only_cas_errors(data):
+    try:
+        parse_index(data)
+    except CasError:
+        pass
+
+
+@SETTINGS
+@given(pid_st, entries_st, st.data())
+def test_parse_index_on_mutated_indexes_raises_only_cas_errors(pid, entries, data):
+    raw = bytearray(format_index(pid, entries))
+    reseal = data.draw(st.booleans())
+    for _ in range(data.draw(st.integers(1, 4))):
+        op = data.draw(st.sampled_from(["flip", "cut", "insert", "fanout"]))
+        i = data.draw(st.integers(0, len(raw) - 1))
+        if op == "flip":
+            raw[i] ^= data.draw(st.integers(1, 255))
+        elif op == "cut":
+            del raw[i:i + data.draw(st.integers(1, 48))]
+        elif op == "insert":
+            raw[i:i] = data.draw(st.binary(min_size=1, max_size=48))
+        elif len(raw) >= DIGESTS_AT:
+            b = data.draw(st.integers(0, 255))
+            raw[8 + 4 * b: 12 + 4 * b] = struct.pack(">I", data.draw(st.integers(0, 2**32 - 1)))
+    if reseal and len(raw) >= DIGEST_LEN:
+        raw = bytearray(_reseal(bytes(raw[:-DIGEST_LEN])))
+    try:
+        got_pid, got = parse_index(bytes(raw))
+    except CasError:
+        return
+    # Whatever parse_index accepts is exactly a well-formed index of what it returned.
+    assert format_index(got_pid, got) == bytes(raw)
+
+
+# -- IndexReader ----------------------------------------------------------------------------
+class CountingBackend(MemoryBackend):
+    def __init__(self):
+        super().__init__()
+        self.bytes_read = 0
+        self.whole_reads = 0
+
+    def get(self, key):
+        self.whole_reads += 1
+        return super().get(key)
+
+    def get_range(self, key, offset, length):
+        got = MemoryBackend.get(self, key)[offset:offset + length]
+        self.bytes_read += len(got)
+        return got
+
+
+def _reader(entries, key="packs/x.idx"):
+    backend = CountingBackend()
+    backend.put_if_absent(key, format_index("ee" * 32, entries))
+    return backend, IndexReader(backend, key)
+
+
+def _entries(digests):
+    return [Entry(d, 1000 + i, i + 1, 1 + i % 3) for i, d in enumerate(digests)]
+
+
+def _absent_near(digests):
+    """Digests that are not members but sort right next to members (and at the ends)."""
+    present = set(digests)
+    out = {b"\x00" * 32, b"\xff" * 32}
+    for d in digests[:50]:
+        n = int.from_bytes(d, "big")
+        for delta in (-1, 1):
+            if 0 <= n + delta < 2**256:
+                out.add((n + delta).to_bytes(32, "big"))
+    return sorted(out - present)
+
+
+@SETTINGS
+@given(st.lists(digest_st, unique=True, max_size=300))
+def test_lookup_finds_every_digest_and_nothing_else(digests):
+    entries = _entries(digests)
+    _, reader = _reader(entries)
+    assert len(reader) == len(entries)
+    for e in entries:
+        assert reader.lookup(e.digest) == e
+    for d in _absent_near(digests):
+        assert reader.lookup(d) is None
+
+
+@pytest.mark.parametrize("bucket_size", [SCAN_BELOW - 1, SCAN_BELOW, SCAN_BELOW + 1,
+                                         3 * SCAN_BELOW + 7, 40 * SCAN_BELOW])
+@pytest.mark.parametrize("first_byte", [0x00, 0x7A, 0xFF])
+def test_lookup_in_a_large_fanout_bucket(bucket_size, first_byte):
+    # All entries share their first byte: the fan-out cannot help and lookup must
+    # binary-search with range reads before scanning a small block.
+    rnd = random.Random(bucket_size * 256 + first_byte)
+    digests = {bytes([first_byte]) + rnd.randbytes(31) for _ in range(bucket_size)}
+    digests |= {bytes([rnd.randrange(256)]) + rnd.randbytes(31) for _ in range(50)}
+    digests = sorted(digests)
+    entries = _entries(digests)
+    backend, reader = _reader(entries)
+    for e in entries:
+        assert reader.lookup(e.digest) == e
+    for d in _absent_near(digests) + [bytes([first_byte]) + rnd.randbytes(31) for _ in range(200)]:
+        if d not in digests:
+            assert reader.lookup(d) is None
+    assert backend.whole_reads == 0
+
+
+def test_lookup_reads_a_few_kib_not_the_whole_index():
+    rnd = random.Random(7)
+    digests = sorted({rnd.randbytes(32) for _ in range(60_000)})
+    entries = _entries(digests)
+    backend, reader = _reader(entries)
+    size = len(backend.get("packs/x.idx"))
+    backend.bytes_read = 0
+    probes = [digests[i] for i in range(0, len(digests), 6007)]
+    for d in probes:
+        assert reader.lookup(d).digest == d
+    per_lookup = backend.bytes_read / len(probes)
+    assert per_lookup < 8 * 1024, per_lookup
+    assert size > 2_000_000
+
+
+def test_lookup_at_bucket_boundaries():
+    digests = sorted({bytes([b]) + bytes([x]) * 31 for b in (0, 1, 2, 254, 255) for x in (0, 255)})
+    entries = _entries(digests)
+    _, reader = _reader(entries)
+    for e in entries:
+        assert reader.lookup(e.digest) == e
+    for b in (3, 128, 253):
+        assert reader.lookup(bytes([b]) * 32) is None
+
+
+def test_lookup_on_an_empty_index():
+    _, reader = _reader([])
+    assert len(reader) == 0
+    assert reader.lookup(os.urandom(32)) is None
+    assert reader.lookup(b"\x00" * 32) is None
+    assert reader.lookup(b"\xff" * 32) is None
+    assert reader.all_digests() == set()
+
+
+def test_all_digests():
+    rnd = random.Random(3)
+    digests = {rnd.randbytes(32) for _ in range(500)}
+    _, reader = _reader(_entries(sorted(digests)))
+    assert reader.all_digests() == digests
+
+
+def test_index_reader_refuses_bad_headers():
+    backend = MemoryBackend()
+    good = format_index("00" * 32, [])
+    backend.put_if_absent("packs/short.idx", good[:100])
+    backend.put_if_absent("packs/magic.idx", b"XXXX" + good[4:])
+    backend.put_if_absent("packs/format.idx", good[:4] + struct.pack(">I", 9) + good[8:])
+    with pytest.raises(CorruptData):
+        IndexReader(backend, "packs/short.idx").lookup(b"\x00" * 32)
+    with pytest.raises(CorruptData):
+        IndexReader(backend, "packs/magic.idx").lookup(b"\x00" * 32)
+    with pytest.raises(UnsupportedFormat):
+        IndexReader(backend, "packs/format.idx").lookup(b"\x00" * 32)
+
+
+def test_pack_and_index_together():
+    objs = [(1, b"case-%d" % i) for i in range(300)]
+    pack, spans = format_pack(objs)
+    pid = pack_id(pack)
+    entries = [Entry(blake3(d).digest(), off, n, k) for (k, d), (off, n) in zip(objs, spans)]
+    backend = MemoryBackend()
+    backend.put_if_absent(f"packs/{pid}.pack", pack)
+    backend.put_if_absent(f"packs/{pid}.idx", format_index(pid, entries))
+    reader = IndexReader(backend, f"packs/{pid}.idx")
+    assert parse_index(backend.get(f"packs/{pid}.idx"))[0] == pid
+    for k, d in objs:
+        e = reader.lookup(blake3(d).digest())
+        assert e.kind == k
+        assert backend.get_range(f"packs/{pid}.pack", e.offset, e.length) == d

@@ -1,0 +1,278 @@
+"""The object store: typed objects by digest in packs, verified on every read."""
+
+import os
+
+import pytest
+
+from cas import pack as packfmt
+from cas.backends.local import LocalBackend
+from cas.backends.memory import MemoryBackend
+from cas.digest import digest_of, to_bytes
+from cas.errors import CasError, CorruptData, DigestMismatch, NotFound
+from cas.objects import Case, TreeChild, TreeLeaf, TreeNode, encode_object
+from cas.store import PACKS, ObjectStore, index_key, pack_key
+
+
+def make_case(i: int, size: int = 0) -> Case:
+    return Case(input={"task": f"task {i}", "pad": "x" * size}, output=f"answer {i}",
+                steps=[{"type": "tool_call", "tool_name": "ls", "arguments": {"n": i}}],
+                outcome={"status": "success", "score": i / 7}, tenant="acme")
+
+
+@pytest.fixture(params=["memory", "local"])
+def backend(request, tmp_path):
+    return MemoryBackend() if request.param == "memory" else LocalBackend(str(tmp_path / "r"))
+
+
+def stored_entries(backend):
+    """Every (digest, pack key) recorded in every index, read with the strict parser."""
+    out = []
+    for key in backend.list(PACKS):
+        if key.endswith(".idx"):
+            pid, entries = packfmt.parse_index(backend.get(key), key)
+            assert key == index_key(pid)
+            assert backend.exists(pack_key(pid))
+            out.extend((e.digest, pack_key(pid)) for e in entries)
+    return out
+
+
+def test_objects_round_trip_by_digest(backend):
+    store = ObjectStore(backend)
+    leaf = TreeLeaf(ids=[digest_of("case", b"a"), digest_of("case", b"b")])
+    objs = [make_case(i) for i in range(50)] + [leaf, TreeLeaf(ids=[])]
+    objs.append(TreeNode(count=2, children=[TreeChild(nibble=3, node=encode_object(leaf)[2],
+                                                      count=2)]))
+    with store.writer() as w:
+        digests = [w.add(o) for o in objs]
+        assert all(w.pending(d) for d in digests)
+    assert digests == [encode_object(o)[2] for o in objs]
+    for store_ in (store, ObjectStore(backend)):  # the writer's and a fresh one
+        for obj, d in zip(objs, digests):
+            assert store_.get(d) == obj
+            assert store_.get(d, type(obj)) == obj
+            kind, data = store_.get_bytes(d)
+            assert (kind, data, d) == encode_object(obj)
+            assert store_.contains(d)
+
+
+def test_missing_object_is_not_found(backend):
+    store = ObjectStore(backend)
+    absent = digest_of("case", b"absent")
+    assert not store.contains(absent)
+    with pytest.raises(NotFound) as info:
+        store.get(absent)
+    assert info.value.fields["digest"] == absent
+    with store.writer() as w:
+        w.add(make_case(1))
+    with pytest.raises(NotFound):
+        store.get_bytes(absent)
+
+
+def test_get_with_the_wrong_type_is_refused(backend):
+    store = ObjectStore(backend)
+    with store.writer() as w:
+        d = w.add(make_case(1))
+    with pytest.raises(CorruptData):
+        store.get(d, TreeLeaf)
+
+
+def test_a_digest_is_bound_to_its_kind(backend):
+    # The same bytes under another kind have another digest: a case is never a tree node.
+    store = ObjectStore(backend)
+    with store.writer() as w:
+        d = w.add(TreeLeaf(ids=[]))
+    kind, data = store.get_bytes(d)
+    assert digest_of("case", data) != d
+    assert not store.contains(digest_of("case", data))
+
+
+def test_same_object_written_twice_is_stored_once(backend):
+    store = ObjectStore(backend)
+    case = make_case(7)
+    with store.writer() as w:
+        d1 = w.add(case)
+        d2 = w.add(make_case(7))  # an equal value, built again
+        w.add(case)
+    assert d1 == d2
+    assert w.objects_written == 1
+    with store.writer() as w2:  # again, in a later batch of the same store
+        assert w2.add(case) == d1
+        w2.add(make_case(8))
+    assert w2.objects_written == 1
+    with ObjectStore(backend).writer() as w3:  # and from another store instance
+        w3.add(case)
+        w3.add(make_case(8))
+    assert w3.objects_written == 0 and w3.packs_written == 0
+    entries = stored_entries(backend)
+    assert sorted(d for d, _ in entries) == sorted([to_bytes(d1), to_bytes(encode_object(make_case(8))[2])])
+
+
+def test_an_empty_flush_writes_nothing(backend):
+    store = ObjectStore(backend)
+    with store.writer() as w:
+        pass
+    assert w.packs_written == 0
+    assert list(backend.list()) == []
+
+
+def test_an_exception_in_a_batch_writes_nothing(backend):
+    store = ObjectStore(backend)
+    with pytest.raises(RuntimeError):
+        with store.writer() as w:
+            w.add(make_case(1))
+            raise RuntimeError("abort the batch")
+    assert list(backend.list()) == []
+
+
+# -- integrity ----------------------------------------------------------------------------
+def _pack_path(backend, key):
+    return os.path.join(backend.root, *key.split("/"))
+
+
+def _overwrite(path, data):
+    os.chmod(path, 0o644)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def test_a_flipped_byte_in_an_object_raises_digest_mismatch(tmp_path):
+    backend = LocalBackend(str(tmp_path / "r"))
+    store = ObjectStore(backend)
+    objs = [make_case(i) for i in range(5)] + [TreeLeaf(ids=[digest_of("case", b"z")])]
+    with store.writer() as w:
+        digests = [w.add(o) for o in objs]
+    for obj, d in zip(objs, digests):
+        key, entry = store.locate(d)
+        path = _pack_path(backend, key)
+        original = backend.get(key)
+        kind = encode_object(obj)[0]
+        for i in range(entry.offset, entry.offset + entry.length):
+            for mask in (0x01, 0x20):
+                bad = bytearray(original)
+                bad[i] ^= mask
+                _overwrite(path, bytes(bad))
+                fresh = ObjectStore(backend)  # no cached tree node
+                got = digest_of(kind, bytes(bad[entry.offset:entry.offset + entry.length]))
+                with pytest.raises(DigestMismatch) as info:
+                    fresh.get(d)
+                assert info.value.expected == d
+                assert info.value.got == got != d
+                assert d in str(info.value) and got in str(info.value)
+                assert info.value.code == "DATA_LOSS"
+                with pytest.raises(DigestMismatch):
+                    fresh.get_bytes(d)
+        _overwrite(path, original)
+        assert ObjectStore(backend).get(d) == obj
+
+
+@pytest.mark.parametrize("which", ["pack", "idx"])
+def test_any_flipped_byte_in_a_pack_or_index_never_yields_wrong_data(tmp_path, which):
+    backend = LocalBackend(str(tmp_path / "r"))
+    store = ObjectStore(backend)
+    objs = [make_case(i) for i in range(4)] + [TreeLeaf(ids=[])]
+    with store.writer() as w:
+        digests = [w.add(o) for o in objs]
+    key = next(k for k in backend.list(PACKS) if k.endswith("." + which))
+    path = _pack_path(backend, key)
+    original = backend.get(key)
+    for i in range(len(original)):
+        for mask in (0x01, 0x80):
+            bad = bytearray(original)
+            bad[i] ^= mask
+            _overwrite(path, bytes(bad))
+            fresh = ObjectStore(backend)
+            for obj, d in zip(objs, digests):
+                try:
+                    got = fresh.get(d)
+                except CasError:
+                    continue
+                assert got == obj, f"byte {i} of {key}: wrong object returned"
+    _overwrite(path, original)
+
+
+def test_an_unknown_kind_code_is_corrupt_data(backend):
+    data = encode_object(make_case(1))[1]
+    d = digest_of("case", data)
+    pack, spans = packfmt.format_pack([(9, data)])
+    pid = packfmt.pack_id(pack)
+    backend.put_if_absent(pack_key(pid), pack)
+    backend.put_if_absent(index_key(pid), packfmt.format_index(
+        pid, [packfmt.Entry(to_bytes(d), spans[0][0], spans[0][1], 9)]))
+    with pytest.raises(CorruptData):
+        ObjectStore(backend).get(d)
+
+
+# -- packing ------------------------------------------------------------------------------
+def test_many_objects_make_few_files(tmp_path):
+    backend = LocalBackend(str(tmp_path / "r"))
+    store = ObjectStore(backend)
+    n = 20_000
+    with store.writer() as w:
+        digests = [w.add(make_case(i)) for i in range(n)]
+    assert w.objects_written == n
+    keys = list(backend.list())
+    assert len(keys) <= 4, keys  # one pack and its index, not 20,000 files
+    files = sum(len(f) for _, _, f in os.walk(backend.root))
+    assert files == len(keys)
+    assert sorted(d for d, _ in stored_entries(backend)) == sorted(to_bytes(d) for d in digests)
+    fresh = ObjectStore(backend)
+    for i in range(0, n, 997):
+        assert fresh.get(digests[i]) == make_case(i)
+    assert fresh.missing(to_bytes(d) for d in digests) == set()
+
+
+def test_batches_split_into_packs_by_size(backend):
+    store = ObjectStore(backend)
+    objs = [make_case(i, size=500) for i in range(400)]  # about 250 KB
+    w = store.writer()
+    w.max_bytes = 32 * 1024
+    with w:
+        digests = [w.add(o) for o in objs]
+    assert 6 <= w.packs_written <= 12
+    packs = [k for k in backend.list(PACKS) if k.endswith(".pack")]
+    assert len(packs) == w.packs_written
+    entries = stored_entries(backend)
+    assert len(entries) == len({d for d, _ in entries}) == len(objs)
+    fresh = ObjectStore(backend)
+    for o, d in zip(objs, digests):
+        assert fresh.get(d) == o
+
+
+def test_missing_reports_exactly_the_absent_digests(backend):
+    store = ObjectStore(backend)
+    with store.writer() as w:
+        present = [to_bytes(w.add(make_case(i))) for i in range(300)]
+    absent = [to_bytes(digest_of("case", b"no-%d" % i)) for i in range(300)]
+    fresh = ObjectStore(backend)
+    assert fresh.missing(present + absent) == set(absent)     # many: one read per index
+    assert fresh.missing(present[:3] + absent[:2]) == set(absent[:2])  # few: probes
+    assert fresh.missing([]) == set()
+
+
+def test_a_pack_written_by_another_store_becomes_visible(backend):
+    reader = ObjectStore(backend)
+    early = ObjectStore(backend)
+    with early.writer() as w:
+        first = w.add(make_case(0))
+    assert reader.get(first) == make_case(0)  # the reader has now listed the packs
+    writer = ObjectStore(backend)
+    with writer.writer() as w:
+        later = w.add(make_case(1))
+    # the reader's list of packs is stale, and a miss makes it look again
+    assert reader.contains(later)
+    assert reader.get(later) == make_case(1)
+    with pytest.raises(NotFound):
+        reader.get(digest_of("case", b"never written"))
+
+
+def test_writers_in_two_stores_never_lose_objects(backend):
+    a, b = ObjectStore(backend), ObjectStore(backend)
+    a.indexes(), b.indexes()  # both list before either writes
+    with a.writer() as wa, b.writer() as wb:
+        da = [wa.add(make_case(i)) for i in range(0, 60)]
+        db = [wb.add(make_case(i)) for i in range(30, 90)]
+    fresh = ObjectStore(backend)
+    for i, d in list(enumerate(da)) + list(zip(range(30, 90), db)):
+        assert fresh.get(d) == make_case(i)
+    # concurrent writers may both store an object, but every copy is in a valid pack
+    assert {d for d, _ in stored_entries(backend)} == {to_bytes(d) for d in da + db}
