@@ -26,3 +26,13 @@ def s3_url(seaweed, tmp_path, monkeypatch):
     """An empty S3 repository location, with a private local cache directory."""
     monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
     return seaweed.url()
+
+
+@pytest.fixture(params=["local", "s3"])
+def location(request, tmp_path, monkeypatch):
+    """A fresh repository location on each backend: a local directory, then SeaweedFS."""
+    if request.param == "local":
+        return str(tmp_path)
+    server = request.getfixturevalue("seaweed")
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    return server.url()

@@ -68,13 +68,13 @@ def run_workers(path, name, workers, k, *, stale=(), retry=True, tmp, tag="", ba
                 p.wait()
 
 
-def test_processes_sealing_into_one_dataset(tmp_path):
-    repo = cas.init(str(tmp_path))
+def test_processes_sealing_into_one_dataset(location, tmp_path):
+    repo = cas.init(location)
     repo.create_dataset("shared")
     workers, k = 4, 8
     # Two workers always start from the stale base 0, so every one of their commits goes
     # through the retry path; the other two start from the head they just read.
-    results = run_workers(tmp_path, "shared", workers, k, stale={1, 3}, tmp=tmp_path)
+    results = run_workers(location, "shared", workers, k, stale={1, 3}, tmp=tmp_path)
     total = workers * k
 
     numbers = [r["number"] for res in results for r in res]
@@ -84,7 +84,7 @@ def test_processes_sealing_into_one_dataset(tmp_path):
         mine = [r["number"] for r in res]
         assert mine == sorted(mine)
 
-    repo = cas.open(str(tmp_path))
+    repo = cas.open(location)
     assert repo.head("shared") == total
     assert repo.refs.version_numbers("shared") == list(range(1, total + 1))
     expected = {cas.encode_case({"input": f"w{w}-c{i}-{j}", "metadata": {"worker": str(w)}}).case_id
@@ -112,13 +112,13 @@ def test_processes_sealing_into_one_dataset(tmp_path):
     assert report.versions == total
 
 
-def test_racing_without_retry_exactly_one_wins(tmp_path):
-    repo = cas.init(str(tmp_path))
+def test_racing_without_retry_exactly_one_wins(location, tmp_path):
+    repo = cas.init(location)
     repo.create_dataset("race")
     repo.commit("race", base=None, add=[{"input": "seed"}])
     for rnd in range(3):
         base = repo.head("race")
-        results = run_workers(tmp_path, "race", 2, 1, retry=False, tmp=tmp_path, tag=f"r{rnd}",
+        results = run_workers(location, "race", 2, 1, retry=False, tmp=tmp_path, tag=f"r{rnd}",
                               base=base)
         flat = [r for res in results for r in res]
         wins = [r for r in flat if "number" in r]

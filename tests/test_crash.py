@@ -86,8 +86,8 @@ def check_intact(path, sealed: dict[int, tuple[str, int]], only=None, verified=N
     return repo
 
 
-def test_sigkill_while_sealing_leaves_reported_versions_intact(tmp_path):
-    repo = cas.init(str(tmp_path))
+def test_sigkill_while_sealing_leaves_reported_versions_intact(location):
+    repo = cas.init(location)
     repo.create_dataset("ds")
     sealed: dict[int, tuple[str, int]] = {}
     rnd = random.Random(1234)
@@ -96,7 +96,7 @@ def test_sigkill_while_sealing_leaves_reported_versions_intact(tmp_path):
     killed_while_sealing = 0
     verified: set[str] = set()
     for it, delay in enumerate(plan):
-        child = subprocess.Popen([sys.executable, "-c", SEALER, str(tmp_path), "ds", str(it)],
+        child = subprocess.Popen([sys.executable, "-c", SEALER, location, "ds", str(it)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
         try:
             if delay is not None:
@@ -118,14 +118,14 @@ def test_sigkill_while_sealing_leaves_reported_versions_intact(tmp_path):
                 new.add(int(n))
         if delay is None:
             killed_while_sealing += 1
-        repo = check_intact(tmp_path, sealed, only=new, verified=verified)
+        repo = check_intact(location, sealed, only=new, verified=verified)
     assert killed_while_sealing >= 5 and len(sealed) >= 3, sealed
     # The repository is still writable after every crash.
     head = repo.head("ds")
     rec = repo.commit("ds", base=head, add=[{"input": "after the crashes"}])
     assert rec.number == head + 1
     sealed[rec.number] = (rec.content_digest, rec.item_count)
-    check_intact(tmp_path, sealed)
+    check_intact(location, sealed)
 
 
 # -- deterministic fault injection ----------------------------------------------------------
