@@ -286,7 +286,27 @@ class LocalRepositoryMachine(RepositoryMachine):
                 shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+class S3RepositoryMachine(RepositoryMachine):
+    """The same machine on SeaweedFS: a fresh prefix for every example."""
+
+    server = None  # set by test_repository_on_s3
+
+    def make_backend(self):
+        from cas.backends import remote_backend
+        return remote_backend(self.server.url())
+
+
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_repository_on_s3(seaweed, tmp_path, monkeypatch):
+    from hypothesis.stateful import run_state_machine_as_test
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    S3RepositoryMachine.server = seaweed
+    run_state_machine_as_test(S3RepositoryMachine, settings=settings(
+        max_examples=8, stateful_step_count=20, **_SETTINGS))
+
+
 TestRepositoryMemory = RepositoryMachine.TestCase
 TestRepositoryMemory.settings = settings(max_examples=100, stateful_step_count=50, **_SETTINGS)
 TestRepositoryLocal = LocalRepositoryMachine.TestCase
