@@ -39,7 +39,7 @@ class Trie:
         self._load = load
         self._emit = emit
         self._made: dict[str, Node] = {EMPTY_ROOT: EMPTY_LEAF}
-        self._new: list[str] = []
+        self._emitted: set[str] = set()
         self.nodes_emitted = 0
 
     def node(self, digest: str) -> Node:
@@ -48,25 +48,24 @@ class Trie:
 
     def _put(self, node: Node) -> tuple[str, int]:
         digest = encode_object(node)[2]
-        if digest not in self._made:
-            self._made[digest] = node
-            self._new.append(digest)
+        self._made.setdefault(digest, node)
         count = len(node.ids) if isinstance(node, TreeLeaf) else node.count
         return digest, count
 
     def _emit_reachable(self, root: str) -> None:
-        """Emit the nodes made since the last call that the new root reaches, and only those:
-        a subtree rebuilt and then folded into a leaf must not be stored as garbage."""
-        fresh, self._new = set(self._new), []
+        """Emit the nodes this Trie made, not yet emitted, that the new root reaches, and only
+        those: a subtree rebuilt and then folded into a leaf must not be stored as garbage.
+        A node made but unreachable in one call may be reachable after a later one, so what
+        was emitted is tracked, not what was made in this call."""
         if self._emit is None:
             return
         stack = [root]
         while stack:
             digest = stack.pop()
-            if digest not in fresh:
-                continue  # an existing (already stored) node, or already emitted
-            fresh.discard(digest)
-            node = self._made[digest]
+            node = self._made.get(digest)
+            if node is None or digest in self._emitted:
+                continue  # a loaded (already stored) node, or already emitted
+            self._emitted.add(digest)
             self._emit(node)
             self.nodes_emitted += 1
             if isinstance(node, TreeNode):
