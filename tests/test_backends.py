@@ -1,9 +1,9 @@
 """The backend contract (cas.backends.Backend), one suite run against every backend.
 
 To add a backend, add one line to BACKENDS: a name and a factory that makes a fresh, empty
-backend from a private temporary directory and the pytest `request` (to reach other fixtures),
-e.g. for S3-compatible storage against the SeaweedFS fixture of conftest.py:
-    "s3": lambda tmp, request: S3Backend(request.getfixturevalue("seaweed").url()),
+backend from a private temporary directory and the pytest `request` (to reach other fixtures).
+"s3" runs against the real SeaweedFS server of conftest.py; "s3-cached" is the same behind the
+local cache that remote repositories use.
 """
 
 import itertools
@@ -16,13 +16,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from cas.backends import check_key
+from cas.backends.cache import CachingBackend
 from cas.backends.local import LocalBackend
+from cas.backends.s3 import S3Backend
 from cas.backends.memory import MemoryBackend
 from cas.errors import InvalidArgument, NotFound
 
 BACKENDS = {
     "memory": lambda tmp, request: MemoryBackend(),
     "local": lambda tmp, request: LocalBackend(str(tmp / "repo")),
+    "s3": lambda tmp, request: S3Backend(request.getfixturevalue("seaweed").url()),
+    "s3-cached": lambda tmp, request: CachingBackend(
+        S3Backend(request.getfixturevalue("seaweed").url()), str(tmp / "cache")),
 }
 
 _fresh = itertools.count()

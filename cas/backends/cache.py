@@ -14,6 +14,7 @@ from typing import Iterator
 from blake3 import blake3
 
 from ..errors import DigestMismatch
+from . import check_key
 
 
 def default_cache_root() -> str:
@@ -29,7 +30,7 @@ class CachingBackend:
         self.cache_dir = cache_dir
 
     def _local(self, key: str) -> str:
-        return os.path.join(self.cache_dir, *key.split("/"))
+        return os.path.join(self.cache_dir, *check_key(key).split("/"))
 
     def _ensure(self, key: str) -> str:
         path = self._local(key)
@@ -48,7 +49,7 @@ class CachingBackend:
 
     @staticmethod
     def _cached(key: str) -> bool:
-        return key.startswith("packs/") and key.endswith(".idx")
+        return isinstance(key, str) and key.startswith("packs/") and key.endswith(".idx")
 
     def get(self, key: str) -> bytes:
         if self._cached(key):

@@ -123,7 +123,7 @@ class S3Backend:
         except FileNotFoundError:
             raise NotFound(f"no such key {key!r}", key=key) from None
         except Exception as exc:
-            if "416" in str(exc) or "Range" in type(exc).__name__:
+            if "416" in str(exc) or "range" in str(exc).lower():
                 return b""  # a range starting at or past the end is empty, as on a file
             raise _unavailable("read", key, exc) from None
 
@@ -173,6 +173,11 @@ class S3Backend:
         keys = []
         # The client lists whole path segments; list the segment holding the prefix, then filter.
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else None
+        if directory is not None:
+            try:
+                check_key(directory)  # whole segments every matching key must start with
+            except InvalidArgument:
+                return iter([])
         try:
             for batch in obstore.list(self._store, prefix=directory, chunk_size=1000):
                 self._count("LIST")
