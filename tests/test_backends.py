@@ -259,7 +259,9 @@ def test_check_key_refuses(key):
 
 # -- concurrency --------------------------------------------------------------------------
 def test_racing_put_if_absent_has_exactly_one_winner(make_backend):
-    n = 16
+    backend = make_backend()
+    # SeaweedFS makes same-key losers wait in whole-second steps: race 4 writers there.
+    n = 4 if isinstance(getattr(backend, "inner", backend), S3Backend) else 16
     for round_ in range(5):
         backend = make_backend()
         barrier = threading.Barrier(n)
