@@ -1,0 +1,116 @@
+"""S3 benchmark: ingest and one-case seals, local directory vs SeaweedFS, in one run.
+
+    python bench/s3.py [--n 100000] [--seals 10] [--out DIR]
+
+Starts a private SeaweedFS (`weed` from tests/requirements-seaweedfs.txt) on 127.0.0.1 unless
+AWS_ENDPOINT_URL is set (then `--bucket` names an existing bucket). Prints times, request counts
+and bytes, with the targets: S3 ingest within 3x of local; one-case seals at a constant request
+count whatever the dataset size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "bench")]
+
+import cas  # noqa: E402
+from engine import extra_case, generate  # noqa: E402
+
+
+def ingest(location: str, jsonl: str) -> tuple[float, "cas.Repository"]:
+    repo = cas.init(location)
+    repo.create_dataset("bench")
+    t = time.perf_counter()
+    with open(jsonl, "rb") as f:
+        repo.commit("bench", base=None, add=cas.read_cases_jsonl(f))
+    return time.perf_counter() - t, repo
+
+
+def requests(repo) -> Counter:
+    return getattr(repo.backend, "requests", Counter())
+
+
+def seal_ones(location: str, base: int, seals: int, seed: int, writer_bytes: list) -> tuple[list, list]:
+    """Seal `seals` one-case versions, each from a freshly opened repository (a new process's
+    view: cold memory, warm local cache). Returns times and per-seal request counters."""
+    times, counts = [], []
+    for k in range(seals):
+        repo = cas.open(location)
+        before = Counter(requests(repo))
+        t = time.perf_counter()
+        record = repo.commit("bench", base=base, add=[extra_case(seed, k)])
+        times.append(time.perf_counter() - t)
+        counts.append(requests(repo) - before)
+        base = record.number
+    return times, counts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--small", type=int, default=1_000, help="a small dataset to compare seals")
+    ap.add_argument("--seals", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--bucket", default=None)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="cas-bench-s3-")
+    os.environ.setdefault("CAS_CACHE_DIR", os.path.join(out, "cache"))
+    server = None
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        from seaweed import BUCKET, SeaweedServer
+        server = SeaweedServer().start()
+        os.environ.update(server.environ())
+        bucket = BUCKET
+    else:
+        bucket = args.bucket or sys.exit("--bucket is required with AWS_ENDPOINT_URL")
+    try:
+        files = generate(sorted({args.small, args.n}), out, args.seed)
+        rows = []
+        for label, n in (("small", args.small), ("large", args.n)):
+            local = os.path.join(out, f"local-{n}")
+            remote = f"s3://{bucket}/bench-{uuid.uuid4().hex[:8]}-{n}"
+            t_local, _ = ingest(local, files[n])
+            t_s3, repo = ingest(remote, files[n])
+            ingest_requests = requests(repo)
+            seal_local, _ = seal_ones(local, 1, args.seals, args.seed, [])
+            seal_s3, seal_counts = seal_ones(remote, 1, args.seals, args.seed, [])
+            per_seal = [sum(c.values()) for c in seal_counts]
+            rows.append((label, n, t_local, t_s3, ingest_requests, seal_local, seal_s3,
+                         per_seal, seal_counts[-1]))
+        print(f"cas S3 benchmark: {args.n} cases, {args.seals} one-case seals per size; "
+              f"work dir {out}")
+        print(f"{'':28}{'local':>12}{'SeaweedFS':>12}{'ratio':>8}   target")
+        for label, n, t_local, t_s3, reqs, sl, ss, per_seal, last in rows:
+            ratio = t_s3 / t_local
+            verdict = "PASS" if ratio <= 3 else "MISS"
+            print(f"ingest {n:>9,} cases      {t_local:>10.2f}s{t_s3:>11.2f}s{ratio:>8.2f}   "
+                  f"<= 3x  {verdict}")
+            print(f"  ingest requests           {dict(sorted(reqs.items()))}")
+            print(f"one-case seal onto {n:>7,}  {statistics.median(sl) * 1000:>9.1f}ms"
+                  f"{statistics.median(ss) * 1000:>10.1f}ms")
+            print(f"  requests per seal         min {min(per_seal)} median "
+                  f"{statistics.median(per_seal)} max {max(per_seal)}; last: "
+                  f"{dict(sorted(last.items()))}")
+        small, large = rows[0][7], rows[1][7]
+        same = max(large) - max(small)
+        print(f"requests per one-case seal, {args.small:,} vs {args.n:,} cases: "
+              f"{statistics.median(small)} vs {statistics.median(large)} "
+              f"({'PASS' if same <= 6 else 'MISS'}: constant up to the extra tree levels)")
+    finally:
+        if server:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
