@@ -48,16 +48,21 @@ def pack_id(pack: bytes) -> str:
     return pack[-DIGEST_LEN:].hex()
 
 
+def _check_header(data: bytes, min_size: int, magic: bytes, fmt: int, what: str,
+                  where: str) -> None:
+    if len(data) < min_size:
+        raise CorruptData(f"{where} is truncated ({len(data)} bytes)", key=where)
+    got_magic, got_fmt = HEADER.unpack_from(data, 0)
+    if got_magic != magic:
+        raise CorruptData(f"{where} does not start with the {what} magic", key=where)
+    if got_fmt != fmt:
+        raise UnsupportedFormat(f"{where} has {what} format {got_fmt}; this cas reads {fmt}",
+                                key=where, format=got_fmt)
+
+
 def parse_pack(pack: bytes, where: str = "pack") -> Iterator[tuple[int, int, int]]:
     """Check a whole pack and yield (offset, length, kind) of each object, in file order."""
-    if len(pack) < HEADER.size + DIGEST_LEN:
-        raise CorruptData(f"{where} is truncated ({len(pack)} bytes)", key=where)
-    magic, fmt = HEADER.unpack_from(pack, 0)
-    if magic != PACK_MAGIC:
-        raise CorruptData(f"{where} does not start with the pack magic", key=where)
-    if fmt != PACK_FORMAT:
-        raise UnsupportedFormat(f"{where} has pack format {fmt}; this cas reads {PACK_FORMAT}",
-                                key=where, format=fmt)
+    _check_header(pack, HEADER.size + DIGEST_LEN, PACK_MAGIC, PACK_FORMAT, "pack", where)
     body_end = len(pack) - DIGEST_LEN
     got = blake3(memoryview(pack)[:body_end]).digest()
     if got != pack[body_end:]:
@@ -95,14 +100,7 @@ def format_index(pid: str, entries: list[Entry]) -> bytes:
 
 def parse_index(data: bytes, where: str = "index") -> tuple[str, list[Entry]]:
     """Check a whole index (checksum, order, fan-out) and return (pack id, entries)."""
-    if len(data) < DIGESTS_AT + 2 * DIGEST_LEN:
-        raise CorruptData(f"{where} is truncated ({len(data)} bytes)", key=where)
-    magic, fmt = HEADER.unpack_from(data, 0)
-    if magic != INDEX_MAGIC:
-        raise CorruptData(f"{where} does not start with the index magic", key=where)
-    if fmt != INDEX_FORMAT:
-        raise UnsupportedFormat(f"{where} has index format {fmt}; this cas reads {INDEX_FORMAT}",
-                                key=where, format=fmt)
+    _check_header(data, DIGESTS_AT + 2 * DIGEST_LEN, INDEX_MAGIC, INDEX_FORMAT, "index", where)
     got = blake3(memoryview(data)[:-DIGEST_LEN]).digest()
     if got != data[-DIGEST_LEN:]:
         raise DigestMismatch(data[-DIGEST_LEN:].hex(), got.hex(), where)
@@ -151,13 +149,7 @@ class IndexReader:
     def fanout(self) -> tuple[int, ...]:
         if self._fanout is None:
             head = self.backend.get_range(self.key, 0, DIGESTS_AT)
-            if len(head) < DIGESTS_AT:
-                raise CorruptData(f"{self.key} is truncated", key=self.key)
-            magic, fmt = HEADER.unpack_from(head, 0)
-            if magic != INDEX_MAGIC:
-                raise CorruptData(f"{self.key} does not start with the index magic", key=self.key)
-            if fmt != INDEX_FORMAT:
-                raise UnsupportedFormat(f"{self.key} has index format {fmt}", key=self.key)
+            _check_header(head, DIGESTS_AT, INDEX_MAGIC, INDEX_FORMAT, "index", self.key)
             self._fanout = FANOUT.unpack_from(head, FANOUT_AT)
         return self._fanout
 
