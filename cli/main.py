@@ -67,7 +67,8 @@ class CasGroup(click.Group):
             obj = ctx.find_object(Context)
             as_json = bool(obj and obj.as_json) or "--json" in sys.argv[1:]
             if as_json:
-                click.echo(json.dumps({"error": exc.to_json()}, ensure_ascii=False, sort_keys=True))
+                click.echo(json.dumps({"error": exc.to_json()}, ensure_ascii=False, sort_keys=True),
+                           err=True)
             else:
                 click.echo(f"cas: error: {exc.message}", err=True)
             ctx.exit(EXIT_CODES.get(exc.code, 1))

@@ -78,8 +78,9 @@ def test_there_is_no_latest_read(run, repo):
     assert "expected DATASET@VERSION" in r.stderr
     r = run("--json", "show", "evals@latest")
     assert r.exit_code == 2
-    err = json.loads(r.stdout)["error"]
+    err = json.loads(r.stderr)["error"]
     assert err["code"] == "INVALID_ARGUMENT" and "e.g. demo@3" in err["message"]
+    assert r.stdout == ""
 
 
 def test_commit_needs_base_once_versions_exist_and_stale_base_conflicts(run, repo):
@@ -90,7 +91,7 @@ def test_commit_needs_base_once_versions_exist_and_stale_base_conflicts(run, rep
     assert r.exit_code == 0 and json.loads(r.stdout)["removed"] == 1
     r = run("--json", "commit", "evals", "--base", "1", "--remove", items[1])
     assert r.exit_code == EXIT_CODES["ABORTED"] == 6
-    err = json.loads(r.stdout)["error"]
+    err = json.loads(r.stderr)["error"]
     assert err["code"] == "ABORTED" and err["reason"] == "VERSION_CONFLICT" and err["head"] == 2
 
 
@@ -129,7 +130,7 @@ def test_prove_and_verify_proof(run, repo, tmp_path):
     assert r.exit_code == 0 and r.stdout.startswith("valid: ")
     r = run("--json", "verify-proof", str(tmp_path / "p.json"), "--case", items[3])
     assert r.exit_code == 5
-    assert json.loads(r.stdout)["error"]["reason"] == "PROOF_INVALID"
+    assert json.loads(r.stderr)["error"]["reason"] == "PROOF_INVALID"
 
 
 def test_dataset_commands(run, repo):

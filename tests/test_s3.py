@@ -102,7 +102,7 @@ def test_persistent_write_failure_is_a_clear_error_and_changes_nothing(proxied, 
     result = runner.invoke(cli, ["--repo", url, "--json", "commit", "evals", "--base", "1",
                                  "--add", "-"], input=json.dumps(src) + "\n")
     assert result.exit_code == 8, result.output
-    err = json.loads(result.stdout)["error"]
+    err = json.loads(result.stderr)["error"]
     assert err["code"] == "UNAVAILABLE" and "cannot write" in err["message"]
     proxy.plan = lambda method, path, n: None
     assert sorted(S3Backend(url).list("")) == before
