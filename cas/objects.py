@@ -21,6 +21,8 @@ class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field
 class Case(_Record, tag="case", kw_only=True):
     """The frozen content of one evaluation case; its id is the digest of its canonical bytes."""
 
+    run_id: Union[str, None] = None
+    started_at: Union[str, None] = None
     input: Any = None
     output: Any = None
     steps: list[dict[str, Any]] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import getpass
 import os
 import secrets
@@ -259,10 +260,18 @@ class Repository:
         author = author or default_author()
         with self.store.writer() as writer:
             ids = set()
-            for item in add:
-                enc = encode_case(item)
-                writer.add_encoded("case", enc.data, enc.case_id)
-                ids.add(enc.case_id)
+            # The bulk loop allocates millions of small objects and frees none of them: the
+            # cyclic garbage collector would only rescan them (about a fifth of ingest time).
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                for item in add:
+                    enc = encode_case(item)
+                    writer.add_encoded("case", enc.data, enc.case_id)
+                    ids.add(enc.case_id)
+            finally:
+                if collecting:
+                    gc.enable()
             both = ids.intersection(removes)
             if both:
                 raise InvalidArgument(f"case {min(both)} is both added and removed",

@@ -45,9 +45,12 @@ class ObjectStore:
     def locate(self, digest: str) -> tuple[str, packfmt.Entry] | None:
         raw = to_bytes(digest)
         for _ in range(2):
-            for idx in self.indexes():
+            indexes = self.indexes()
+            for i, idx in enumerate(indexes):
                 entry = idx.lookup(raw)
                 if entry is not None:
+                    if i:  # move to front: objects read together tend to share a pack
+                        indexes.insert(0, indexes.pop(i))
                     return idx.key[:-len(".idx")] + ".pack", entry
             self.refresh()  # another writer may have added a pack since we listed
         return None
@@ -120,10 +123,12 @@ class ObjectStore:
                               f"expected a {type_.__name__}", digest=digest)
         return obj
 
-    def missing(self, digests: Iterable[bytes]) -> set[bytes]:
-        """Which raw digests are not stored: probes for few, one read per index for many."""
+    def missing(self, digests: Iterable[bytes],
+                indexes: list[packfmt.IndexReader] | None = None) -> set[bytes]:
+        """Which raw digests are not in `indexes` (default: every index): probes for few
+        digests, one read of the digest column per index for many."""
         want = set(digests)
-        for idx in self.indexes():
+        for idx in (self.indexes() if indexes is None else indexes):
             if not want:
                 break
             if len(want) * 16 > len(idx):
@@ -146,6 +151,10 @@ class PackWriter:
     def __init__(self, store: ObjectStore, max_bytes: int = PACK_MAX_BYTES) -> None:
         self.store = store
         self.max_bytes = max_bytes
+        # Deduplicate against the packs that existed when this batch began, plus what it has
+        # flushed itself; rereading its own indexes on every flush would cost O(flushes^2).
+        self._known = list(store.indexes())
+        self._flushed: set[bytes] = set()
         self._pending: dict[bytes, tuple[int, bytes]] = {}
         self._size = 0
         self.objects_written = 0
@@ -172,7 +181,7 @@ class PackWriter:
     def flush(self) -> None:
         if not self._pending:
             return
-        absent = self.store.missing(self._pending)
+        absent = self.store.missing(self._pending.keys() - self._flushed, self._known)
         items = [(d, self._pending[d]) for d in self._pending if d in absent]
         self._pending = {}
         self._size = 0
@@ -189,7 +198,8 @@ class PackWriter:
         self.objects_written += len(items)
         self.bytes_written += len(pack) + len(index)
         self.packs_written += 1
-        self.store.indexes().append(packfmt.IndexReader(backend, index_key(pid)))
+        self._flushed.update(d for d, _ in items)
+        self.store.indexes().insert(0, packfmt.IndexReader(backend, index_key(pid)))
 
     def __enter__(self) -> "PackWriter":
         return self

@@ -356,6 +356,6 @@ def test_decode_refuses_unknown_fields_and_wrong_types():
 def test_records_encode_with_every_field_sorted():
     assert encoding.encode(Case(input="hello")) == (
         b'{"format":1,"input":"hello","kind":"case","metadata":{},"outcome":null,"output":null,'
-        b'"person":null,"steps":[],"tenant":null,"withheld":[]}')
+        b'"person":null,"run_id":null,"started_at":null,"steps":[],"tenant":null,"withheld":[]}')
     assert encoding.to_builtins(Case(input=1))["kind"] == "case"
     assert msgspec.json.decode(encoding.encode(Case(input=1)), type=Case) == Case(input=1)

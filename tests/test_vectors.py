@@ -75,3 +75,10 @@ def test_vector_digest_agrees_with_library(name):
 def test_empty_tree_root_is_the_empty_leaf_vector():
     vec = json.loads(VECTORS.read_text())["tree-leaf-empty"]
     assert tree.EMPTY_ROOT == vec["digest"]
+
+
+def test_format_document_shows_every_vector():
+    doc = (pathlib.Path(__file__).parent.parent / "docs" / "format.md").read_text()
+    for name, vec in json.loads(VECTORS.read_text()).items():
+        assert vec["digest"] in doc, name
+        assert vec["canonical"] in doc, name
