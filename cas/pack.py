@@ -33,14 +33,22 @@ class Entry(NamedTuple):
 
 def format_pack(objects: Iterable[tuple[int, bytes]]) -> tuple[bytes, list[tuple[int, int]]]:
     """Pack bytes for (kind code, data) pairs, and each object's (offset, length)."""
-    out = bytearray(HEADER.pack(PACK_MAGIC, PACK_FORMAT))
+    parts = [HEADER.pack(PACK_MAGIC, PACK_FORMAT)]
     spans = []
+    pos = HEADER.size
+    head = ENTRY_HEAD.pack
     for kind, data in objects:
-        out += ENTRY_HEAD.pack(kind, len(data))
-        spans.append((len(out), len(data)))
-        out += data
-    out += blake3(out).digest()
-    return bytes(out), spans
+        n = len(data)
+        parts.append(head(kind, n))
+        parts.append(data)
+        pos += ENTRY_HEAD.size
+        spans.append((pos, n))
+        pos += n
+    h = blake3()
+    for part in parts:  # hash the parts, then join once: no second pass over a copy
+        h.update(part)
+    parts.append(h.digest())
+    return b"".join(parts), spans
 
 
 def pack_id(pack: bytes) -> str:

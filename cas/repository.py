@@ -92,14 +92,14 @@ def read_cases_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input")
     Decoding is strict JSON, so the values can always be written canonically; a bad line is
     refused with its line number and the path of the offending field.
     """
+    decode, encode = _CASE_DECODER.decode, encoding.encode
     for lineno, line in enumerate(stream, 1):
-        if not line.strip():
-            continue
         try:
-            case = _CASE_DECODER.decode(line)
+            data = encode(decode(line))
         except msgspec.DecodeError as exc:
+            if line.isspace() or not line:
+                continue
             raise InvalidArgument(f"{source} line {lineno}: {exc}", line=lineno) from None
-        data = encoding.encode(case)
         yield EncodedCase(digest_of("case", data), data)
 
 
