@@ -48,7 +48,9 @@ def check(repo, progress: Progress | None = None) -> Report:
     trees: dict[str, object] = {}
     pack_keys = [k for k in keys if k.startswith(PACKS) and k.endswith(".pack")]
     index_keys = {k for k in keys if k.startswith(PACKS) and k.endswith(".idx")}
-    known = {"config"} | set(pack_keys) | index_keys
+    multi_keys = sorted(k for k in keys if k.startswith(PACKS) and k.endswith(".midx"))
+    known = {"config"} | set(pack_keys) | index_keys | set(multi_keys)
+    indexed: dict[str, dict[bytes, tuple[int, int, int]]] = {}  # pack id -> rows of its index
 
     try:
         parse_record_file(backend.get("config"), RepoConfig, "config")
@@ -80,6 +82,7 @@ def check(repo, progress: Progress | None = None) -> Report:
             continue
         if ipid != pid:
             error(ikey, f"index names pack {ipid}, expected {pid}")
+        indexed[pid] = {e.digest: (e.offset, e.length, e.kind) for e in entries}
         for e in entries:
             digest = from_bytes(e.digest)
             kind = KIND_BY_CODE.get(e.kind)
@@ -106,6 +109,8 @@ def check(repo, progress: Progress | None = None) -> Report:
     for ikey in sorted(index_keys):
         if ikey[:-len(".idx")] + ".pack" not in pack_keys:
             error(ikey, "index has no pack: every object it lists is missing")
+    for mkey in multi_keys:
+        _check_multi_index(backend, mkey, indexed, error)
 
     # -- refs: dataset metadata and versions ------------------------------------------------
     reachable: set[str] = set()
@@ -219,3 +224,30 @@ def _check_node(digest, prefix, objects, tree_ok, reachable, error, load):
 
 
 __all__ = ["Problem", "Report", "check"]
+
+
+def _check_multi_index(backend, mkey, indexed, error) -> None:
+    """A multi-pack index must say exactly what the indexes of the packs it covers say."""
+    try:
+        packs, rows = packfmt.parse_multi_index(backend.get(mkey), mkey)
+    except CasError as exc:
+        error(mkey, exc.message)
+        return
+    name = mkey[len(PACKS):-len(".midx")]
+    if name != backend.get(mkey)[-packfmt.DIGEST_LEN:].hex():
+        error(mkey, "multi-pack index is not named by its checksum")
+    want: dict[bytes, tuple[str, tuple[int, int, int]]] = {}
+    for pid in packs:
+        if pid not in indexed:
+            error(mkey, f"covers pack {pid}, which is missing or has no valid index")
+            return
+        for digest, row in indexed[pid].items():
+            want.setdefault(digest, (pid, row))
+    got = {e.digest: (packs[i], (e.offset, e.length, e.kind)) for e, i in rows}
+    if got.keys() != want.keys():
+        error(mkey, f"lists {len(got)} objects, its packs hold {len(want)}")
+        return
+    for digest, (pid, row) in got.items():
+        if indexed[pid].get(digest) != row:
+            error(mkey, f"row of {from_bytes(digest)} disagrees with the index of pack {pid}")
+            return

@@ -42,6 +42,7 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
             f"{src_cfg.repository_id}); mirror only into an empty location or a mirror of "
             "the same repository", reason="DIFFERENT_REPOSITORY")
     src_keys = list(src.list(""))
+    src_set = set(src_keys)
     dst_keys = set(dst.list(""))
     records = [k for k in src_keys if k.startswith(DATASETS)]
     for key in records:  # refuse divergence up front, before copying anything
@@ -66,6 +67,18 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
         dst.put_if_absent(ikey, index)
         copied += 1
         bytes_copied += len(pack) + len(index)
+    for mkey in (k for k in src_keys if k.startswith(PACKS) and k.endswith(".midx")):
+        if mkey in dst_keys:
+            present += 1
+            continue
+        data = src.get(mkey)
+        covered, _ = packfmt.parse_multi_index(data, mkey)  # checks its checksum and order
+        for pid in covered:
+            if f"{PACKS}{pid}.idx" not in src_set:
+                raise CorruptData(f"{mkey} covers pack {pid}, which {src.url} lacks", key=mkey)
+        dst.put_if_absent(mkey, data)  # after the packs and indexes it covers
+        copied += 1
+        bytes_copied += len(data)
     rec_copied = rec_present = 0
     # Metadata before versions, and versions in number order, so the destination's logs never
     # have a gap even when the copy is interrupted.

@@ -1,4 +1,5 @@
-"""Pack files (objects appended in batches) and their sorted index with a fan-out table."""
+"""Pack files (objects appended in batches), their sorted indexes with a fan-out table, and
+multi-pack indexes that answer for all the packs of one large batch."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ from .errors import CorruptData, DigestMismatch, UnsupportedFormat
 
 PACK_MAGIC = b"CASP"
 INDEX_MAGIC = b"CASI"
+MULTI_MAGIC = b"CASM"
 PACK_FORMAT = 1
 INDEX_FORMAT = 1
+MULTI_FORMAT = 1
 HEADER = struct.Struct(">4sI")        # magic, format
 ENTRY_HEAD = struct.Struct(">BI")     # kind code, length
 ROW = struct.Struct(">QIB3x")         # offset of the object bytes, length, kind code
+MULTI_ROW = struct.Struct(">QIBxH")   # offset, length, kind code, pack ordinal
+COUNT = struct.Struct(">I")
 FANOUT = struct.Struct(">256I")
 DIGEST_LEN = 32
 FANOUT_AT = HEADER.size
@@ -146,32 +151,66 @@ def parse_index(data: bytes, where: str = "index") -> tuple[str, list[Entry]]:
 
 
 class IndexReader:
-    """Looks digests up in one stored index with a few small range reads, never the whole file."""
+    """Looks digests up in one stored index with a few small range reads, never the whole file.
+
+    Works for a pack index (`.idx`, one pack) and a multi-pack index (`.midx`); `lookup`
+    returns the key of the pack holding the object and its entry.
+    """
 
     def __init__(self, backend, key: str) -> None:
         self.backend = backend
         self.key = key
+        self.multi = key.endswith(".midx")
         self._fanout: tuple[int, ...] | None = None
+        self._packs: list[str] = []
+        self._digests_at = DIGESTS_AT
+
+    def _open(self) -> None:
+        if self.multi:
+            head = self.backend.get_range(self.key, 0, HEADER.size + COUNT.size)
+            _check_header(head, HEADER.size + COUNT.size, MULTI_MAGIC, MULTI_FORMAT,
+                          "multi-pack index", self.key)
+            (count,) = COUNT.unpack_from(head, HEADER.size)
+            table_at = HEADER.size + COUNT.size
+            fanout_at = table_at + count * DIGEST_LEN
+            rest = self.backend.get_range(self.key, table_at, count * DIGEST_LEN + FANOUT.size)
+            if len(rest) != count * DIGEST_LEN + FANOUT.size:
+                raise CorruptData(f"{self.key} is truncated", key=self.key)
+            self._packs = [rest[i:i + DIGEST_LEN].hex()
+                           for i in range(0, count * DIGEST_LEN, DIGEST_LEN)]
+            self._fanout = FANOUT.unpack_from(rest, count * DIGEST_LEN)
+            self._digests_at = fanout_at + FANOUT.size
+        else:
+            head = self.backend.get_range(self.key, 0, DIGESTS_AT)
+            _check_header(head, DIGESTS_AT, INDEX_MAGIC, INDEX_FORMAT, "index", self.key)
+            self._fanout = FANOUT.unpack_from(head, FANOUT_AT)
+            self._packs = [self.key.rsplit("/", 1)[-1][:-len(".idx")]]
 
     @property
     def fanout(self) -> tuple[int, ...]:
         if self._fanout is None:
-            head = self.backend.get_range(self.key, 0, DIGESTS_AT)
-            _check_header(head, DIGESTS_AT, INDEX_MAGIC, INDEX_FORMAT, "index", self.key)
-            self._fanout = FANOUT.unpack_from(head, FANOUT_AT)
+            self._open()
         return self._fanout
+
+    @property
+    def packs(self) -> list[str]:
+        """Ids of the packs this index answers for."""
+        if self._fanout is None:
+            self._open()
+        return self._packs
 
     def __len__(self) -> int:
         return self.fanout[255]
 
-    def lookup(self, digest: bytes) -> Entry | None:
+    def lookup(self, digest: bytes) -> tuple[str, Entry] | None:
         fanout = self.fanout
+        at = self._digests_at
         lo = fanout[digest[0] - 1] if digest[0] else 0
         hi = fanout[digest[0]]
         read = self.backend.get_range
         while hi - lo > SCAN_BELOW:
             mid = (lo + hi) // 2
-            probe = read(self.key, DIGESTS_AT + mid * DIGEST_LEN, DIGEST_LEN)
+            probe = read(self.key, at + mid * DIGEST_LEN, DIGEST_LEN)
             if probe < digest:
                 lo = mid + 1
             elif probe > digest:
@@ -182,22 +221,96 @@ class IndexReader:
         else:
             if lo >= hi:
                 return None
-            block = read(self.key, DIGESTS_AT + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
+            block = read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
             keys = [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
             i = bisect_left(keys, digest)
             if i == len(keys) or keys[i] != digest:
                 return None
             lo += i
         n = fanout[255]
-        row = read(self.key, DIGESTS_AT + n * DIGEST_LEN + lo * ROW.size, ROW.size)
-        if len(row) != ROW.size:  # the fan-out promised more entries than the file holds
+        row_struct = MULTI_ROW if self.multi else ROW
+        row = read(self.key, at + n * DIGEST_LEN + lo * row_struct.size, row_struct.size)
+        if len(row) != row_struct.size:  # the fan-out promised more entries than the file holds
             raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
                               key=self.key)
-        offset, length, kind = ROW.unpack(row)
-        return Entry(digest, offset, length, kind)
+        if self.multi:
+            offset, length, kind, ordinal = MULTI_ROW.unpack(row)
+            if ordinal >= len(self._packs):
+                raise CorruptData(f"{self.key}: row names pack {ordinal} of {len(self._packs)}",
+                                  key=self.key)
+        else:
+            offset, length, kind = ROW.unpack(row)
+            ordinal = 0
+        return self._packs[ordinal], Entry(digest, offset, length, kind)
 
     def all_digests(self) -> set[bytes]:
         """Every digest of this index in one read (for bulk existence checks)."""
         n = len(self)
-        block = self.backend.get_range(self.key, DIGESTS_AT, n * DIGEST_LEN)
+        block = self.backend.get_range(self.key, self._digests_at, n * DIGEST_LEN)
         return {block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)}
+
+
+def format_multi_index(pack_ids: list[str], entries: list[tuple[Entry, int]]) -> bytes:
+    """One index over several packs: (entry, ordinal of its pack in `pack_ids`) pairs."""
+    rows = sorted(entries)
+    counts = [0] * 256
+    for e, _ in rows:
+        counts[e.digest[0]] += 1
+    fanout, total = [], 0
+    for c in counts:
+        total += c
+        fanout.append(total)
+    out = bytearray(HEADER.pack(MULTI_MAGIC, MULTI_FORMAT))
+    out += COUNT.pack(len(pack_ids))
+    out += b"".join(bytes.fromhex(p) for p in pack_ids)
+    out += FANOUT.pack(*fanout)
+    out += b"".join(e.digest for e, _ in rows)
+    out += b"".join(MULTI_ROW.pack(e.offset, e.length, e.kind, i) for e, i in rows)
+    out += blake3(out).digest()
+    return bytes(out)
+
+
+def parse_multi_index(data: bytes, where: str = "multi-pack index") -> tuple[list[str],
+                                                                              list[tuple[Entry, int]]]:
+    """Check a whole multi-pack index and return (pack ids, [(entry, pack ordinal)])."""
+    _check_header(data, HEADER.size + COUNT.size + FANOUT.size + DIGEST_LEN, MULTI_MAGIC,
+                  MULTI_FORMAT, "multi-pack index", where)
+    got = blake3(memoryview(data)[:-DIGEST_LEN]).digest()
+    if got != data[-DIGEST_LEN:]:
+        raise DigestMismatch(data[-DIGEST_LEN:].hex(), got.hex(), where)
+    (count,) = COUNT.unpack_from(data, HEADER.size)
+    table_at = HEADER.size + COUNT.size
+    fanout_at = table_at + count * DIGEST_LEN
+    if count == 0 or len(data) < fanout_at + FANOUT.size + DIGEST_LEN:
+        raise CorruptData(f"{where}: pack table does not fit", key=where)
+    packs = [data[table_at + i * DIGEST_LEN: table_at + (i + 1) * DIGEST_LEN].hex()
+             for i in range(count)]
+    fanout = FANOUT.unpack_from(data, fanout_at)
+    n = fanout[255]
+    digests_at = fanout_at + FANOUT.size
+    rows_at = digests_at + n * DIGEST_LEN
+    if len(data) != rows_at + n * MULTI_ROW.size + DIGEST_LEN:
+        raise CorruptData(f"{where}: size does not match its {n} entries", key=where)
+    out = []
+    prev = b""
+    counts = [0] * 256
+    for i in range(n):
+        d = data[digests_at + i * DIGEST_LEN: digests_at + (i + 1) * DIGEST_LEN]
+        if d <= prev:
+            raise CorruptData(f"{where}: entries are not strictly sorted at {i}", key=where)
+        prev = d
+        counts[d[0]] += 1
+        row_at = rows_at + i * MULTI_ROW.size
+        if data[row_at + 13] != 0:
+            raise CorruptData(f"{where}: row {i} has non-zero padding", key=where)
+        offset, length, kind, ordinal = MULTI_ROW.unpack_from(data, row_at)
+        if ordinal >= count:
+            raise CorruptData(f"{where}: row {i} names pack {ordinal} of {count}", key=where)
+        out.append((Entry(d, offset, length, kind), ordinal))
+    total = 0
+    for b, c in enumerate(counts):
+        total += c
+        if fanout[b] != total:
+            raise CorruptData(f"{where}: fan-out table entry {b} is {fanout[b]}, "
+                              f"but {total} digests start with a byte <= {b}", key=where)
+    return packs, out

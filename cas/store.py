@@ -22,6 +22,10 @@ def index_key(pid: str) -> str:
     return f"{PACKS}{pid}.idx"
 
 
+def multi_index_key(checksum: str) -> str:
+    return f"{PACKS}{checksum}.midx"
+
+
 class ObjectStore:
     def __init__(self, backend, cache_dir: str | None = None) -> None:
         self.backend = backend
@@ -33,9 +37,15 @@ class ObjectStore:
 
     # -- reading -------------------------------------------------------------------------
     def indexes(self) -> list[packfmt.IndexReader]:
+        """The indexes to search: every multi-pack index, and the pack index of each pack that
+        no multi-pack index covers (a lookup then costs a few indexes, not one per pack)."""
         if self._indexes is None:
-            keys = [k for k in self.backend.list(PACKS) if k.endswith(".idx")]
-            self._indexes = [packfmt.IndexReader(self.backend, k) for k in keys]
+            keys = list(self.backend.list(PACKS))
+            multi = [packfmt.IndexReader(self.backend, k) for k in keys if k.endswith(".midx")]
+            covered = {p for m in multi for p in m.packs}
+            single = [packfmt.IndexReader(self.backend, k) for k in keys if k.endswith(".idx")
+                      and k[len(PACKS):-len(".idx")] not in covered]
+            self._indexes = multi + single
         return self._indexes
 
     def refresh(self) -> None:
@@ -47,11 +57,11 @@ class ObjectStore:
         for _ in range(2):
             indexes = self.indexes()
             for i, idx in enumerate(indexes):
-                entry = idx.lookup(raw)
-                if entry is not None:
+                found = idx.lookup(raw)
+                if found is not None:
                     if i:  # move to front: objects read together tend to share a pack
                         indexes.insert(0, indexes.pop(i))
-                    return idx.key[:-len(".idx")] + ".pack", entry
+                    return pack_key(found[0]), found[1]
             self.refresh()  # another writer may have added a pack since we listed
         return None
 
@@ -148,13 +158,14 @@ class PackWriter:
     reports and gc removes, never a reference to missing data.
     """
 
-    def __init__(self, store: ObjectStore, max_bytes: int = PACK_MAX_BYTES) -> None:
+    def __init__(self, store: ObjectStore, max_bytes: int | None = None) -> None:
         self.store = store
-        self.max_bytes = max_bytes
+        self.max_bytes = max_bytes or PACK_MAX_BYTES
         # Deduplicate against the packs that existed when this batch began, plus what it has
         # flushed itself; rereading its own indexes on every flush would cost O(flushes^2).
         self._known = list(store.indexes())
         self._flushed: set[bytes] = set()
+        self._packs: list[tuple[str, list[packfmt.Entry]]] = []  # for the multi-pack index
         self._pending: dict[bytes, tuple[int, bytes]] = {}
         self._size = 0
         self.objects_written = 0
@@ -173,12 +184,26 @@ class PackWriter:
         self._pending[raw] = (KIND_CODES[kind], data)
         self._size += len(data) + 5
         if self._size >= self.max_bytes:
-            self.flush()
+            self._flush_pending()
 
     def pending(self, digest: str) -> bool:
         return to_bytes(digest) in self._pending
 
     def flush(self) -> None:
+        """Write what is pending; once a batch has written several packs, also one index
+        over all of them, so readers search one index instead of one per pack."""
+        self._flush_pending()
+        if len(self._packs) >= 2:
+            ids = [pid for pid, _ in self._packs]
+            rows = [(e, i) for i, (_, entries) in enumerate(self._packs) for e in entries]
+            data = packfmt.format_multi_index(ids, rows)
+            key = multi_index_key(data[-packfmt.DIGEST_LEN:].hex())
+            self.store.backend.put_if_absent(key, data)  # after every pack and index it covers
+            self.bytes_written += len(data)
+            self._packs = []
+            self.store.refresh()
+
+    def _flush_pending(self) -> None:
         if not self._pending:
             return
         absent = self.store.missing(self._pending.keys() - self._flushed, self._known)
@@ -199,6 +224,7 @@ class PackWriter:
         self.bytes_written += len(pack) + len(index)
         self.packs_written += 1
         self._flushed.update(d for d, _ in items)
+        self._packs.append((pid, entries))
         self.store.indexes().insert(0, packfmt.IndexReader(backend, index_key(pid)))
 
     def __enter__(self) -> "PackWriter":

@@ -328,7 +328,7 @@ def test_lookup_finds_every_digest_and_nothing_else(digests):
     _, reader = _reader(entries)
     assert len(reader) == len(entries)
     for e in entries:
-        assert reader.lookup(e.digest) == e
+        assert reader.lookup(e.digest) == (reader.packs[0], e)
     for d in _absent_near(digests):
         assert reader.lookup(d) is None
 
@@ -346,7 +346,7 @@ def test_lookup_in_a_large_fanout_bucket(bucket_size, first_byte):
     entries = _entries(digests)
     backend, reader = _reader(entries)
     for e in entries:
-        assert reader.lookup(e.digest) == e
+        assert reader.lookup(e.digest) == (reader.packs[0], e)
     for d in _absent_near(digests) + [bytes([first_byte]) + rnd.randbytes(31) for _ in range(200)]:
         if d not in digests:
             assert reader.lookup(d) is None
@@ -362,7 +362,7 @@ def test_lookup_reads_a_few_kib_not_the_whole_index():
     backend.bytes_read = 0
     probes = [digests[i] for i in range(0, len(digests), 6007)]
     for d in probes:
-        assert reader.lookup(d).digest == d
+        assert reader.lookup(d)[1].digest == d
     per_lookup = backend.bytes_read / len(probes)
     assert per_lookup < 8 * 1024, per_lookup
     assert size > 2_000_000
@@ -373,7 +373,7 @@ def test_lookup_at_bucket_boundaries():
     entries = _entries(digests)
     _, reader = _reader(entries)
     for e in entries:
-        assert reader.lookup(e.digest) == e
+        assert reader.lookup(e.digest) == (reader.packs[0], e)
     for b in (3, 128, 253):
         assert reader.lookup(bytes([b]) * 32) is None
 
@@ -419,6 +419,6 @@ def test_pack_and_index_together():
     reader = IndexReader(backend, f"packs/{pid}.idx")
     assert parse_index(backend.get(f"packs/{pid}.idx"))[0] == pid
     for k, d in objs:
-        e = reader.lookup(blake3(d).digest())
-        assert e.kind == k
+        found_pid, e = reader.lookup(blake3(d).digest())
+        assert found_pid == pid and e.kind == k
         assert backend.get_range(f"packs/{pid}.pack", e.offset, e.length) == d

@@ -1,0 +1,120 @@
+"""Multi-pack indexes: one index over every pack of a large batch."""
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cas
+from cas import pack as packfmt
+from cas.backends.local import LocalBackend
+from cas.backends.memory import MemoryBackend
+from cas.errors import CasError
+from cas.mirror import mirror
+from cas.pack import Entry, IndexReader, format_multi_index, parse_multi_index
+from cas.store import PACKS
+
+
+def cases(n, tag="c"):
+    return [{"input": f"{tag}-{i}", "output": "x" * 200} for i in range(n)]
+
+
+@pytest.fixture
+def small_packs(monkeypatch):
+    monkeypatch.setattr("cas.store.PACK_MAX_BYTES", 20_000)
+
+
+def multi_keys(backend):
+    return [k for k in backend.list(PACKS) if k.endswith(".midx")]
+
+
+rows_st = st.lists(st.tuples(st.binary(min_size=32, max_size=32), st.integers(0, 2**40),
+                             st.integers(0, 2**31), st.integers(1, 3), st.integers(0, 2)),
+                   unique_by=lambda r: r[0], max_size=200)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows_st)
+def test_round_trip_and_lookup(rows):
+    packs = [os.urandom(32).hex() for _ in range(3)]
+    entries = [(Entry(d, off, n, k), p) for d, off, n, k, p in rows]
+    data = format_multi_index(packs, entries)
+    got_packs, got = parse_multi_index(data)
+    assert got_packs == packs and got == sorted(entries)
+    backend = MemoryBackend()
+    backend.put_if_absent("packs/m.midx", data)
+    reader = IndexReader(backend, "packs/m.midx")
+    assert reader.packs == packs and len(reader) == len(entries)
+    for e, p in entries:
+        assert reader.lookup(e.digest) == (packs[p], e)
+    assert reader.lookup(b"\x7f" * 32) is None or any(e.digest == b"\x7f" * 32 for e, _ in entries)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_any_damage_is_a_cas_error(data):
+    packs = [os.urandom(32).hex() for _ in range(2)]
+    entries = [(Entry(os.urandom(32), i * 10, 10, 1), i % 2) for i in range(20)]
+    blob = bytearray(format_multi_index(packs, entries))
+    pos = data.draw(st.integers(0, len(blob) - 1))
+    blob[pos] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(CasError):
+        parse_multi_index(bytes(blob))
+
+
+def test_a_multi_pack_commit_writes_one_index_that_readers_use(tmp_path, small_packs):
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d")
+    repo.commit("d", base=None, add=cases(300))
+    keys = list(repo.backend.list(PACKS))
+    packs = [k for k in keys if k.endswith(".pack")]
+    assert len(packs) > 3 and len(multi_keys(repo.backend)) == 1
+    fresh = cas.open(str(tmp_path))
+    readers = fresh.store.indexes()
+    assert [r.key for r in readers] == multi_keys(repo.backend)  # covered .idx are skipped
+    ids = fresh.items("d", 1, limit=500).items
+    assert len(ids) == 300 and all(fresh.case("d", 1, i).output == "x" * 200 for i in ids[:50])
+    assert fresh.fsck().ok and fresh.fsck().problems == []
+    # A small follow-up commit writes one pack and no multi-pack index.
+    fresh.commit("d", base=1, add=cases(1, "more"))
+    assert len(multi_keys(repo.backend)) == 1
+
+
+def test_fsck_names_a_damaged_or_dishonest_multi_index(tmp_path, small_packs):
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d")
+    repo.commit("d", base=None, add=cases(200))
+    (mkey,) = multi_keys(repo.backend)
+    path = tmp_path / ".cas" / mkey
+    original = path.read_bytes()
+    for pos in (0, 9, len(original) // 2, len(original) - 1):
+        damaged = bytearray(original)
+        damaged[pos] ^= 0x10
+        path.write_bytes(bytes(damaged))
+        report = cas.open(str(tmp_path)).fsck()
+        assert not report.ok and any(p.where == mkey for p in report.problems)
+    # A well-formed index that lies about an object's place is caught too.
+    packs, rows = parse_multi_index(original)
+    (e, p), rest = rows[0], rows[1:]
+    lying = format_multi_index(packs, [(e._replace(offset=e.offset + 1), p)] + rest)
+    path.unlink()
+    lkey = f"{PACKS}{lying[-32:].hex()}.midx"
+    (tmp_path / ".cas" / lkey).write_bytes(lying)
+    report = cas.open(str(tmp_path)).fsck()
+    assert not report.ok and any(p.where == lkey for p in report.problems)
+    # Without any multi-pack index the pack indexes still answer.
+    (tmp_path / ".cas" / lkey).unlink()
+    again = cas.open(str(tmp_path))
+    assert again.fsck().ok and len(again.items("d", 1, limit=500).items) == 200
+
+
+def test_mirror_copies_multi_indexes(tmp_path, small_packs):
+    repo = cas.init(str(tmp_path / "a"))
+    repo.create_dataset("d")
+    repo.commit("d", base=None, add=cases(150))
+    dst = LocalBackend(str(tmp_path / "b" / ".cas"))
+    mirror(repo.backend, dst)
+    assert multi_keys(dst) == multi_keys(repo.backend)
+    copy = cas.open(str(tmp_path / "b"))
+    assert copy.fsck().ok and copy.items("d", 1, limit=200) == repo.items("d", 1, limit=200)
