@@ -49,11 +49,7 @@ def format_pack(objects: Iterable[tuple[int, bytes]]) -> tuple[bytes, list[tuple
         pos += ENTRY_HEAD.size
         spans.append((pos, n))
         pos += n
-    h = blake3()
-    for part in parts:  # hash the parts, then join once: no second pass over a copy
-        h.update(part)
-    parts.append(h.digest())
-    return b"".join(parts), spans
+    return _with_checksum(parts), spans
 
 
 def pack_id(pack: bytes) -> str:
@@ -94,21 +90,30 @@ def parse_pack(pack: bytes, where: str = "pack") -> Iterator[tuple[int, int, int
 
 def format_index(pid: str, entries: list[Entry]) -> bytes:
     """The index of a pack: entries sorted by digest, a fan-out table, and a checksum."""
-    entries = sorted(entries)
-    counts = [0] * 256
-    for e in entries:
-        counts[e.digest[0]] += 1
-    fanout, total = [], 0
-    for c in counts:
-        total += c
-        fanout.append(total)
-    out = bytearray(HEADER.pack(INDEX_MAGIC, INDEX_FORMAT))
-    out += FANOUT.pack(*fanout)
-    out += b"".join(e.digest for e in entries)
-    out += b"".join(ROW.pack(e.offset, e.length, e.kind) for e in entries)
-    out += bytes.fromhex(pid)
-    out += blake3(out).digest()
-    return bytes(out)
+    entries = sorted(entries, key=_by_digest)
+    digests = [e.digest for e in entries]
+    pack_row = ROW.pack
+    parts = [HEADER.pack(INDEX_MAGIC, INDEX_FORMAT), FANOUT.pack(*_fanout(digests)),
+             b"".join(digests), b"".join([pack_row(e.offset, e.length, e.kind) for e in entries]),
+             bytes.fromhex(pid)]
+    return _with_checksum(parts)
+
+
+def _by_digest(entry: Entry) -> bytes:
+    return entry.digest
+
+
+def _fanout(sorted_digests: list[bytes]) -> list[int]:
+    """Entry b: how many digests have a first byte <= b."""
+    return [bisect_left(sorted_digests, bytes([b + 1])) for b in range(255)] + [len(sorted_digests)]
+
+
+def _with_checksum(parts: list[bytes]) -> bytes:
+    h = blake3()
+    for part in parts:  # hash the parts, then join once
+        h.update(part)
+    parts.append(h.digest())
+    return b"".join(parts)
 
 
 def parse_index(data: bytes, where: str = "index") -> tuple[str, list[Entry]]:
@@ -252,22 +257,13 @@ class IndexReader:
 
 def format_multi_index(pack_ids: list[str], entries: list[tuple[Entry, int]]) -> bytes:
     """One index over several packs: (entry, ordinal of its pack in `pack_ids`) pairs."""
-    rows = sorted(entries)
-    counts = [0] * 256
-    for e, _ in rows:
-        counts[e.digest[0]] += 1
-    fanout, total = [], 0
-    for c in counts:
-        total += c
-        fanout.append(total)
-    out = bytearray(HEADER.pack(MULTI_MAGIC, MULTI_FORMAT))
-    out += COUNT.pack(len(pack_ids))
-    out += b"".join(bytes.fromhex(p) for p in pack_ids)
-    out += FANOUT.pack(*fanout)
-    out += b"".join(e.digest for e, _ in rows)
-    out += b"".join(MULTI_ROW.pack(e.offset, e.length, e.kind, i) for e, i in rows)
-    out += blake3(out).digest()
-    return bytes(out)
+    rows = sorted(entries, key=lambda r: r[0].digest)
+    digests = [e.digest for e, _ in rows]
+    pack_row = MULTI_ROW.pack
+    return _with_checksum([
+        HEADER.pack(MULTI_MAGIC, MULTI_FORMAT), COUNT.pack(len(pack_ids)),
+        b"".join(bytes.fromhex(p) for p in pack_ids), FANOUT.pack(*_fanout(digests)),
+        b"".join(digests), b"".join([pack_row(e.offset, e.length, e.kind, i) for e, i in rows])])
 
 
 def parse_multi_index(data: bytes, where: str = "multi-pack index") -> tuple[list[str],
