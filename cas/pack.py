@@ -3,6 +3,7 @@ multi-pack indexes that answer for all the packs of one large batch."""
 
 from __future__ import annotations
 
+import heapq
 import struct
 from bisect import bisect_left
 from typing import Iterable, Iterator, NamedTuple
@@ -255,15 +256,34 @@ class IndexReader:
         return {block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)}
 
 
-def format_multi_index(pack_ids: list[str], entries: list[tuple[Entry, int]]) -> bytes:
-    """One index over several packs: (entry, ordinal of its pack in `pack_ids`) pairs."""
-    rows = sorted(entries, key=lambda r: r[0].digest)
-    digests = [e.digest for e, _ in rows]
-    pack_row = MULTI_ROW.pack
+def format_multi_index(indexes: list[bytes]) -> bytes:
+    """One index over several packs, merged from their (sorted) pack indexes.
+
+    The merge streams over the indexes' digest columns, so it needs no more memory than the
+    result; a row's pack ordinal is the position of its pack's index in `indexes`.
+    """
+    pack_ids = []
+    for blob in indexes:
+        n = FANOUT.unpack_from(blob, FANOUT_AT)[255]
+        end = DIGESTS_AT + n * (DIGEST_LEN + ROW.size)
+        pack_ids.append(blob[end:end + DIGEST_LEN])
+    digests, rows = [], []
+    for digest, row in heapq.merge(*(_index_rows(b, i) for i, b in enumerate(indexes))):
+        digests.append(digest)
+        rows.append(row)
     return _with_checksum([
-        HEADER.pack(MULTI_MAGIC, MULTI_FORMAT), COUNT.pack(len(pack_ids)),
-        b"".join(bytes.fromhex(p) for p in pack_ids), FANOUT.pack(*_fanout(digests)),
-        b"".join(digests), b"".join([pack_row(e.offset, e.length, e.kind, i) for e, i in rows])])
+        HEADER.pack(MULTI_MAGIC, MULTI_FORMAT), COUNT.pack(len(pack_ids)), b"".join(pack_ids),
+        FANOUT.pack(*_fanout(digests)), b"".join(digests), b"".join(rows)])
+
+
+def _index_rows(blob: bytes, ordinal: int) -> Iterator[tuple[bytes, bytes]]:
+    """(digest, multi-pack row) of each entry of a pack index, in digest order."""
+    n = FANOUT.unpack_from(blob, FANOUT_AT)[255]
+    rows_at = DIGESTS_AT + n * DIGEST_LEN
+    tail = b"\0" + ordinal.to_bytes(2, "big")  # a pack row's first 13 bytes, then the ordinal
+    for i in range(n):
+        yield (blob[DIGESTS_AT + i * DIGEST_LEN: DIGESTS_AT + (i + 1) * DIGEST_LEN],
+               blob[rows_at + i * ROW.size: rows_at + i * ROW.size + 13] + tail)
 
 
 def parse_multi_index(data: bytes, where: str = "multi-pack index") -> tuple[list[str],

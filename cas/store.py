@@ -165,7 +165,7 @@ class PackWriter:
         # flushed itself; rereading its own indexes on every flush would cost O(flushes^2).
         self._known = list(store.indexes())
         self._flushed: set[bytes] = set()
-        self._packs: list[tuple[str, list[packfmt.Entry]]] = []  # for the multi-pack index
+        self._indexes_written: list[bytes] = []  # for the multi-pack index
         self._pending: dict[bytes, tuple[int, bytes]] = {}
         self._size = 0
         self.objects_written = 0
@@ -193,14 +193,12 @@ class PackWriter:
         """Write what is pending; once a batch has written several packs, also one index
         over all of them, so readers search one index instead of one per pack."""
         self._flush_pending()
-        if len(self._packs) >= 2:
-            ids = [pid for pid, _ in self._packs]
-            rows = [(e, i) for i, (_, entries) in enumerate(self._packs) for e in entries]
-            data = packfmt.format_multi_index(ids, rows)
+        if len(self._indexes_written) >= 2:
+            data = packfmt.format_multi_index(self._indexes_written)
             key = multi_index_key(data[-packfmt.DIGEST_LEN:].hex())
             self.store.backend.put_if_absent(key, data)  # after every pack and index it covers
             self.bytes_written += len(data)
-            self._packs = []
+            self._indexes_written = []
             self.store.refresh()
 
     def _flush_pending(self) -> None:
@@ -224,7 +222,7 @@ class PackWriter:
         self.bytes_written += len(pack) + len(index)
         self.packs_written += 1
         self._flushed.update(d for d, _ in items)
-        self._packs.append((pid, entries))
+        self._indexes_written.append(index)
         self.store.indexes().insert(0, packfmt.IndexReader(backend, index_key(pid)))
 
     def __enter__(self) -> "PackWriter":

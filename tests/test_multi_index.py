@@ -12,7 +12,7 @@ from cas.backends.local import LocalBackend
 from cas.backends.memory import MemoryBackend
 from cas.errors import CasError
 from cas.mirror import mirror
-from cas.pack import Entry, IndexReader, format_multi_index, parse_multi_index
+from cas.pack import Entry, IndexReader, format_index, format_multi_index, parse_multi_index
 from cas.store import PACKS
 
 
@@ -39,7 +39,8 @@ rows_st = st.lists(st.tuples(st.binary(min_size=32, max_size=32), st.integers(0,
 def test_round_trip_and_lookup(rows):
     packs = [os.urandom(32).hex() for _ in range(3)]
     entries = [(Entry(d, off, n, k), p) for d, off, n, k, p in rows]
-    data = format_multi_index(packs, entries)
+    data = format_multi_index([format_index(pid, [e for e, p in entries if p == i])
+                               for i, pid in enumerate(packs)])
     got_packs, got = parse_multi_index(data)
     assert got_packs == packs and got == sorted(entries)
     backend = MemoryBackend()
@@ -55,8 +56,9 @@ def test_round_trip_and_lookup(rows):
 @given(st.data())
 def test_any_damage_is_a_cas_error(data):
     packs = [os.urandom(32).hex() for _ in range(2)]
-    entries = [(Entry(os.urandom(32), i * 10, 10, 1), i % 2) for i in range(20)]
-    blob = bytearray(format_multi_index(packs, entries))
+    blob = bytearray(format_multi_index([
+        format_index(pid, [Entry(os.urandom(32), i * 10, 10, 1) for i in range(10)])
+        for pid in packs]))
     pos = data.draw(st.integers(0, len(blob) - 1))
     blob[pos] ^= data.draw(st.integers(1, 255))
     with pytest.raises(CasError):
@@ -97,7 +99,9 @@ def test_fsck_names_a_damaged_or_dishonest_multi_index(tmp_path, small_packs):
     # A well-formed index that lies about an object's place is caught too.
     packs, rows = parse_multi_index(original)
     (e, p), rest = rows[0], rows[1:]
-    lying = format_multi_index(packs, [(e._replace(offset=e.offset + 1), p)] + rest)
+    lied = [(e._replace(offset=e.offset + 1), p)] + rest
+    lying = format_multi_index([format_index(pid, [x for x, q in lied if q == i])
+                                for i, pid in enumerate(packs)])
     path.unlink()
     lkey = f"{PACKS}{lying[-32:].hex()}.midx"
     (tmp_path / ".cas" / lkey).write_bytes(lying)
