@@ -324,6 +324,11 @@ class Repository:
             item_count=count, operation=operation, added=count - old_count + len(removes),
             removed=len(removes), author=author, sealed_at=self.clock(), message=message)
 
+    def version_state(self, name: str, number: int) -> str:
+        """`ACTIVE`, or `RETIRED` once retirement exists (the erasure issue adds it)."""
+        self.version(name, number)
+        return "ACTIVE"
+
     # -- reads of an exact version ---------------------------------------------------------
     def items(self, name: str, number: int, after: str | None = None,
               limit: int = 100) -> ItemsPage:
