@@ -120,6 +120,8 @@ def check(repo, progress: Progress | None = None) -> Report:
         if not key.startswith(DATASETS):
             continue
         parts = key.split("/")
+        if len(parts) == 4 and parts[2] in ("proposals", "keys"):
+            continue  # checked with the other lifecycle records below
         if len(parts) != 4 or parts[2] not in ("versions", "meta") or not (
                 parts[3].isdigit() and len(parts[3]) == 10):
             error(key, "unexpected key under datasets/")
@@ -155,6 +157,7 @@ def check(repo, progress: Progress | None = None) -> Report:
         if not groups["meta"]:
             error(f"{DATASETS}{name}/", "dataset has versions but no metadata record")
 
+    _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, error)
     for key in keys:
         if key not in known:
             error(key, "unexpected key in the repository")
@@ -168,6 +171,11 @@ def _check_version(key, name, number, record, objects, tree_ok, reachable, error
         error(key, f"record says {record.dataset!r} version {record.number}")
     if record.parent != (number - 1 if number > 1 else None):
         error(key, f"parent is {record.parent}, expected {number - 1 if number > 1 else None}")
+    if record.provenance is not None:
+        if objects.get(record.provenance) != "provenance":
+            error(key, f"names provenance {record.provenance}, which is missing")
+        else:
+            reachable.add(record.provenance)
     result = _check_node(record.content_digest, "", objects, tree_ok, reachable, error, load)
     if result is not None and result != record.item_count:
         error(key, f"item_count is {record.item_count} but the tree holds {result}")
@@ -251,3 +259,68 @@ def _check_multi_index(backend, mkey, indexed, error) -> None:
         if indexed[pid].get(digest) != row:
             error(mkey, f"row of {from_bytes(digest)} disagrees with the index of pack {pid}")
             return
+
+
+def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, error) -> None:
+    """Run imports, review batches, settings, proposals and idempotency keys."""
+    from .objects import IdempotencyRecord, Proposal, ReviewBatch, RunImport, Settings
+    from .proposals import idempotency_key
+    logs = (("runs/imports/", RunImport), ("reviews/", ReviewBatch), ("settings/", Settings))
+    for prefix, type_ in logs:
+        mine = sorted(k for k in keys if k.startswith(prefix))
+        numbers = []
+        for key in mine:
+            tail = key[len(prefix):]
+            if not (tail.isdigit() and len(tail) == 10):
+                error(key, f"unexpected key under {prefix}")
+                continue
+            known.add(key)
+            numbers.append(int(tail))
+            try:
+                record = parse_record_file(backend.get(key), type_, key)
+            except CasError as exc:
+                error(key, exc.message)
+                continue
+            if getattr(record, "number", getattr(record, "revision", None)) != int(tail):
+                error(key, "record number does not match its key")
+            if type_ is RunImport:
+                for entry in record.runs:
+                    if objects.get(entry.run) != "run":
+                        error(key, f"run {entry.run_id!r} ({entry.run}) is missing")
+                    else:
+                        reachable.add(entry.run)
+        if numbers != list(range(1, len(numbers) + 1)):
+            error(prefix, "numbers are not contiguous from 1")
+    for key in keys:
+        parts = key.split("/")
+        if not (key.startswith(DATASETS) and len(parts) == 4 and
+                parts[2] in ("proposals", "keys")):
+            continue
+        known.add(key)
+        try:
+            if parts[2] == "keys":
+                claim = parse_record_file(backend.get(key), IdempotencyRecord, key)
+                if idempotency_key(parts[1], claim.key) != key or claim.dataset != parts[1]:
+                    error(key, "idempotency record does not match its key")
+                elif f"{DATASETS}{parts[1]}/proposals/{claim.token}" not in keys:
+                    error(key, f"names proposal {claim.token}, which is missing")
+                continue
+            proposal = parse_record_file(backend.get(key), Proposal, key)
+        except CasError as exc:
+            error(key, exc.message)
+            continue
+        if proposal.dataset != parts[1]:
+            error(key, f"proposal is for dataset {proposal.dataset!r}")
+        for digest in proposal.add:
+            if objects.get(digest) != "case":
+                error(key, f"proposed case {digest} is missing")
+            else:
+                reachable.add(digest)
+        if proposal.provenance is not None:
+            if objects.get(proposal.provenance) != "provenance":
+                error(key, f"provenance {proposal.provenance} is missing")
+            else:
+                reachable.add(proposal.provenance)
+        if _check_node(proposal.proposed_root, "", objects, tree_ok, reachable, error,
+                       trees.__getitem__) != proposal.proposed_count:
+            error(key, "the proposed tree does not hold proposed_count cases")

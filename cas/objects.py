@@ -64,6 +64,8 @@ class VersionRecord(_Record, tag="version", kw_only=True):
     author: str
     sealed_at: str
     message: str = ""
+    proposal: Union[str, None] = None     # the confirm token of the proposal it sealed
+    provenance: Union[str, None] = None   # digest of its Provenance object (promotions)
 
 
 class DatasetRecord(_Record, tag="dataset", kw_only=True):
@@ -82,16 +84,113 @@ class RepoConfig(_Record, tag="config", kw_only=True):
     created_at: str
 
 
-Object = Union[Case, TreeLeaf, TreeNode, VersionRecord, DatasetRecord, RepoConfig]
+# -- recorded runs, reviews and promotion (docs/runs.md, docs/format.md) --------------------
+class Run(_Record, tag="run", kw_only=True):
+    """A recorded agent run, as imported (stored in packs, found by run id via imports)."""
+
+    run_id: str
+    tenant: str
+    person: Union[str, None] = None
+    started_at: Union[str, None] = None
+    input: Any = None
+    output: Any = None
+    steps: list[dict[str, Any]]
+    outcome: Any = None
+    metadata: dict[str, Any] = {}
+    extra: dict[str, Any] = {}  # further top-level fields of the imported line, kept as given
+
+
+class RunEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    run_id: str
+    run: str  # digest of the Run object
+
+
+class RunImport(_Record, tag="run.import", kw_only=True):
+    """One all-or-nothing import: the runs it added, sorted by run id."""
+
+    number: int
+    runs: list[RunEntry]
+    author: str
+    imported_at: str
+
+
+class Review(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    annotation_id: str
+    run_id: str
+    run: str  # digest of the reviewed Run object
+    metric: str
+    label: str
+    reviewer: str
+    reviewed_at: str
+
+
+class ReviewBatch(_Record, tag="review.batch", kw_only=True):
+    number: int
+    reviews: list[Review]
+
+
+class Settings(_Record, tag="settings", kw_only=True):
+    """One revision of the repository settings; without any, every content class is copied."""
+
+    revision: int
+    withheld: list[str] = []  # content classes a promotion must not copy into a case
+    author: str
+    edited_at: str
+
+
+class ProvenanceEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    case_id: str
+    run_id: str
+    annotation_id: str
+    reviewer: str
+    reviewed_at: str
+    withheld: list[str] = []
+
+
+class Provenance(_Record, tag="provenance", kw_only=True):
+    """Per promoted case: the review that allowed it (referenced by the version record)."""
+
+    entries: list[ProvenanceEntry]
+
+
+class Proposal(_Record, tag="proposal", kw_only=True):
+    """A staged promotion or removal; sealing it creates version `base + 1`."""
+
+    dataset: str
+    operation: str          # "promote" or "remove"
+    base: int
+    idempotency_key: str
+    request: str            # digest of the normalised request
+    add: list[str] = []     # case ids new to the base
+    carried: int = 0        # how many base ids stay
+    remove: list[str] = []
+    provenance: Union[str, None] = None
+    proposed_root: str
+    proposed_count: int
+    author: str
+    created_at: str
+
+
+class IdempotencyRecord(_Record, tag="idempotency", kw_only=True):
+    dataset: str
+    key: str
+    request: str
+    token: str
+
+
+Object = Union[Case, TreeLeaf, TreeNode, VersionRecord, DatasetRecord, RepoConfig, Run,
+               Provenance]
 
 TYPES: dict[str, type] = {
     "case": Case, "tree.leaf": TreeLeaf, "tree.node": TreeNode, "version": VersionRecord,
-    "dataset": DatasetRecord, "config": RepoConfig,
+    "dataset": DatasetRecord, "config": RepoConfig, "run": Run, "run.import": RunImport,
+    "review.batch": ReviewBatch, "settings": Settings, "proposal": Proposal,
+    "idempotency": IdempotencyRecord, "provenance": Provenance,
 }
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
 # Kind codes used inside pack files (one byte per entry).
 KIND_CODES: dict[str, int] = {"case": 1, "tree.leaf": 2, "tree.node": 3, "version": 4,
-                              "dataset": 5, "config": 6}
+                              "dataset": 5, "config": 6, "run": 7, "provenance": 8}
 KIND_BY_CODE: dict[int, str] = {v: k for k, v in KIND_CODES.items()}
 
 

@@ -34,9 +34,16 @@ class EncodedCase(NamedTuple):
     data: bytes
 
 
+MAX_PAGE = 500  # the largest page of ids a read returns; a larger limit is refused
+
+
 class ItemsPage(NamedTuple):
     items: list[str]
     next_cursor: str | None  # pass as `after` for the next page; None at the end
+
+    @property
+    def has_more(self) -> bool:
+        return self.next_cursor is not None
 
 
 class VersionsPage(NamedTuple):
@@ -44,9 +51,31 @@ class VersionsPage(NamedTuple):
     next_before: int | None
 
 
+class RunImportResult(NamedTuple):
+    new: list[str]       # run ids imported now
+    unchanged: int       # runs already stored with identical content
+
+
+class SealResult(NamedTuple):
+    version: VersionRecord | None   # None: the proposal changes nothing, no version sealed
+    already_sealed: bool            # the token was sealed before; this is that version
+
+
 class Diff(NamedTuple):
     added: list[str]
     removed: list[str]
+
+
+class DiffPage(NamedTuple):
+    """Up to `limit` changes in id order, split by kind; pass `next_cursor` as `cursor`."""
+
+    added: list[str]
+    removed: list[str]
+    next_cursor: str | None  # None at the end
+
+    @property
+    def has_more(self) -> bool:
+        return self.next_cursor is not None
 
 
 def now() -> str:
@@ -332,9 +361,11 @@ class Repository:
     # -- reads of an exact version ---------------------------------------------------------
     def items(self, name: str, number: int, after: str | None = None,
               limit: int = 100) -> ItemsPage:
-        """One page of case ids of `name@number` in id order, strictly after `after`."""
-        if not isinstance(limit, int) or limit < 1:
-            raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
+        """One page of case ids of `name@number` in id order, strictly after `after`.
+
+        `limit` is 1..MAX_PAGE (500); anything else is refused, never clamped. `after` need
+        not be a member: the page starts strictly after it in id order."""
+        _check_page_limit(limit)
         record = self.version(name, number)
         after = parse_digest(after, "cursor") if after is not None else None
         ids = self._trie().page(record.content_digest, after, limit + 1)
@@ -360,13 +391,132 @@ class Repository:
         b = self.version(new_dataset or name, new)
         return Diff(*self._trie().diff(a.content_digest, b.content_digest))
 
+    def diff_page(self, name: str, old: int, new: int, cursor: str | None = None,
+                  limit: int = 100, new_dataset: str | None = None) -> DiffPage:
+        """One page of the changes from `name@old` to `new_dataset or name`@`new`: the
+        id-ordered list of added and removed ids, strictly after `cursor`, up to `limit`
+        (1..500) changes. Costs O(page x depth), not O(diff)."""
+        _check_page_limit(limit)
+        a = self.version(name, old)
+        b = self.version(new_dataset or name, new)
+        cursor = parse_digest(cursor, "cursor") if cursor is not None else None
+        added: list[str] = []
+        removed: list[str] = []
+        last = None
+        changes = self._trie().iter_diff(a.content_digest, b.content_digest, cursor)
+        for n, (case_id, is_added) in enumerate(changes):
+            if n == limit:  # one change beyond the page: there is more
+                return DiffPage(added, removed, last)
+            (added if is_added else removed).append(case_id)
+            last = case_id
+        return DiffPage(added, removed, None)
+
     def prove(self, name: str, number: int, case_id: str) -> Proof:
+        """An inclusion proof of `case_id` in `name@number`; refused if the version does not
+        hold it (there is nothing to prove)."""
         record = self.version(name, number)
-        return self._trie().prove(record.content_digest, parse_digest(case_id, "case id"))
+        case_id = parse_digest(case_id, "case id")
+        trie = self._trie()
+        if not trie.contains(record.content_digest, case_id):
+            raise NotFound(f"case {case_id} is not in {name}@{number}", case_id=case_id,
+                           dataset=name, version=number)
+        return trie.prove(record.content_digest, case_id)
+
+    # -- recorded runs, reviews, promotion (cas/runs.py, reviews.py, proposals.py) -----------
+    @property
+    def run_index(self):
+        if getattr(self, "_run_index", None) is None:
+            from .runs import RunIndex
+            self._run_index = RunIndex(self.backend)
+        return self._run_index
+
+    @property
+    def review_index(self):
+        if getattr(self, "_review_index", None) is None:
+            from .reviews import ReviewIndex
+            self._review_index = ReviewIndex(self.backend)
+        return self._review_index
+
+    def import_runs(self, source, author: str | None = None) -> "RunImportResult":
+        """Import runs from a binary JSON Lines stream (or a list of dicts): all or nothing.
+        An identical run again is a no-op; a known run id with other content is refused."""
+        from .runs import import_runs, parse_run, read_runs_jsonl
+        if isinstance(source, list):
+            runs = [parse_run(obj, f"$[{i}]") for i, obj in enumerate(source)]
+        else:
+            runs = read_runs_jsonl(source, getattr(source, "name", "input"))
+        new, unchanged = import_runs(self, runs, author or default_author(), self.clock())
+        return RunImportResult(new, unchanged)
+
+    def runs(self) -> list[str]:
+        return sorted(self.run_index.all())
+
+    def run(self, run_id: str):
+        from .runs import get_run
+        return get_run(self, run_id)
+
+    def add_reviews(self, requests: list, confirm_token: str | None = None,
+                    reviewer: str | None = None) -> dict:
+        """Preview (no token) or save (the preview's token) reviews of runs by the configured
+        person. Each request is {"run_id", "metric", "label"}."""
+        import msgspec as _m
+
+        from .reviews import ReviewRequest, check_token, plan_reviews, save_reviews
+        from .userconfig import require_person
+        reviewer = reviewer or require_person("a review")
+        try:
+            reqs = [r if isinstance(r, ReviewRequest) else _m.convert(r, ReviewRequest)
+                    for r in requests]
+        except _m.ValidationError as exc:
+            raise InvalidArgument(f"a review is {{run_id, metric, label}}: {exc}") from None
+        rows, token = plan_reviews(self, reqs, reviewer)
+        if not check_token(confirm_token, token):
+            return {"confirm_token": token, "reviews": rows}
+        saved = save_reviews(self, rows, self.clock())
+        return {"annotation_ids": [r.annotation_id for r in saved],
+                "reviews": [msgspec.to_builtins(r) for r in saved]}
+
+    def reviews(self, run_id: str) -> list:
+        self.run(run_id)
+        return self.review_index.of_run(run_id)
+
+    def settings(self):
+        from .proposals import current_settings
+        return current_settings(self)
+
+    def set_content_policy(self, withheld: list[str], author: str | None = None):
+        from .proposals import set_withheld
+        return set_withheld(self, withheld, author or default_author(), self.clock())
+
+    def promote(self, name: str, subjects, idempotency_key: str,
+                author: str | None = None) -> dict:
+        """Stage a promotion and return its preview (with `confirm_token`); seals nothing."""
+        from .proposals import Subject, stage_promotion
+        subs = [s if isinstance(s, Subject) else msgspec.convert(s, Subject) for s in subjects]
+        return stage_promotion(self, name, subs, idempotency_key, author or default_author(),
+                               self.clock())
+
+    def remove(self, name: str, item_ids: list[str], idempotency_key: str,
+               author: str | None = None) -> dict:
+        from .proposals import stage_removal
+        return stage_removal(self, name, list(item_ids), idempotency_key,
+                             author or default_author(), self.clock())
+
+    def seal(self, name: str, confirm_token: str, author: str | None = None,
+             message: str = "") -> "SealResult":
+        from .proposals import seal
+        record, already = seal(self, name, confirm_token, author or default_author(), message)
+        return SealResult(record, already)
 
     def fsck(self, progress: Callable[[str, int, int], None] | None = None):
         from .fsck import check
         return check(self, progress)
+
+
+def _check_page_limit(limit: Any) -> None:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidArgument(f"limit must be a positive integer from 1 to {MAX_PAGE}, "
+                              f"not {limit!r}", minimum=1, maximum=MAX_PAGE)
 
 
 def _check_tags(tags: Iterable[str]) -> list[str]:

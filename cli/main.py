@@ -111,9 +111,59 @@ def parse_ref(text: str) -> tuple[str, int]:
     return name, int(number)
 
 
+def read_usage_error(command: str, forms: tuple[str, ...], problem: str,
+                     reason: str = "VERSION_REQUIRED"):
+    """The usage error (INVALID_ARGUMENT, exit 2) of an exact read: names the problem, says
+    there is no latest, and shows the accepted forms."""
+    from cas.errors import InvalidArgument
+    usage = [f"cas {command} {form}" for form in forms]
+    why = ('; every read names an exact version, there is no "latest"'
+           if reason == "VERSION_REQUIRED" else "")
+    return InvalidArgument(f"{problem}{why} (use: {' or '.join(usage)})", reason=reason,
+                           usage=usage)
+
+
+def split_version_args(command: str, args: tuple[str, ...], forms: tuple[str, str],
+                       rest_are_versions: bool = False) -> tuple[str, int, list[str]]:
+    """`DATASET VERSION REST...` or `DATASET@VERSION REST...` -> (dataset, version, rest).
+
+    `forms` are the two spellings, e.g. ("DATASET VERSION CASE_ID", "DATASET@VERSION CASE_ID");
+    REST must be exactly the names after the version in the first one."""
+    names = forms[0].split()[2:]
+    if not args:
+        raise read_usage_error(command, forms, "missing DATASET and VERSION")
+    first = args[0]
+    if "@" in first:
+        name, _, number = first.rpartition("@")
+        rest = list(args[1:])
+    elif len(args) < 2:
+        raise read_usage_error(command, forms, f"no version given for dataset {first!r}")
+    else:
+        name, number, rest = first, args[1], list(args[2:])
+    if not name:
+        raise read_usage_error(command, forms, f"{first!r} names no dataset")
+    if not number.isdigit() or int(number) < 1:
+        raise read_usage_error(command, forms, f"{number!r} is not a version number")
+    if len(rest) < len(names):
+        raise read_usage_error(command, forms, "missing " + " ".join(names[len(rest):]),
+                               reason="VERSION_REQUIRED" if rest_are_versions else "USAGE")
+    if len(rest) > len(names):
+        raise read_usage_error(command, forms, f"unexpected extra argument {rest[len(names)]!r}",
+                               reason="USAGE")
+    return name, int(number), rest
+
+
+def version_summary(repo, record) -> dict[str, Any]:
+    """The `version` object of read replies: which exact set this is, and its state."""
+    return {"dataset": record.dataset, "number": record.number, "item_count": record.item_count,
+            "content_digest": record.content_digest,
+            "state": repo.version_state(record.dataset, record.number)}
+
+
 def to_json(value: Any) -> Any:
     import msgspec
     return msgspec.to_builtins(value)
 
 
 from . import commands_repo, commands_dataset, commands_version  # noqa: E402,F401
+from . import commands_promote, commands_runs  # noqa: E402,F401

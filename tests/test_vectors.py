@@ -44,6 +44,11 @@ INPUTS = [
     ("dataset", "dataset", """{"kind": "dataset", "format": 1, "name": "support-evals",
         "revision": 1, "description": "Reviewed runs", "tags": ["demo"],
         "author": "Ada <ada@example.com>", "edited_at": "2026-11-30T12:00:00.000000Z"}"""),
+    ("run", "run", """{"kind": "run", "format": 1, "run_id": "r-17", "tenant": "acme",
+        "person": "user-42", "started_at": "2026-05-01T10:00:00Z", "input": {"task": "ls"},
+        "output": "two files", "steps": [{"type": "tool_call", "tool_name": "ls",
+        "arguments": {"path": "."}, "result": ["a", "b"]}], "outcome": {"status": "success"},
+        "metadata": {}, "extra": {}}"""),
     ("config", "config", """{"kind": "config", "format": 1,
         "repository_id": "00112233445566778899aabbccddeeff", "created_at": "2026-11-30T12:00:00.000000Z"}"""),
 ]

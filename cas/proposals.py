@@ -1,0 +1,310 @@
+"""Promotion and removal: a staged proposal with a preview and a confirm token, then a seal.
+
+Nothing is sealed by a preview. A proposal names its base version; sealing it creates version
+`base + 1` only while `base` is still the head, and sealing the same token again returns the
+version it already sealed. An idempotency key names one request for ever.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from . import encoding
+from .digest import digest_of, is_digest
+from .errors import FailedPrecondition, InvalidArgument, NotFound
+from .objects import (Case, IdempotencyRecord, Proposal, Provenance, ProvenanceEntry, Run,
+                      Settings, encode_object, format_record_file, parse_record_file)
+from .refs import DATASETS
+from .runs import get_run
+from .tree import EMPTY_ROOT
+
+CONTENT_CLASSES = ("input", "output", "tool_arguments", "tool_results", "metadata")
+SUBJECT_KINDS = {"agent_run": "agent_run", "SUBJECT_KIND_AGENT_RUN": "agent_run"}
+SETTINGS = "settings/"
+CARRIED_PAGE = 500
+
+
+# -- content policy ---------------------------------------------------------------------------
+def settings_key(revision: int) -> str:
+    return f"{SETTINGS}{revision:010d}"
+
+
+def current_settings(repo) -> Settings | None:
+    n = 0
+    while repo.backend.exists(settings_key(n + 1)):
+        n += 1
+    if n == 0:
+        return None
+    return parse_record_file(repo.backend.get(settings_key(n)), Settings, settings_key(n))
+
+
+def set_withheld(repo, withheld: list[str], author: str, now: str) -> Settings:
+    classes = sorted(set(withheld))
+    for c in classes:
+        if c not in CONTENT_CLASSES:
+            raise InvalidArgument(f"unknown content class {c!r}; accepted: "
+                                  f"{', '.join(CONTENT_CLASSES)}")
+    while True:
+        current = current_settings(repo)
+        record = Settings(revision=(current.revision if current else 0) + 1, withheld=classes,
+                          author=author, edited_at=now)
+        if repo.backend.put_if_absent(settings_key(record.revision), format_record_file(record)):
+            return record
+
+
+def freeze(run: Run, withheld: list[str]) -> Case:
+    """The case a run becomes under a content policy: withheld classes are left out and named."""
+    w = set(withheld)
+    steps = []
+    for step in run.steps:
+        if step.get("type") == "tool_call":
+            step = dict(step)
+            if "tool_arguments" in w:
+                step.pop("arguments", None)
+            if "tool_results" in w:
+                step.pop("result", None)
+                step.pop("error", None)
+        steps.append(step)
+    return Case(run_id=run.run_id, started_at=run.started_at,
+                input=None if "input" in w else run.input,
+                output=None if "output" in w else run.output,
+                steps=steps, outcome=run.outcome,
+                metadata={} if "metadata" in w else run.metadata,
+                tenant=run.tenant, person=run.person, withheld=sorted(w))
+
+
+# -- staging ------------------------------------------------------------------------------------
+class Subject(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    subject_kind: str
+    subject_ref: str
+    review_annotation_id: str = ""
+    run_id: str | None = None
+
+
+def parse_subjects(data: bytes, source: str) -> list[Subject]:
+    """A JSON array of subjects, or {"subjects": [...]}."""
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise InvalidArgument(f"{source}: {exc}") from None
+    if isinstance(value, dict) and set(value) == {"subjects"}:
+        value = value["subjects"]
+    if not isinstance(value, list) or not value:
+        raise InvalidArgument(f"{source}: expected a non-empty JSON array of subjects "
+                              '(or {"subjects": [...]})')
+    out = []
+    for i, item in enumerate(value):
+        try:
+            out.append(msgspec.convert(item, Subject))
+        except msgspec.ValidationError as exc:
+            raise InvalidArgument(f"{source}: subject {i}: {exc} (fields: subject_kind, "
+                                  "subject_ref, review_annotation_id, run_id)") from None
+    return out
+
+
+def _check_key(key: str) -> str:
+    if not isinstance(key, str) or not key or len(key) > 256 or not key.isprintable():
+        raise InvalidArgument("an idempotency key is required: 1-256 printable characters")
+    return key
+
+
+def proposal_key(name: str, token: str) -> str:
+    return f"{DATASETS}{name}/proposals/{token}"
+
+
+def idempotency_key(name: str, key: str) -> str:
+    return f"{DATASETS}{name}/keys/{digest_of('idempotency', key.encode())[3:]}"
+
+
+def stage_promotion(repo, name: str, subjects: list[Subject], key: str, author: str,
+                    now: str) -> dict[str, Any]:
+    repo.dataset(name)
+    _check_key(key)
+    settings = current_settings(repo)
+    withheld = settings.withheld if settings else []
+    cases: dict[str, bytes] = {}
+    provenance: dict[str, ProvenanceEntry] = {}
+    request = []
+    for i, s in enumerate(subjects):
+        where = f"subject {i} ({s.subject_ref!r})"
+        kind = SUBJECT_KINDS.get(s.subject_kind)
+        if kind is None:
+            raise InvalidArgument(f"{where}: subject_kind {s.subject_kind!r} is not a run; "
+                                  "accepted: agent_run, SUBJECT_KIND_AGENT_RUN",
+                                  reason="SUBJECT_KIND_INVALID")
+        if s.run_id is not None and s.run_id != s.subject_ref:
+            raise InvalidArgument(f"{where}: run_id {s.run_id!r} and subject_ref "
+                                  f"{s.subject_ref!r} name different runs",
+                                  reason="RUN_MISMATCH")
+        if not s.review_annotation_id:
+            raise FailedPrecondition(f"{where}: a promotion needs a saved review: give its "
+                                     "review_annotation_id (see `cas review add`)",
+                                     reason="REVIEW_REQUIRED")
+        run = get_run(repo, s.subject_ref)
+        review = repo.review_index.get(s.review_annotation_id)
+        if review is None:
+            raise NotFound(f"{where}: no review {s.review_annotation_id!r}",
+                           reason="REVIEW_NOT_FOUND")
+        if review.run_id != s.subject_ref or review.run != encode_object(run)[2]:
+            raise FailedPrecondition(f"{where}: review {review.annotation_id} is a review of "
+                                     f"run {review.run_id!r}, not of this run",
+                                     reason="REVIEW_RUN_MISMATCH")
+        kind_, data, case_id = encode_object(freeze(run, withheld))
+        cases[case_id] = data
+        provenance.setdefault(case_id, ProvenanceEntry(
+            case_id=case_id, run_id=run.run_id, annotation_id=review.annotation_id,
+            reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=sorted(withheld)))
+        request.append([kind, s.subject_ref, s.review_annotation_id])
+    request_digest = digest_of("proposal", encoding.encode(
+        {"operation": "promote", "subjects": sorted(request), "withheld": sorted(withheld)}))
+    return _stage(repo, name, "promote", key, request_digest, cases, [],
+                  Provenance(entries=[provenance[c] for c in sorted(provenance)]), author, now)
+
+
+def stage_removal(repo, name: str, ids: list[str], key: str, author: str,
+                  now: str) -> dict[str, Any]:
+    repo.dataset(name)
+    _check_key(key)
+    bad = [i for i in ids if not is_digest(i)]
+    if bad:
+        raise InvalidArgument(f"{bad[0]!r} is not a case id ('b3:' and 64 hex digits)")
+    head = repo.refs.head(name)
+    if not ids and (head == 0 or repo.version_state(name, head) != "RETIRED"):
+        raise FailedPrecondition("a removal needs at least one case id; an empty removal is "
+                                 "accepted only when the current version is retired",
+                                 reason="EMPTY_REMOVAL")
+    request_digest = digest_of("proposal", encoding.encode(
+        {"operation": "remove", "ids": sorted(set(ids))}))
+    return _stage(repo, name, "remove", key, request_digest, {}, sorted(set(ids)), None,
+                  author, now)
+
+
+def _stage(repo, name, operation, key, request_digest, cases, removes, provenance, author,
+           now) -> dict[str, Any]:
+    ikey = idempotency_key(name, key)
+    try:
+        prior = parse_record_file(repo.backend.get(ikey), IdempotencyRecord, ikey)
+    except NotFound:
+        prior = None
+    if prior is not None:
+        if prior.request != request_digest:
+            raise FailedPrecondition(f"idempotency key {key!r} was already used for a different "
+                                     "request; use a new key", reason="IDEMPOTENCY_KEY_REUSED")
+        return preview(repo, load_proposal(repo, name, prior.token), prior.token)
+    head = repo.refs.head(name)
+    base = repo.refs.read_version(name, head) if head else None
+    base_root = base.content_digest if base else EMPTY_ROOT
+    with repo.store.writer() as writer:
+        trie = repo._trie(writer.add)
+        missing = [r for r in removes if not trie.contains(base_root, r)]
+        if missing:
+            raise NotFound(f"{name}@{head} does not hold {missing[0]}"
+                           + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                           reason="ITEM_NOT_IN_VERSION", case_id=missing[0])
+        added = sorted(c for c in cases if not trie.contains(base_root, c))
+        for case_id in added:
+            writer.add_encoded("case", cases[case_id], case_id)
+        prov_digest = None
+        if provenance is not None and added:
+            kept = Provenance(entries=[e for e in provenance.entries if e.case_id in set(added)])
+            prov_digest = writer.add(kept)
+        root = trie.apply(base_root, added, removes)
+        writer.add(trie.node(root))
+        count = trie.count(root)
+    core = dict(dataset=name, operation=operation, base=head, idempotency_key=key,
+                request=request_digest, add=added, carried=(base.item_count if base else 0)
+                - len(removes), remove=removes, provenance=prov_digest, proposed_root=root,
+                proposed_count=count)
+    token = "ct-" + digest_of("proposal", encoding.encode(core))[3:35]
+    record = Proposal(**core, author=author, created_at=now)
+    repo.backend.put_if_absent(proposal_key(name, token), format_record_file(record))
+    claim = IdempotencyRecord(dataset=name, key=key, request=request_digest, token=token)
+    if not repo.backend.put_if_absent(ikey, format_record_file(claim)):
+        prior = parse_record_file(repo.backend.get(ikey), IdempotencyRecord, ikey)
+        if prior.request != request_digest:
+            raise FailedPrecondition(f"idempotency key {key!r} was already used for a different "
+                                     "request; use a new key", reason="IDEMPOTENCY_KEY_REUSED")
+        token = prior.token
+        record = load_proposal(repo, name, token)
+    return preview(repo, record, token)
+
+
+def load_proposal(repo, name: str, token: str) -> Proposal:
+    if not isinstance(token, str) or not token.startswith("ct-") or len(token) != 35 or \
+            not all(c in "0123456789abcdef" for c in token[3:]):
+        raise InvalidArgument(f"{token!r} is not a confirm token (ct- and 32 hex digits)")
+    key = proposal_key(name, token)
+    try:
+        return parse_record_file(repo.backend.get(key), Proposal, key)
+    except NotFound:
+        raise NotFound(f"dataset {name!r} has no proposal with confirm token {token}",
+                       reason="PROPOSAL_NOT_FOUND") from None
+
+
+def preview(repo, p: Proposal, token: str) -> dict[str, Any]:
+    base = repo.refs.read_version(p.dataset, p.base) if p.base else None
+    withheld = {}
+    if p.provenance:
+        for e in repo.store.get(p.provenance, Provenance).entries:
+            withheld[e.case_id] = e.withheld
+    carried = []
+    if base is not None:
+        removed = set(p.remove)
+        trie = repo._trie()
+        for case_id in trie.iterate(base.content_digest):
+            if case_id not in removed:
+                carried.append(case_id)
+                if len(carried) == CARRIED_PAGE:
+                    break
+    return {
+        "confirm_token": token,
+        "dataset": p.dataset,
+        "operation": p.operation,
+        "base_version": None if base is None else {
+            "number": base.number, "item_count": base.item_count,
+            "content_digest": base.content_digest},
+        "proposed": {"item_count": p.proposed_count, "content_digest": p.proposed_root,
+                     "added": p.add, "removed": p.remove, "carried": carried,
+                     "carried_count": p.carried,
+                     "carried_complete": len(carried) == p.carried},
+        "withheld": withheld,
+        "changes": bool(p.add or p.remove),
+    }
+
+
+def seal(repo, name: str, token: str, author: str, message: str = ""):
+    """Seal a proposal. Returns (version record or None, already_sealed)."""
+    p = load_proposal(repo, name, token)
+    if not (p.add or p.remove):
+        return None, False
+    existing = _sealed_by(repo, name, p.base + 1, token)
+    if existing is not None:
+        return existing, True
+    head = repo.refs.head(name)
+    if head != p.base:
+        raise FailedPrecondition(
+            f"this proposal was made on {name}@{p.base}, but the head is now {name}@{head}; "
+            "preview again to build on the head", reason="PROPOSAL_STALE", base=p.base,
+            head=head)
+    with repo.store.writer() as writer:
+        record = repo._seal(name, p.base, p.add, p.remove, writer, message, author,
+                            p.operation)
+    record = msgspec.structs.replace(record, proposal=token, provenance=p.provenance)
+    if repo.refs.append_version(record):
+        return record, False
+    existing = _sealed_by(repo, name, p.base + 1, token)
+    if existing is not None:
+        return existing, True
+    raise FailedPrecondition(
+        f"another writer sealed {name}@{p.base + 1} first; preview again to build on it",
+        reason="PROPOSAL_STALE", base=p.base, head=repo.refs.head(name))
+
+
+def _sealed_by(repo, name, number, token):
+    try:
+        record = repo.refs.read_version(name, number)
+    except NotFound:
+        return None
+    return record if record.proposal == token else None

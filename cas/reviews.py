@@ -1,0 +1,122 @@
+"""Human reviews of recorded runs: preview with a confirm token, then save (docs/runs.md)."""
+
+from __future__ import annotations
+
+from typing import IO, Iterable
+
+import msgspec
+
+from . import encoding
+from .digest import digest_of
+from .errors import FailedPrecondition, InvalidArgument, NotFound
+from .objects import Review, ReviewBatch, format_record_file, parse_record_file
+from .runs import get_run
+
+REVIEWS = "reviews/"
+
+
+def batch_key(number: int) -> str:
+    return f"{REVIEWS}{number:010d}"
+
+
+class ReviewRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    run_id: str
+    metric: str
+    label: str
+
+
+def read_review_requests(stream: IO[bytes] | Iterable[bytes], source: str) -> list[ReviewRequest]:
+    out = []
+    for lineno, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(msgspec.json.decode(line, type=ReviewRequest))
+        except msgspec.DecodeError as exc:
+            raise InvalidArgument(f"{source} line {lineno}: {exc} (a line is "
+                                  '{"run_id", "metric", "label"})', line=lineno) from None
+    if not out:
+        raise InvalidArgument(f"{source} holds no reviews")
+    return out
+
+
+def confirm_token(kind: str, payload) -> str:
+    """A token naming exactly what a preview showed: the same request gives the same token."""
+    return "ct-" + digest_of("proposal", encoding.encode({"kind": kind, "request": payload}))[3:35]
+
+
+def check_token(given: str | None, expected: str) -> bool:
+    """False for a preview (no token), True to go ahead; a wrong token is refused."""
+    if given is None:
+        return False
+    if given != expected:
+        raise FailedPrecondition(
+            "the confirm token does not match this request (it was issued for a different "
+            "request, or what it previewed has changed); run the command without "
+            "--confirm-token to preview again", reason="CONFIRM_TOKEN_MISMATCH")
+    return True
+
+
+def plan_reviews(repo, requests: list[ReviewRequest], reviewer: str) -> tuple[list[dict], str]:
+    """Validate a batch and return its preview rows and confirm token (nothing is stored)."""
+    rows = []
+    for r in requests:
+        for field in ("run_id", "metric", "label"):
+            value = getattr(r, field)
+            if not value or not value.isprintable() or len(value) > 256:
+                raise InvalidArgument(f"review {field} must be 1-256 printable characters")
+        run = get_run(repo, r.run_id)
+        rows.append({"run_id": r.run_id, "run": encode_run_digest(run), "metric": r.metric,
+                     "label": r.label, "reviewer": reviewer})
+    return rows, confirm_token("review", rows)
+
+
+def encode_run_digest(run) -> str:
+    from .objects import encode_object
+    return encode_object(run)[2]
+
+
+def save_reviews(repo, rows: list[dict], now: str) -> list[Review]:
+    reviews = []
+    for row in rows:
+        core = dict(row, reviewed_at=now)
+        annotation_id = "ann-" + digest_of("review.batch", encoding.encode(core))[3:35]
+        reviews.append(Review(annotation_id=annotation_id, run_id=row["run_id"], run=row["run"],
+                              metric=row["metric"], label=row["label"],
+                              reviewer=row["reviewer"], reviewed_at=now))
+    while True:
+        number = repo.review_index.refresh() + 1
+        record = ReviewBatch(number=number, reviews=reviews)
+        if repo.backend.put_if_absent(batch_key(number), format_record_file(record)):
+            repo.review_index.refresh()
+            return reviews
+
+
+class ReviewIndex:
+    def __init__(self, backend) -> None:
+        self.backend = backend
+        self._by_id: dict[str, Review] = {}
+        self._loaded = 0
+
+    def refresh(self) -> int:
+        n = self._loaded
+        while True:
+            try:
+                data = self.backend.get(batch_key(n + 1))
+            except NotFound:
+                break
+            for review in parse_record_file(data, ReviewBatch, batch_key(n + 1)).reviews:
+                self._by_id[review.annotation_id] = review
+            n += 1
+        self._loaded = n
+        return n
+
+    def get(self, annotation_id: str) -> Review | None:
+        if annotation_id not in self._by_id:
+            self.refresh()
+        return self._by_id.get(annotation_id)
+
+    def of_run(self, run_id: str) -> list[Review]:
+        self.refresh()
+        return sorted((r for r in self._by_id.values() if r.run_id == run_id),
+                      key=lambda r: (r.reviewed_at, r.annotation_id))

@@ -1,0 +1,176 @@
+"""Recorded runs: validated JSON Lines import (all or nothing), lookup by run id (docs/runs.md)."""
+
+from __future__ import annotations
+
+from typing import IO, Any, Iterable
+
+import msgspec
+
+from . import encoding
+from .errors import FailedPrecondition, InvalidArgument, NotFound
+from .objects import Run, RunEntry, RunImport, encode_object, format_record_file, parse_record_file
+
+IMPORTS = "runs/imports/"
+FIELDS = ("run_id", "tenant", "person", "started_at", "input", "output", "steps", "outcome",
+          "metadata")
+STEP_TYPES = ("message", "tool_call")
+MAX_LINE = 16 << 20  # a longer line is refused, never read into a record
+
+
+def import_key(number: int) -> str:
+    return f"{IMPORTS}{number:010d}"
+
+
+def _text(value: Any, where: str, *, optional: bool = False, limit: int = 512) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{where}: must be a non-empty string"
+                              + (" or null" if optional else ""))
+    if len(value) > limit or not value.isprintable():
+        raise InvalidArgument(f"{where}: must be at most {limit} printable characters "
+                              "(no control characters)")
+    return value
+
+
+def parse_run(obj: Any, where: str) -> Run:
+    """Validate one run given as a decoded JSON object; errors name `where` and the field."""
+    if not isinstance(obj, dict):
+        raise InvalidArgument(f"{where}: a run must be a JSON object")
+    encoding.check_json(obj, where)
+    for required in ("run_id", "tenant", "steps"):
+        if required not in obj:
+            raise InvalidArgument(f"{where}.{required}: required field is missing")
+    run_id = _text(obj["run_id"], f"{where}.run_id", limit=256)
+    tenant = _text(obj["tenant"], f"{where}.tenant")
+    person = _text(obj.get("person"), f"{where}.person", optional=True)
+    started = _text(obj.get("started_at"), f"{where}.started_at", optional=True, limit=64)
+    steps = obj["steps"]
+    if not isinstance(steps, list):
+        raise InvalidArgument(f"{where}.steps: must be a list of steps")
+    for i, step in enumerate(steps):
+        _check_step(step, f"{where}.steps[{i}]")
+    metadata = obj.get("metadata", {})
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise InvalidArgument(f"{where}.metadata: must be a JSON object")
+    extra = {k: v for k, v in obj.items() if k not in FIELDS}
+    return Run(run_id=run_id, tenant=tenant, person=person, started_at=started,
+               input=obj.get("input"), output=obj.get("output"), steps=steps,
+               outcome=obj.get("outcome"), metadata=metadata, extra=extra)
+
+
+def _check_step(step: Any, where: str) -> None:
+    if not isinstance(step, dict):
+        raise InvalidArgument(f"{where}: a step must be a JSON object")
+    kind = step.get("type")
+    if kind not in STEP_TYPES:
+        raise InvalidArgument(f"{where}.type: must be one of {', '.join(STEP_TYPES)}, "
+                              f"not {kind!r}")
+    if kind == "message":
+        if not isinstance(step.get("role"), str) or not step["role"]:
+            raise InvalidArgument(f"{where}.role: a message needs a non-empty string role")
+    else:
+        _text(step.get("tool_name"), f"{where}.tool_name", limit=256)
+        if "arguments" in step and not isinstance(step["arguments"], (dict, list)):
+            raise InvalidArgument(f"{where}.arguments: must be a JSON object or array")
+
+
+def read_runs_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") -> list[Run]:
+    """Every run of a JSON Lines file, validated; the first bad line is refused by number."""
+    runs = []
+    for lineno, line in enumerate(stream, 1):
+        if len(line) > MAX_LINE:
+            raise InvalidArgument(f"{source} line {lineno}: longer than {MAX_LINE} bytes")
+        if not line.strip():
+            continue
+        try:
+            obj = msgspec.json.decode(line)
+        except msgspec.DecodeError as exc:
+            raise InvalidArgument(f"{source} line {lineno}: {exc}", line=lineno) from None
+        try:
+            runs.append(parse_run(obj, "$"))
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{source} line {lineno}: {exc.message}", line=lineno) from None
+    return runs
+
+
+class RunIndex:
+    """Run id -> digest of the stored run, from every import record (read once per process)."""
+
+    def __init__(self, backend) -> None:
+        self.backend = backend
+        self._by_id: dict[str, str] = {}
+        self._loaded = 0  # import records read so far
+
+    def refresh(self) -> int:
+        n = self._loaded
+        while True:
+            try:
+                data = self.backend.get(import_key(n + 1))
+            except NotFound:
+                break
+            record = parse_record_file(data, RunImport, import_key(n + 1))
+            for entry in record.runs:
+                self._by_id[entry.run_id] = entry.run
+            n += 1
+        self._loaded = n
+        return n
+
+    def get(self, run_id: str) -> str | None:
+        if run_id not in self._by_id:
+            self.refresh()
+        return self._by_id.get(run_id)
+
+    def all(self) -> dict[str, str]:
+        self.refresh()
+        return dict(self._by_id)
+
+
+def import_runs(repo, runs: list[Run], author: str, now: str) -> tuple[list[str], int]:
+    """Store new runs and one import record naming them. Returns (new run ids, unchanged).
+
+    All or nothing: every conflict is found before anything is written; the import record
+    that makes the runs visible is written last, after the pack holding them.
+    """
+    index = repo.run_index
+    index.refresh()
+    seen: dict[str, tuple[str, Run]] = {}
+    for run in runs:
+        digest = encode_object(run)[2]
+        prior = seen.get(run.run_id)
+        if prior is not None and prior[0] != digest:
+            raise InvalidArgument(f"run {run.run_id!r} appears twice with different content",
+                                  run_id=run.run_id)
+        seen[run.run_id] = (digest, run)
+    while True:
+        new = {}
+        for run_id, (digest, run) in seen.items():
+            stored = index.get(run_id)
+            if stored is None:
+                new[run_id] = (digest, run)
+            elif stored != digest:
+                raise FailedPrecondition(
+                    f"run {run_id!r} was already imported with different content; a run id "
+                    "names one recording", reason="RUN_ID_CONFLICT", run_id=run_id)
+        if not new:
+            return [], len(seen)
+        with repo.store.writer() as writer:
+            for digest, run in new.values():
+                writer.add(run)
+        number = index.refresh() + 1
+        record = RunImport(number=number, author=author, imported_at=now,
+                           runs=[RunEntry(run_id=r, run=d) for r, (d, _) in sorted(new.items())])
+        if repo.backend.put_if_absent(import_key(number), format_record_file(record)):
+            index.refresh()
+            return sorted(new), len(seen) - len(new)
+        # another import took this number: re-check conflicts against it, then retry
+
+
+def get_run(repo, run_id: str) -> Run:
+    digest = repo.run_index.get(run_id)
+    if digest is None:
+        raise NotFound(f"no recorded run {run_id!r} (import it with `cas runs import`)",
+                       reason="RUN_NOT_FOUND", run_id=run_id)
+    return repo.store.get(digest, Run)

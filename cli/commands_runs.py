@@ -1,0 +1,151 @@
+"""`cas runs`, `cas review`, `cas config`, `cas settings`: recorded runs and their reviews."""
+
+from __future__ import annotations
+
+import click
+
+from .main import Context, cli, json_option, to_json
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@cli.group()
+def runs() -> None:
+    """Import, list and show recorded agent runs."""
+
+
+@runs.command("import")
+@click.argument("file", type=click.File("rb"))
+@json_option
+@pass_ctx
+def runs_import(ctx: Context, file) -> None:
+    """Import runs from a JSON Lines FILE ('-' for stdin): all or nothing."""
+    result = ctx.repo().import_runs(file)
+    ctx.emit({"imported": result.new, "unchanged": result.unchanged},
+             f"imported {len(result.new)} runs ({result.unchanged} already present, unchanged)")
+
+
+@runs.command("list")
+@json_option
+@pass_ctx
+def runs_list(ctx: Context) -> None:
+    """List the ids of the recorded runs."""
+    ids = ctx.repo().runs()
+    ctx.emit({"runs": ids}, "\n".join(ids))
+
+
+@runs.command("show")
+@click.argument("run_id")
+@json_option
+@pass_ctx
+def runs_show(ctx: Context, run_id: str) -> None:
+    """Show one recorded run."""
+    import json
+    run = to_json(ctx.repo().run(run_id))
+    ctx.emit(run, lambda: json.dumps(run, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+@cli.group()
+def review() -> None:
+    """Record and read human reviews of runs (preview, then confirm)."""
+
+
+@review.command("add")
+@click.argument("run_id", required=False)
+@click.option("--metric", default=None, help="What was judged, e.g. dataset_eligibility.")
+@click.option("--label", default=None, help="The judgment, e.g. reviewed.")
+@click.option("--file", "batch", type=click.File("rb"), default=None,
+              help='JSON Lines of {"run_id", "metric", "label"}: a batch in one step.')
+@click.option("--confirm-token", default=None, help="The token the preview printed.")
+@json_option
+@pass_ctx
+def review_add(ctx: Context, run_id, metric, label, batch, confirm_token) -> None:
+    """Preview a review (prints a confirm token); repeat with --confirm-token to save it."""
+    from cas.errors import InvalidArgument
+    from cas.reviews import read_review_requests
+    if batch is not None:
+        if run_id or metric or label:
+            raise InvalidArgument("give either RUN_ID --metric --label, or --file, not both")
+        requests = read_review_requests(batch, getattr(batch, "name", "stdin"))
+    else:
+        if not (run_id and metric and label):
+            raise InvalidArgument("review add needs RUN_ID, --metric and --label (or --file)")
+        requests = [{"run_id": run_id, "metric": metric, "label": label}]
+    result = ctx.repo().add_reviews(requests, confirm_token=confirm_token)
+    if "confirm_token" in result:
+        lines = [f"review of {r['run_id']}: {r['metric']} = {r['label']} by {r['reviewer']}"
+                 for r in result["reviews"]]
+        lines.append(f"nothing saved yet; to save, repeat with --confirm-token "
+                     f"{result['confirm_token']}")
+        ctx.emit({"confirm_token": result["confirm_token"], "reviews": result["reviews"]},
+                 "\n".join(lines))
+        return
+    ids = result["annotation_ids"]
+    out = {"annotation_ids": ids}
+    if batch is None:
+        out["annotation_id"] = ids[0]
+    ctx.emit(out, "\n".join(f"saved review {i}" for i in ids))
+
+
+@review.command("list")
+@click.argument("run_id")
+@json_option
+@pass_ctx
+def review_list(ctx: Context, run_id: str) -> None:
+    """List the reviews of a run, with their annotation ids."""
+    items = ctx.repo().reviews(run_id)
+    ctx.emit({"run_id": run_id, "reviews": to_json(items)},
+             "\n".join(f"{r.annotation_id}  {r.metric} = {r.label}  {r.reviewer}  "
+                       f"{r.reviewed_at}" for r in items))
+
+
+@cli.command("config")
+@click.argument("key")
+@click.argument("value", required=False)
+@json_option
+@pass_ctx
+def config(ctx: Context, key: str, value: str | None) -> None:
+    """Read or set who you are: user.name, user.email (kept outside any repository)."""
+    from cas import userconfig
+    if value is not None:
+        userconfig.set_value(key, value)
+    current = userconfig.get(key)
+    ctx.emit({"key": key, "value": current}, current or "")
+    if current is None and value is None and not ctx.as_json:
+        raise SystemExit(1)
+
+
+@cli.group()
+def settings() -> None:
+    """Repository settings: which content classes promotion may copy into cases."""
+
+
+@settings.command("show")
+@json_option
+@pass_ctx
+def settings_show(ctx: Context) -> None:
+    """Show the content policy (every class is copied unless withheld)."""
+    from cas.proposals import CONTENT_CLASSES
+    record = ctx.repo().settings()
+    withheld = record.withheld if record else []
+    ctx.emit({"revision": record.revision if record else 0, "withheld": withheld,
+              "copied": [c for c in CONTENT_CLASSES if c not in withheld]},
+             f"copied: {', '.join(c for c in CONTENT_CLASSES if c not in withheld) or '-'}\n"
+             f"withheld: {', '.join(withheld) or '-'}")
+
+
+@settings.command("content-policy")
+@click.option("--withhold", "withheld", multiple=True, metavar="CLASS",
+              help="A class not to copy (repeatable): input, output, tool_arguments, "
+                   "tool_results, metadata. The set given replaces the current one.")
+@click.option("--copy-all", is_flag=True, help="Withhold nothing.")
+@json_option
+@pass_ctx
+def settings_policy(ctx: Context, withheld: tuple[str, ...], copy_all: bool) -> None:
+    """Set which content classes are withheld from cases frozen from now on."""
+    from cas.errors import InvalidArgument
+    if bool(withheld) == copy_all:
+        raise InvalidArgument("give --withhold CLASS (repeatable) or --copy-all")
+    record = ctx.repo().set_content_policy([] if copy_all else list(withheld))
+    ctx.emit(to_json(record), f"settings revision {record.revision}: withheld "
+                              f"{', '.join(record.withheld) or 'nothing'}")
