@@ -508,6 +508,15 @@ class Repository:
         record, already = seal(self, name, confirm_token, author or default_author(), message)
         return SealResult(record, already)
 
+    def provenance(self, name: str, number: int) -> list:
+        """Per case a version promoted: the run, the review annotation, the reviewer and the
+        review time (empty for versions not sealed by a promotion)."""
+        from .objects import Provenance
+        record = self.version(name, number)
+        if record.provenance is None:
+            return []
+        return self.store.get(record.provenance, Provenance).entries
+
     def fsck(self, progress: Callable[[str, int, int], None] | None = None):
         from .fsck import check
         return check(self, progress)
