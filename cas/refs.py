@@ -92,6 +92,20 @@ class RefsLog:
         return n
 
 
+def read_log_from(backend, key_of, type_, after: int):
+    """(n, record) for the records numbered after+1, after+2, ... up to the first missing one:
+    how the append-only logs (run imports, review batches) are read incrementally."""
+    n = after
+    while True:
+        key = key_of(n + 1)
+        try:
+            data = backend.get(key)
+        except NotFound:
+            return
+        n += 1
+        yield n, parse_record_file(data, type_, key)
+
+
 def _numbers(keys) -> list[int]:
     out = []
     for k in keys:

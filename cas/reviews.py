@@ -8,8 +8,9 @@ import msgspec
 
 from . import encoding
 from .digest import digest_of
-from .errors import FailedPrecondition, InvalidArgument, NotFound
-from .objects import Review, ReviewBatch, format_record_file, parse_record_file
+from .errors import FailedPrecondition, InvalidArgument
+from .objects import Review, ReviewBatch, format_record_file
+from .refs import read_log_from
 from .runs import get_run
 
 REVIEWS = "reviews/"
@@ -99,17 +100,11 @@ class ReviewIndex:
         self._loaded = 0
 
     def refresh(self) -> int:
-        n = self._loaded
-        while True:
-            try:
-                data = self.backend.get(batch_key(n + 1))
-            except NotFound:
-                break
-            for review in parse_record_file(data, ReviewBatch, batch_key(n + 1)).reviews:
+        for n, batch in read_log_from(self.backend, batch_key, ReviewBatch, self._loaded):
+            for review in batch.reviews:
                 self._by_id[review.annotation_id] = review
-            n += 1
-        self._loaded = n
-        return n
+            self._loaded = n
+        return self._loaded
 
     def get(self, annotation_id: str) -> Review | None:
         if annotation_id not in self._by_id:

@@ -8,7 +8,8 @@ import msgspec
 
 from . import encoding
 from .errors import FailedPrecondition, InvalidArgument, NotFound
-from .objects import Run, RunEntry, RunImport, encode_object, format_record_file, parse_record_file
+from .objects import Run, RunEntry, RunImport, encode_object, format_record_file
+from .refs import read_log_from
 
 IMPORTS = "runs/imports/"
 FIELDS = ("run_id", "tenant", "person", "started_at", "input", "output", "steps", "outcome",
@@ -105,18 +106,11 @@ class RunIndex:
         self._loaded = 0  # import records read so far
 
     def refresh(self) -> int:
-        n = self._loaded
-        while True:
-            try:
-                data = self.backend.get(import_key(n + 1))
-            except NotFound:
-                break
-            record = parse_record_file(data, RunImport, import_key(n + 1))
+        for n, record in read_log_from(self.backend, import_key, RunImport, self._loaded):
             for entry in record.runs:
                 self._by_id[entry.run_id] = entry.run
-            n += 1
-        self._loaded = n
-        return n
+            self._loaded = n
+        return self._loaded
 
     def get(self, run_id: str) -> str | None:
         if run_id not in self._by_id:
