@@ -4,14 +4,14 @@ from .errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
                      FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
                      UnsupportedFormat, VersionConflict)
 from .objects import Case, DatasetRecord, VersionRecord
-from .repository import (Diff, EncodedCase, ItemsPage, Repository, VersionsPage, encode_case,
-                         find, init, open, read_cases_jsonl)
+from .repository import (MAX_PAGE, Diff, DiffPage, EncodedCase, ItemsPage, Repository,
+                         VersionsPage, encode_case, find, init, open, read_cases_jsonl)
 from .tree import Proof, verify_proof
 
 __all__ = [
     "Aborted", "AlreadyExists", "CasError", "DataLoss", "DigestMismatch", "FailedPrecondition",
     "InvalidArgument", "InvalidJSONValue", "NotFound", "UnsupportedFormat", "VersionConflict",
-    "Case", "DatasetRecord", "VersionRecord", "Diff", "EncodedCase", "ItemsPage", "Repository",
-    "VersionsPage", "encode_case", "find", "init", "open", "read_cases_jsonl", "Proof",
-    "verify_proof",
+    "Case", "DatasetRecord", "VersionRecord", "Diff", "DiffPage", "EncodedCase", "ItemsPage",
+    "MAX_PAGE", "Repository", "VersionsPage", "encode_case", "find", "init", "open",
+    "read_cases_jsonl", "Proof", "verify_proof",
 ]

@@ -202,6 +202,42 @@ class Trie:
         added.extend(sorted(sb - sa))
         removed.extend(sorted(sa - sb))
 
+    def iter_diff(self, old: str, new: str,
+                  after: str | None = None) -> Iterator[tuple[str, bool]]:
+        """The changes from `old` to `new` as (id, added) in ascending id order, starting
+        strictly after `after` when given. Lazy, so a page of k changes reads only the paths
+        to those changes (equal subtrees and subtrees wholly at or before `after` are skipped
+        without being read)."""
+        return self._iter_diff(old, new, 0, after)
+
+    def _iter_diff(self, a: str, b: str, depth: int,
+                   after: str | None) -> Iterator[tuple[str, bool]]:
+        if a == b:
+            return
+        na, nb = self.node(a), self.node(b)
+        if isinstance(na, TreeNode) and isinstance(nb, TreeNode):
+            ca = {c.nibble: c.node for c in na.children}
+            cb = {c.nibble: c.node for c in nb.children}
+            first = nibble(after, depth) if after is not None else -1
+            for v in sorted(ca.keys() | cb.keys()):
+                if v >= first:
+                    yield from self._iter_diff(ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT),
+                                               depth + 1, after if v == first else None)
+            return
+        # A leaf on either side: merge the two sorted id streams. The leaf side holds at most
+        # LEAF_MAX ids, so at most that many common ids are passed over.
+        ia, ib = self._iter(a, depth, after), self._iter(b, depth, after)
+        x, y = next(ia, None), next(ib, None)
+        while x is not None or y is not None:
+            if y is None or (x is not None and x < y):
+                yield x, False
+                x = next(ia, None)
+            elif x is None or y < x:
+                yield y, True
+                y = next(ib, None)
+            else:
+                x, y = next(ia, None), next(ib, None)
+
     def prove(self, root: str, case_id: str) -> "Proof":
         """The nodes from `root` down the path of `case_id`: enough to check membership
         against the root digest alone."""

@@ -6,7 +6,8 @@ import json
 
 import click
 
-from .main import Context, cli, json_option, parse_ref, to_json
+from .main import (Context, cli, json_option, read_usage_error, split_version_args, to_json,
+                   version_summary)
 
 pass_ctx = click.make_pass_decorator(Context)
 
@@ -46,83 +47,116 @@ def commit(ctx: Context, dataset_name: str, base: int | None, add_file, removes,
     ctx.emit(to_json(record), "sealed " + _version_line(record))
 
 
+def _limit_option(f):
+    return click.option("--limit", type=int, default=100, show_default=True,
+                        help="Entries per page, 1 to 500 (more is refused, not clamped).")(f)
+
+
+def _cursor_option(f):
+    return click.option("--cursor", "--after", "cursor", default=None, metavar="CASE_ID",
+                        help="Continue after this id (the previous page's next_cursor).")(f)
+
+
+def _pagination(page) -> dict:
+    return {"next_cursor": page.next_cursor, "has_more": page.has_more}
+
+
+def _more(page) -> list[str]:
+    return [f"# more: --cursor {page.next_cursor}"] if page.has_more else []
+
+
 @cli.command()
-@click.argument("ref", metavar="DATASET@VERSION")
+@click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @json_option
 @pass_ctx
-def show(ctx: Context, ref: str) -> None:
-    """Show one version record."""
-    name, number = parse_ref(ref)
-    v = ctx.repo().version(name, number)
+def show(ctx: Context, args: tuple[str, ...]) -> None:
+    """Show one version record and its state (also DATASET@VERSION)."""
+    name, number, _ = split_version_args("show", args, ("DATASET VERSION", "DATASET@VERSION"))
+    repo = ctx.repo()
+    v = repo.version(name, number)
+    state = repo.version_state(name, number)
 
     def human() -> str:
         return "\n".join([
             _version_line(v),
+            f"state:     {state}",
             f"parent:    {v.parent if v.parent is not None else '-'}",
             f"operation: {v.operation}",
             f"author:    {v.author}",
             f"sealed at: {v.sealed_at}",
         ] + ([f"message:   {v.message}"] if v.message else []))
 
-    ctx.emit(to_json(v), human)
+    ctx.emit({**to_json(v), "state": state}, human)
 
 
 @cli.command()
-@click.argument("ref", metavar="DATASET@VERSION")
-@click.option("--after", default=None, metavar="CASE_ID", help="Cursor: start after this id.")
-@click.option("--limit", default=100, show_default=True, help="Ids per page.")
+@click.argument("args", nargs=-1, metavar="DATASET VERSION")
+@_cursor_option
+@_limit_option
 @json_option
 @pass_ctx
-def items(ctx: Context, ref: str, after: str | None, limit: int) -> None:
-    """List one page of the case ids of an exact version, in id order."""
-    name, number = parse_ref(ref)
-    page = ctx.repo().items(name, number, after=after, limit=limit)
+def items(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) -> None:
+    """List one page of the case ids of an exact version, in id order (also DATASET@VERSION)."""
+    name, number, _ = split_version_args("items", args, ("DATASET VERSION", "DATASET@VERSION"))
+    repo = ctx.repo()
+    page = repo.items(name, number, after=cursor, limit=limit)
+    version = version_summary(repo, repo.version(name, number))
+    ctx.emit({"version": version, "items": [{"id": i} for i in page.items],
+              "pagination": _pagination(page)},
+             lambda: "\n".join(page.items + _more(page)))
+
+
+@cli.command()
+@click.argument("args", nargs=-1, metavar="DATASET VERSION CASE_ID")
+@json_option
+@pass_ctx
+def case(ctx: Context, args: tuple[str, ...]) -> None:
+    """Print one frozen case of an exact version (also DATASET@VERSION CASE_ID)."""
+    from cas.digest import parse_digest
+    name, number, (case_id,) = split_version_args(
+        "case", args, ("DATASET VERSION CASE_ID", "DATASET@VERSION CASE_ID"))
+    frozen = ctx.repo().case(name, number, case_id)
+    value = {"id": parse_digest(case_id, "case id"), **to_json(frozen)}
+    ctx.emit(value, lambda: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+@cli.command()
+@click.argument("args", nargs=-1, metavar="DATASET A B")
+@_cursor_option
+@_limit_option
+@json_option
+@pass_ctx
+def diff(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) -> None:
+    """One page of the cases added and removed from version A to version B, in id order
+    (also DATASET@A [DATASET@]B)."""
+    forms = ("DATASET A B", "DATASET@A [DATASET@]B")
+    name, a, (new,) = split_version_args("diff", args, forms, rest_are_versions=True)
+    other, at, b = new.rpartition("@") if "@" in new else (name, "", new)
+    if not other or not b.isdigit() or int(b) < 1:
+        raise read_usage_error("diff", forms, f"{new!r} is not a version number")
+    b = int(b)
+    repo = ctx.repo()
+    page = repo.diff_page(name, a, b, cursor=cursor, limit=limit, new_dataset=other)
+    data = {"from": version_summary(repo, repo.version(name, a)),
+            "to": version_summary(repo, repo.version(other, b)),
+            "added": page.added, "removed": page.removed, "pagination": _pagination(page)}
 
     def human() -> str:
-        lines = list(page.items)
-        if page.next_cursor:
-            lines.append(f"# more: --after {page.next_cursor}")
-        return "\n".join(lines)
+        changes = sorted([(i, "+") for i in page.added] + [(i, "-") for i in page.removed])
+        return "\n".join([f"{sign} {i}" for i, sign in changes] + _more(page))
 
-    ctx.emit({"dataset": name, "version": number, "items": page.items,
-              "next_cursor": page.next_cursor}, human)
+    ctx.emit(data, human)
 
 
 @cli.command()
-@click.argument("ref", metavar="DATASET@VERSION")
-@click.argument("case_id")
+@click.argument("args", nargs=-1, metavar="DATASET VERSION CASE_ID")
 @json_option
 @pass_ctx
-def case(ctx: Context, ref: str, case_id: str) -> None:
-    """Print one case of an exact version."""
-    name, number = parse_ref(ref)
-    value = to_json(ctx.repo().case(name, number, case_id))
-    ctx.emit({"case_id": case_id, "case": value},
-             lambda: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
-
-
-@cli.command()
-@click.argument("old", metavar="DATASET@A")
-@click.argument("new", metavar="[DATASET@]B")
-@json_option
-@pass_ctx
-def diff(ctx: Context, old: str, new: str) -> None:
-    """Cases added and removed between two versions."""
-    name, a = parse_ref(old)
-    other, b = parse_ref(new if "@" in new else f"{name}@{new}")
-    d = ctx.repo().diff(name, a, b, new_dataset=other)
-    ctx.emit({"added": d.added, "removed": d.removed},
-             lambda: "\n".join([f"+ {i}" for i in d.added] + [f"- {i}" for i in d.removed]))
-
-
-@cli.command()
-@click.argument("ref", metavar="DATASET@VERSION")
-@click.argument("case_id")
-@json_option
-@pass_ctx
-def prove(ctx: Context, ref: str, case_id: str) -> None:
-    """Print a membership proof of CASE_ID in a version (checkable with verify-proof)."""
-    name, number = parse_ref(ref)
+def prove(ctx: Context, args: tuple[str, ...]) -> None:
+    """Print an inclusion proof of CASE_ID in a version, checkable offline with verify-proof
+    (also DATASET@VERSION CASE_ID)."""
+    name, number, (case_id,) = split_version_args(
+        "prove", args, ("DATASET VERSION CASE_ID", "DATASET@VERSION CASE_ID"))
     proof = to_json(ctx.repo().prove(name, number, case_id))
     ctx.emit(proof, lambda: json.dumps(proof, sort_keys=True))
 

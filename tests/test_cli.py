@@ -60,33 +60,171 @@ def test_commit_json_shape(repo):
     assert repo["content_digest"].startswith("b3:")
 
 
+def ids(run, *ref):
+    """Every case id of a version, in order (one page: the example is small)."""
+    r = run("--json", "items", *ref, "--limit", "500")
+    assert r.exit_code == 0, r.output
+    return [i["id"] for i in json.loads(r.stdout)["items"]]
+
+
+def summary(repo_json, state="ACTIVE"):
+    return {key: repo_json[key] for key in ("dataset", "number", "item_count", "content_digest")} \
+        | {"state": state}
+
+
+def error_line(message):
+    return f"cas: error: {message}\n"
+
+
 def test_items_pages_and_exact_output(run, repo):
-    full = json.loads(run("--json", "items", "evals@1").stdout)
-    assert full["next_cursor"] is None and len(full["items"]) == 5
-    assert full["items"] == sorted(full["items"])
-    first = json.loads(run("items", "evals@1", "--limit", "2", "--json").stdout)
-    assert first == {"dataset": "evals", "version": 1, "items": full["items"][:2],
-                     "next_cursor": full["items"][1]}
-    rest = run("items", "evals@1", "--after", first["next_cursor"])
+    full = json.loads(run("--json", "items", "evals", "1").stdout)
+    all_ids = [i["id"] for i in full["items"]]
+    assert full == {"version": summary(repo), "items": [{"id": i} for i in all_ids],
+                    "pagination": {"next_cursor": None, "has_more": False}}
+    assert len(all_ids) == 5 and all_ids == sorted(all_ids)
+    # DATASET@VERSION is the same read
+    assert json.loads(run("--json", "items", "evals@1").stdout) == full
+    first = json.loads(run("items", "evals", "1", "--limit", "2", "--json").stdout)
+    assert first == {"version": summary(repo), "items": [{"id": i} for i in all_ids[:2]],
+                     "pagination": {"next_cursor": all_ids[1], "has_more": True}}
+    r = run("items", "evals", "1", "--limit", "2")
+    assert r.exit_code == 0
+    assert r.stdout == f"{all_ids[0]}\n{all_ids[1]}\n# more: --cursor {all_ids[1]}\n"
+    rest = run("items", "evals", "1", "--cursor", all_ids[1])
     assert rest.exit_code == 0
-    assert rest.stdout == "".join(i + "\n" for i in full["items"][2:])
+    assert rest.stdout == "".join(i + "\n" for i in all_ids[2:])
+    # --after is an alias of --cursor
+    assert run("items", "evals@1", "--after", all_ids[1]).stdout == rest.stdout
 
 
-def test_there_is_no_latest_read(run, repo):
-    r = run("items", "evals")
+def test_items_has_more_at_the_boundary(run, repo):
+    all_ids = ids(run, "evals", "1")
+    # exactly `limit` items left: the page holds them all and there is no more
+    for limit, cursor in ((5, None), (3, all_ids[1]), (1, all_ids[3])):
+        args = ["--json", "items", "evals", "1", "--limit", str(limit)]
+        if cursor:
+            args += ["--cursor", cursor]
+        page = json.loads(run(*args).stdout)
+        assert page["items"] == [{"id": i} for i in all_ids[-limit:]]
+        assert page["pagination"] == {"next_cursor": None, "has_more": False}
+    # one more than the page
+    page = json.loads(run("--json", "items", "evals", "1", "--limit", "4").stdout)
+    assert page["pagination"] == {"next_cursor": all_ids[3], "has_more": True}
+    page = json.loads(run("--json", "items", "evals", "1", "--limit", "2",
+                          "--cursor", all_ids[1]).stdout)
+    assert page["pagination"] == {"next_cursor": all_ids[3], "has_more": True}
+    # after the last id: an empty page, no more
+    page = json.loads(run("--json", "items", "evals", "1", "--cursor", all_ids[4]).stdout)
+    assert page["items"] == [] and page["pagination"] == {"next_cursor": None, "has_more": False}
+    r = run("items", "evals", "1", "--cursor", all_ids[4])
+    assert r.exit_code == 0 and r.stdout == ""
+
+
+@pytest.mark.parametrize("limit", ["0", "501", "-1", "100000"])
+def test_limit_out_of_range_is_refused_not_clamped(run, repo, limit):
+    message = f"limit must be a positive integer from 1 to 500, not {limit}"
+    for args in (("items", "evals", "1"), ("diff", "evals", "1", "1")):
+        r = run(*args, "--limit", limit)
+        assert r.exit_code == 2
+        assert r.stdout == "" and r.stderr == error_line(message)
+        r = run("--json", *args, "--limit", limit)
+        assert r.exit_code == 2 and r.stdout == ""
+        assert json.loads(r.stderr) == {"error": {
+            "code": "INVALID_ARGUMENT", "reason": None, "message": message,
+            "minimum": 1, "maximum": 500}}
+    for limit in ("1", "500"):
+        assert run("items", "evals", "1", "--limit", limit).exit_code == 0
+
+
+def no_latest(problem, *forms):
+    usage = " or ".join(f"cas {f}" for f in forms)
+    return (f'{problem}; every read names an exact version, there is no "latest" '
+            f"(use: {usage})")
+
+
+ITEMS_FORMS = ("items DATASET VERSION", "items DATASET@VERSION")
+CASE_FORMS = ("case DATASET VERSION CASE_ID", "case DATASET@VERSION CASE_ID")
+DIFF_FORMS = ("diff DATASET A B", "diff DATASET@A [DATASET@]B")
+
+
+@pytest.mark.parametrize("args,message", [
+    (("items", "evals"), no_latest("no version given for dataset 'evals'", *ITEMS_FORMS)),
+    (("items",), no_latest("missing DATASET and VERSION", *ITEMS_FORMS)),
+    (("items", "evals", "latest"), no_latest("'latest' is not a version number", *ITEMS_FORMS)),
+    (("items", "evals@latest"), no_latest("'latest' is not a version number", *ITEMS_FORMS)),
+    (("items", "evals@"), no_latest("'' is not a version number", *ITEMS_FORMS)),
+    (("items", "evals", "0"), no_latest("'0' is not a version number", *ITEMS_FORMS)),
+    (("show", "evals"), no_latest("no version given for dataset 'evals'",
+                                  "show DATASET VERSION", "show DATASET@VERSION")),
+    (("case", "evals", "b3:" + "a" * 64),
+     no_latest(f"'b3:{'a' * 64}' is not a version number", *CASE_FORMS)),
+    (("prove", "evals"), no_latest("no version given for dataset 'evals'",
+                                   "prove DATASET VERSION CASE_ID",
+                                   "prove DATASET@VERSION CASE_ID")),
+    (("diff", "evals", "1"), no_latest("missing B", *DIFF_FORMS)),
+    (("diff", "evals"), no_latest("no version given for dataset 'evals'", *DIFF_FORMS)),
+    (("diff", "evals@1", "latest"), no_latest("'latest' is not a version number", *DIFF_FORMS)),
+    (("diff", "evals@1", "evals@latest"),
+     no_latest("'evals@latest' is not a version number", *DIFF_FORMS)),
+])
+def test_every_read_needs_an_exact_version(run, repo, args, message):
+    r = run(*args)
     assert r.exit_code == 2
-    assert "expected DATASET@VERSION" in r.stderr
-    r = run("--json", "show", "evals@latest")
-    assert r.exit_code == 2
+    assert r.stdout == "" and r.stderr == error_line(message)
+    r = run("--json", *args)
+    assert r.exit_code == 2 and r.stdout == ""
     err = json.loads(r.stderr)["error"]
-    assert err["code"] == "INVALID_ARGUMENT" and "e.g. demo@3" in err["message"]
-    assert r.stdout == ""
+    assert err["code"] == "INVALID_ARGUMENT" and err["reason"] == "VERSION_REQUIRED"
+    assert err["message"] == message
+
+
+def test_read_argument_count_errors(run, repo):
+    r = run("case", "evals", "1")
+    assert r.exit_code == 2
+    assert r.stderr == error_line("missing CASE_ID (use: cas case DATASET VERSION CASE_ID or "
+                                  "cas case DATASET@VERSION CASE_ID)")
+    r = run("--json", "items", "evals", "1", "2")
+    assert r.exit_code == 2
+    assert json.loads(r.stderr) == {"error": {
+        "code": "INVALID_ARGUMENT", "reason": "USAGE",
+        "message": "unexpected extra argument '2' (use: cas items DATASET VERSION or "
+                   "cas items DATASET@VERSION)",
+        "usage": ["cas items DATASET VERSION", "cas items DATASET@VERSION"]}}
+
+
+def test_unknown_version_dataset_and_bad_cursor(run, repo):
+    case_id = ids(run, "evals", "1")[0]
+    for args in (("items", "evals", "9"), ("show", "evals", "9"), ("case", "evals", "9", case_id),
+                 ("prove", "evals@9", case_id), ("diff", "evals", "1", "9"),
+                 ("diff", "evals", "9", "1")):
+        r = run(*args)
+        assert r.exit_code == 3 and r.stdout == ""
+        assert r.stderr == error_line("dataset 'evals' has no version 9"), args
+    r = run("--json", "items", "evals", "9")
+    assert r.exit_code == 3
+    assert json.loads(r.stderr) == {"error": {
+        "code": "NOT_FOUND", "reason": None, "message": "dataset 'evals' has no version 9",
+        "dataset": "evals", "version": 9}}
+    for args in (("items", "nope", "1"), ("show", "nope@1"), ("case", "nope", "1", case_id),
+                 ("prove", "nope", "1", case_id), ("diff", "nope", "1", "2"),
+                 ("diff", "evals", "1", "nope@1")):
+        r = run(*args)
+        assert r.exit_code == 3 and r.stdout == ""
+        assert r.stderr == error_line("no dataset named 'nope'"), args
+    bad = ("cursor 'xyz' is not a digest; expected 'b3:' followed by 64 hex digits")
+    for args in (("items", "evals", "1"), ("diff", "evals", "1", "1")):
+        r = run(*args, "--cursor", "xyz")
+        assert r.exit_code == 2 and r.stdout == "" and r.stderr == error_line(bad)
+    r = run("case", "evals", "1", "xyz")
+    assert r.exit_code == 2
+    assert r.stderr == error_line("case id 'xyz' is not a digest; expected 'b3:' followed by "
+                                  "64 hex digits")
 
 
 def test_commit_needs_base_once_versions_exist_and_stale_base_conflicts(run, repo):
     r = run("commit", "evals", "--add", str(EXAMPLE))
     assert r.exit_code == 2 and "--base" in r.stderr and "newest is 1" in r.stderr
-    items = json.loads(run("--json", "items", "evals@1").stdout)["items"]
+    items = ids(run, "evals@1")
     r = run("--json", "commit", "evals", "--base", "1", "--remove", items[0])
     assert r.exit_code == 0 and json.loads(r.stdout)["removed"] == 1
     r = run("--json", "commit", "evals", "--base", "1", "--remove", items[1])
@@ -95,19 +233,108 @@ def test_commit_needs_base_once_versions_exist_and_stale_base_conflicts(run, rep
     assert err["code"] == "ABORTED" and err["reason"] == "VERSION_CONFLICT" and err["head"] == 2
 
 
-def test_case_diff_show(run, repo):
-    items = json.loads(run("--json", "items", "evals@1").stdout)["items"]
-    case = json.loads(run("--json", "case", "evals@1", items[0]).stdout)
-    assert case["case_id"] == items[0] and case["case"]["kind"] == "case"
-    run("commit", "evals", "--base", "1", "--remove", items[0])
-    r = run("diff", "evals@1", "evals@2")
-    assert r.exit_code == 0 and r.stdout == f"- {items[0]}\n"
-    assert json.loads(run("--json", "diff", "evals@2", "1").stdout) == {
-        "added": [items[0]], "removed": []}
-    r = run("case", "evals@2", items[0])
-    assert r.exit_code == 3 and r.stderr == f"cas: error: case {items[0]} is not in evals@2\n"
-    shown = json.loads(run("--json", "show", "evals@2").stdout)
-    assert shown["number"] == 2 and shown["parent"] == 1 and shown["item_count"] == 4
+def test_case_show_and_case_not_in_version(run, repo):
+    items = ids(run, "evals", "1")
+    case = json.loads(run("--json", "case", "evals", "1", items[0]).stdout)
+    assert case["id"] == items[0] and case["kind"] == "case" and case["format"] == 1
+    assert case["tenant"] == "acme" and case["withheld"] == []
+    stored = json.loads(run("--json", "cat", items[0]).stdout)["object"]
+    assert case == {"id": items[0], **stored}
+    assert json.loads(run("--json", "case", "evals@1", items[0]).stdout) == case
+    r = run("case", "evals", "1", items[0])
+    assert r.exit_code == 0
+    assert r.stdout == json.dumps(case, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    # the id is accepted in upper case and printed canonically
+    upper = json.loads(run("--json", "case", "evals", "1", items[0].upper()).stdout)
+    assert upper == case
+    second = json.loads(run("--json", "commit", "evals", "--base", "1", "--remove",
+                            items[0]).stdout)
+    for args in (("case", "evals", "2", items[0]), ("case", "evals@2", items[0]),
+                 ("prove", "evals", "2", items[0])):
+        r = run(*args)
+        assert r.exit_code == 3 and r.stdout == ""
+        assert r.stderr == error_line(f"case {items[0]} is not in evals@2")
+    r = run("--json", "case", "evals", "2", items[0])
+    assert json.loads(r.stderr) == {"error": {
+        "code": "NOT_FOUND", "reason": None, "message": f"case {items[0]} is not in evals@2",
+        "case_id": items[0], "dataset": "evals", "version": 2}}
+    shown = json.loads(run("--json", "show", "evals", "2").stdout)
+    assert shown == {**second, "state": "ACTIVE"}
+    assert json.loads(run("--json", "show", "evals@2").stdout) == shown
+    r = run("show", "evals", "2")
+    assert r.exit_code == 0
+    assert r.stdout == (
+        f"evals@2: 4 cases (+0 -1) {second['content_digest']}\n"
+        "state:     ACTIVE\n"
+        "parent:    1\n"
+        "operation: commit\n"
+        "author:    Ada <ada@example.com>\n"
+        f"sealed at: {second['sealed_at']}\n")
+
+
+def test_diff_forms_and_shape(run, repo):
+    items = ids(run, "evals", "1")
+    second = json.loads(run("--json", "commit", "evals", "--base", "1", "--remove",
+                            items[0]).stdout)
+    for args in (("diff", "evals", "1", "2"), ("diff", "evals@1", "evals@2"),
+                 ("diff", "evals@1", "2")):
+        r = run(*args)
+        assert r.exit_code == 0 and r.stdout == f"- {items[0]}\n"
+    assert json.loads(run("--json", "diff", "evals", "2", "1").stdout) == {
+        "from": summary(second), "to": summary(repo), "added": [items[0]], "removed": [],
+        "pagination": {"next_cursor": None, "has_more": False}}
+    assert json.loads(run("--json", "diff", "evals", "1", "1").stdout) == {
+        "from": summary(repo), "to": summary(repo), "added": [], "removed": [],
+        "pagination": {"next_cursor": None, "has_more": False}}
+    # across datasets: B names its own dataset
+    assert run("dataset", "create", "other").exit_code == 0
+    other = json.loads(run("--json", "commit", "other", "--add", str(EXAMPLE)).stdout)
+    r = json.loads(run("--json", "diff", "evals", "2", "other@1").stdout)
+    assert r["to"] == summary(other) and r["added"] == [items[0]] and r["removed"] == []
+
+
+def test_diff_pages_concatenate_to_the_full_diff(run, repo, tmp_path):
+    items = ids(run, "evals", "1")
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text("".join(json.dumps({"input": f"question {n}"}) + "\n" for n in range(7)))
+    r = run("--json", "commit", "evals", "--base", "1", "--add", str(extra),
+            "--remove", items[1], "--remove", items[3])
+    assert r.exit_code == 0, r.output
+    second = json.loads(r.stdout)
+    new_ids = ids(run, "evals", "2")
+    added, removed = sorted(set(new_ids) - set(items)), [items[1], items[3]]
+    changes = sorted([(i, "+") for i in added] + [(i, "-") for i in removed])
+    assert len(changes) == 9
+    full = json.loads(run("--json", "diff", "evals", "1", "2").stdout)
+    assert full == {"from": summary(repo), "to": summary(second), "added": added,
+                    "removed": removed, "pagination": {"next_cursor": None, "has_more": False}}
+    for limit in (1, 2, 3, 4, 8, 9, 10):
+        got_added, got_removed, cursor, pages = [], [], None, 0
+        while True:
+            args = ["--json", "diff", "evals", "1", "2", "--limit", str(limit)]
+            if cursor:
+                args += ["--cursor", cursor]
+            page = json.loads(run(*args).stdout)
+            pages += 1
+            assert page["from"] == full["from"] and page["to"] == full["to"]
+            held = page["added"] + page["removed"]
+            assert 0 < len(held) <= limit
+            got_added += page["added"]
+            got_removed += page["removed"]
+            cursor = page["pagination"]["next_cursor"]
+            assert page["pagination"]["has_more"] is (cursor is not None)
+            if cursor is None:
+                break
+            assert cursor == max(held) and len(held) == limit
+        assert (got_added, got_removed) == (added, removed)
+        assert pages == -(-len(changes) // limit)  # exactly limit left: no empty last page
+    # human output: one page of changes in id order, then the continuation
+    r = run("diff", "evals@1", "evals@2", "--limit", "4")
+    assert r.exit_code == 0
+    assert r.stdout == "".join(f"{sign} {i}\n" for i, sign in changes[:4]) + \
+        f"# more: --cursor {changes[3][0]}\n"
+    r = run("diff", "evals", "1", "2", "--after", changes[3][0])
+    assert r.stdout == "".join(f"{sign} {i}\n" for i, sign in changes[4:])
 
 
 def test_cat_prints_verified_canonical_bytes(run, repo):
@@ -123,8 +350,11 @@ def test_cat_prints_verified_canonical_bytes(run, repo):
 
 
 def test_prove_and_verify_proof(run, repo, tmp_path):
-    items = json.loads(run("--json", "items", "evals@1").stdout)["items"]
-    proof = run("prove", "evals@1", items[2]).stdout
+    items = ids(run, "evals", "1")
+    proof = run("prove", "evals", "1", items[2]).stdout
+    assert run("prove", "evals@1", items[2]).stdout == proof
+    assert json.loads(run("--json", "prove", "evals", "1", items[2]).stdout) == json.loads(proof)
+    assert json.loads(proof)["root"] == repo["content_digest"]
     (tmp_path / "p.json").write_text(proof)
     r = run("verify-proof", str(tmp_path / "p.json"), "--root", repo["content_digest"])
     assert r.exit_code == 0 and r.stdout.startswith("valid: ")

@@ -416,6 +416,69 @@ def test_invalid_limit_refused(repo, limit):
     assert "positive integer" in info.value.message
 
 
+@pytest.mark.parametrize("limit", [0, -1, 501, 10**6, True, 1.5, "10", None])
+def test_page_limit_is_1_to_500_refused_not_clamped(repo, limit):
+    repo.commit("ds", base=None, add=[{"input": i} for i in range(3)])
+    for call in (lambda: repo.items("ds", 1, limit=limit),
+                 lambda: repo.diff_page("ds", 1, 1, limit=limit)):
+        with pytest.raises(cas.InvalidArgument) as info:
+            call()
+        assert info.value.message == f"limit must be a positive integer from 1 to 500, not {limit!r}"
+        assert info.value.fields == {"minimum": 1, "maximum": 500}
+    assert cas.MAX_PAGE == 500
+    assert len(repo.items("ds", 1, limit=500).items) == 3
+    assert repo.items("ds", 1, limit=1).has_more
+
+
+def test_diff_pages_concatenate_to_the_diff(repo):
+    repo.commit("ds", base=None, add=[{"input": i} for i in range(150)])
+    old = all_items(repo, "ds", 1, 500)
+    repo.commit("ds", base=1, add=[{"input": i} for i in range(150, 400)], remove=old[::3])
+    full = repo.diff("ds", 1, 2)
+    changes = sorted(full.added + full.removed)
+    assert len(changes) == 300
+    for limit in (1, 7, 100, 299, 300, 500):
+        added, removed, cursor, pages = [], [], None, 0
+        while True:
+            page = repo.diff_page("ds", 1, 2, cursor=cursor, limit=limit)
+            pages += 1
+            assert isinstance(page, cas.DiffPage)
+            assert 0 < len(page.added) + len(page.removed) <= limit
+            added += page.added
+            removed += page.removed
+            if not page.has_more:
+                assert page.next_cursor is None
+                break
+            assert page.next_cursor == max(page.added + page.removed)
+            cursor = page.next_cursor
+        assert (added, removed) == (full.added, full.removed)
+        assert pages == -(-300 // limit)
+    assert repo.diff_page("ds", 2, 2) == cas.DiffPage([], [], None)
+    assert repo.diff_page("ds", 1, 2, cursor=changes[-1]) == cas.DiffPage([], [], None)
+    reverse = repo.diff_page("ds", 2, 1, limit=500)
+    assert (reverse.added, reverse.removed) == (full.removed, full.added)
+    with pytest.raises(cas.InvalidArgument):
+        repo.diff_page("ds", 1, 2, cursor="nonsense")
+    with pytest.raises(cas.NotFound):
+        repo.diff_page("ds", 1, 3)
+    repo.create_dataset("other")
+    repo.commit("other", base=None, add=[{"input": 0}])
+    cross = repo.diff_page("ds", 2, 1, new_dataset="other", limit=500)
+    assert cross == cas.DiffPage(*repo.diff("ds", 2, 1, new_dataset="other"), None)
+    mine, theirs = set(all_items(repo, "ds", 2, 500)), {case_id({"input": 0})}
+    assert (cross.added, cross.removed) == (sorted(theirs - mine), sorted(mine - theirs))
+
+
+def test_prove_refuses_a_case_the_version_does_not_hold(repo):
+    repo.commit("ds", base=None, add=[{"input": 1}, {"input": 2}])
+    repo.commit("ds", base=1, remove=[case_id({"input": 1})])
+    assert cas.verify_proof(repo.prove("ds", 1, case_id({"input": 1})))
+    for missing in (case_id({"input": 1}), case_id({"input": 3})):
+        with pytest.raises(cas.NotFound) as info:
+            repo.prove("ds", 2, missing)
+        assert info.value.message == f"case {missing} is not in ds@2"
+
+
 @pytest.mark.parametrize("before", [0, -3, "2", 1.5])
 def test_invalid_versions_cursor_refused(repo, before):
     repo.commit("ds", base=None, add=[{"input": 1}])

@@ -337,6 +337,43 @@ def test_diff_skips_equal_subtrees():
     assert trie.diff(old, old) == ([], [])
 
 
+@settings(max_examples=30, deadline=None)
+@given(id_pools(), st.integers(0, 2**32))
+def test_iter_diff_is_the_diff_in_id_order_from_any_cursor(pool, seed):
+    rnd = random.Random(seed)
+    a = subset(rnd, pool, rnd.random())
+    b = subset(rnd, pool, rnd.random()) if rnd.random() < 0.5 else \
+        (a - set(rnd.sample(sorted(a), min(len(a), 3)))) | set(rnd.sample(pool, min(len(pool), 3)))
+    nodes = Nodes()
+    writer = nodes.writer()
+    ra = writer.build(sorted(a))
+    rb = writer.apply(ra, sorted(b - a), sorted(a - b))
+    trie = nodes.reader()
+    changes = sorted([(x, True) for x in b - a] + [(x, False) for x in a - b])
+    for old, new, want in ((ra, rb, changes), (rb, ra, [(x, not k) for x, k in changes]),
+                           (EMPTY_ROOT, rb, [(x, True) for x in sorted(b)]),
+                           (ra, EMPTY_ROOT, [(x, False) for x in sorted(a)]), (ra, ra, [])):
+        assert list(trie.iter_diff(old, new)) == want
+        # a cursor need not be a change (or a member): the rest starts strictly after it
+        for cursor in other_ids(rnd, pool, 5) + [x for x, _ in rnd.sample(want, min(5, len(want)))]:
+            assert list(trie.iter_diff(old, new, cursor)) == [c for c in want if c[0] > cursor]
+
+
+def test_a_page_of_iter_diff_reads_only_the_paths_to_its_changes():
+    ids = uniform_ids(6, 20_000)
+    nodes = Nodes()
+    writer = nodes.writer()
+    old = writer.build(sorted(ids))
+    gone = sorted(ids[:200])
+    new = writer.apply(old, [], gone)
+    trie = nodes.reader()
+    depth = max(len(path(trie, old, x)) for x in gone[:4])
+    nodes.loads = 0
+    changes = trie.iter_diff(old, new, gone[10])
+    assert [next(changes) for _ in range(3)] == [(x, False) for x in gone[11:14]]
+    assert nodes.loads <= 2 * 4 * (depth + 2), (nodes.loads, depth)
+
+
 # -- proofs -------------------------------------------------------------------------------
 def tamper(rnd: random.Random, raw: dict) -> object:
     """A changed copy of one proof node (as JSON): never the same value."""
