@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .main import Context, cli, json_option
+from .main import Context, cli, json_option, version_summary
 
 pass_ctx = click.make_pass_decorator(Context)
 
@@ -70,11 +70,8 @@ def seal(ctx: Context, dataset_name: str, confirm_token: str, message: str) -> N
         ctx.emit({"version": None, "sealed": False, "reason": "NO_CHANGES"},
                  "the proposal changes nothing: no version sealed")
         return
-    summary = {"dataset": v.dataset, "number": v.number, "item_count": v.item_count,
-               "content_digest": v.content_digest,
-               "state": repo.version_state(v.dataset, v.number),
-               "parent": v.parent, "added": v.added, "removed": v.removed,
-               "operation": v.operation, "sealed_at": v.sealed_at, "author": v.author}
+    summary = dict(version_summary(repo, v), parent=v.parent, added=v.added, removed=v.removed,
+                   operation=v.operation, sealed_at=v.sealed_at, author=v.author)
     ctx.emit({"version": summary, "sealed": True, "already_sealed": result.already_sealed},
              ("already sealed as " if result.already_sealed else "sealed ")
              + f"{v.dataset}@{v.number}: {v.item_count} cases (+{v.added} -{v.removed}) "
