@@ -91,11 +91,19 @@ def parse_subjects(data: bytes, source: str) -> list[Subject]:
         raise InvalidArgument(f"{source}: {exc}") from None
     if isinstance(value, dict) and set(value) == {"subjects"}:
         value = value["subjects"]
-    if not isinstance(value, list) or not value:
+    return convert_subjects(value, source)
+
+
+def convert_subjects(value: Any, source: str) -> list[Subject]:
+    """Subjects given as decoded JSON (or Subject objects): a non-empty list, each checked."""
+    if not isinstance(value, (list, tuple)) or not value:
         raise InvalidArgument(f"{source}: expected a non-empty JSON array of subjects "
                               '(or {"subjects": [...]})')
     out = []
     for i, item in enumerate(value):
+        if isinstance(item, Subject):
+            out.append(item)
+            continue
         try:
             out.append(msgspec.convert(item, Subject))
         except msgspec.ValidationError as exc:

@@ -491,8 +491,8 @@ class Repository:
     def promote(self, name: str, subjects, idempotency_key: str,
                 author: str | None = None) -> dict:
         """Stage a promotion and return its preview (with `confirm_token`); seals nothing."""
-        from .proposals import Subject, stage_promotion
-        subs = [s if isinstance(s, Subject) else msgspec.convert(s, Subject) for s in subjects]
+        from .proposals import convert_subjects, stage_promotion
+        subs = convert_subjects(subjects, "subjects")
         return stage_promotion(self, name, subs, idempotency_key, author or default_author(),
                                self.clock())
 

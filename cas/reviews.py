@@ -60,6 +60,8 @@ def check_token(given: str | None, expected: str) -> bool:
 
 def plan_reviews(repo, requests: list[ReviewRequest], reviewer: str) -> tuple[list[dict], str]:
     """Validate a batch and return its preview rows and confirm token (nothing is stored)."""
+    if not requests:
+        raise InvalidArgument("no reviews given: a review is {run_id, metric, label}")
     rows = []
     for r in requests:
         for field in ("run_id", "metric", "label"):

@@ -18,11 +18,14 @@ def config_path() -> str:
 def _load() -> dict[str, str]:
     try:
         with open(config_path(), "rb") as f:
-            data = json.load(f)
+            text = f.read()
+        data = json.loads(text) if text.strip() else {}  # an empty file holds no settings
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
         raise InvalidArgument(f"cannot read {config_path()}: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidArgument(f"cannot read {config_path()}: expected a JSON object")
     return {k: v for k, v in data.items() if k in KEYS and isinstance(v, str)}
 
 

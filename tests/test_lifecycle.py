@@ -1,0 +1,765 @@
+"""Recorded runs, reviews, content policy, promote/remove/seal and provenance (the Python API).
+
+Every refusal is checked to leave the repository's key listing unchanged: the lifecycle refuses
+before it stores anything. Tests that touch storage run on both backends (`location`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+
+import cas
+from cas import runs as runs_mod
+from cas import userconfig
+from cas.backends.memory import MemoryBackend
+
+REVIEWER = "Ada <ada@example.com>"
+
+
+@pytest.fixture(autouse=True)
+def person(monkeypatch, tmp_path):
+    """A configured person for reviews, and never the real user's config file."""
+    monkeypatch.setenv("CAS_USER", REVIEWER)
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
+
+
+def run_obj(run_id: str, n: int = 0, **over) -> dict:
+    obj = {"run_id": run_id, "tenant": "acme", "person": "user-42",
+           "started_at": "2026-05-01T10:00:00Z", "input": {"task": f"task {n}"},
+           "output": f"done {n}",
+           "steps": [{"type": "message", "role": "user", "content": f"task {n}"},
+                     {"type": "tool_call", "tool_name": "ls", "arguments": {"path": "."},
+                      "result": ["a", "b"]},
+                     {"type": "tool_call", "tool_name": "mv", "arguments": {"src": "a"},
+                      "error": "permission denied"},
+                     {"type": "tool_call", "tool_name": "cat", "arguments": {"path": "a"}}],
+           "outcome": {"status": "success"}, "metadata": {"model": "m-1"}}
+    obj.update(over)
+    return obj
+
+
+def jsonl(*objs) -> bytes:
+    return b"".join(json.dumps(o).encode() + b"\n" for o in objs)
+
+
+def keys(repo) -> list[str]:
+    return sorted(repo.backend.list(""))
+
+
+def review(repo, run_id: str, metric: str = "dataset_eligibility", label: str = "reviewed"):
+    req = [{"run_id": run_id, "metric": metric, "label": label}]
+    token = repo.add_reviews(req)["confirm_token"]
+    return repo.add_reviews(req, confirm_token=token)["annotation_ids"][0]
+
+
+def subject(ref: str, annotation_id: str | None, **over) -> dict:
+    s = {"subject_kind": "agent_run", "subject_ref": ref}
+    if annotation_id is not None:
+        s["review_annotation_id"] = annotation_id
+    s.update(over)
+    return s
+
+
+@pytest.fixture
+def repo(location):
+    return cas.init(location)
+
+
+@pytest.fixture
+def mem():
+    return cas.Repository.create(MemoryBackend())
+
+
+@pytest.fixture
+def staged(repo):
+    """Four imported runs r-0..r-3, each with one saved review, and an empty dataset."""
+    repo.import_runs(io.BytesIO(jsonl(*(run_obj(f"r-{i}", i) for i in range(4)))))
+    anns = {f"r-{i}": review(repo, f"r-{i}") for i in range(4)}
+    repo.create_dataset("evals")
+    return repo, anns
+
+
+def promote_and_seal(repo, anns, run_ids, key, name="evals"):
+    p = repo.promote(name, [subject(r, anns[r]) for r in run_ids], key)
+    return p, repo.seal(name, p["confirm_token"])
+
+
+# -- runs import ----------------------------------------------------------------------------
+def test_import_is_all_or_nothing(repo):
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-old"))))
+    before = keys(repo)
+    lines = [run_obj(f"r-{i}", i) for i in range(10)]
+    del lines[6]["tenant"]
+    with pytest.raises(cas.InvalidArgument) as info:
+        repo.import_runs(io.BytesIO(jsonl(*lines)))
+    assert info.value.message == "input line 7: $.tenant: required field is missing"
+    assert info.value.fields == {"line": 7}
+    assert keys(repo) == before
+    assert repo.runs() == ["r-old"]
+    # the same file without the bad line imports every run in one import record
+    good = lines[:6] + lines[7:]
+    result = repo.import_runs(io.BytesIO(jsonl(*good)))
+    assert result == (sorted(r["run_id"] for r in good), 0)
+    assert [k for k in keys(repo) if k.startswith("runs/")] == [
+        "runs/imports/0000000001", "runs/imports/0000000002"]
+
+
+GOOD = run_obj("g-1")
+BAD_LINES = [
+    ({k: v for k, v in GOOD.items() if k != "run_id"}, "$.run_id: required field is missing"),
+    ({k: v for k, v in GOOD.items() if k != "tenant"}, "$.tenant: required field is missing"),
+    ({k: v for k, v in GOOD.items() if k != "steps"}, "$.steps: required field is missing"),
+    (dict(GOOD, run_id=17), "$.run_id: must be a non-empty string"),
+    (dict(GOOD, run_id=""), "$.run_id: must be a non-empty string"),
+    (dict(GOOD, tenant=None), "$.tenant: must be a non-empty string"),
+    (dict(GOOD, person=42), "$.person: must be a non-empty string or null"),
+    (dict(GOOD, started_at=["2026"]), "$.started_at: must be a non-empty string or null"),
+    (dict(GOOD, steps={"type": "message"}), "$.steps: must be a list of steps"),
+    (dict(GOOD, steps=[{"type": "message", "role": "user"}, {"type": "thought"}]),
+     "$.steps[1].type: must be one of message, tool_call, not 'thought'"),
+    (dict(GOOD, steps=[{"role": "user"}]),
+     "$.steps[0].type: must be one of message, tool_call, not None"),
+    (dict(GOOD, steps=[{"type": "message", "role": "user"},
+                       {"type": "tool_call", "arguments": {}}]),
+     "$.steps[1].tool_name: must be a non-empty string"),
+    (dict(GOOD, steps=[{"type": "tool_call", "tool_name": 3}]),
+     "$.steps[0].tool_name: must be a non-empty string"),
+    (dict(GOOD, steps=[{"type": "tool_call", "tool_name": "ls", "arguments": "."}]),
+     "$.steps[0].arguments: must be a JSON object or array"),
+    (dict(GOOD, steps=[{"type": "message"}]),
+     "$.steps[0].role: a message needs a non-empty string role"),
+    (dict(GOOD, steps=["hello"]), "$.steps[0]: a step must be a JSON object"),
+    (dict(GOOD, steps=[["type", "message"]]), "$.steps[0]: a step must be a JSON object"),
+    (dict(GOOD, metadata=["m"]), "$.metadata: must be a JSON object"),
+    ([GOOD], "$: a run must be a JSON object"),
+    ("r-1", "$: a run must be a JSON object"),
+]
+
+
+@pytest.mark.parametrize("bad,problem", BAD_LINES)
+def test_validation_names_line_and_field(mem, bad, problem):
+    before = keys(mem)
+    data = jsonl(run_obj("ok-1"), run_obj("ok-2")) + b"\n" + jsonl(bad, run_obj("ok-3"))
+    with pytest.raises(cas.InvalidArgument) as info:
+        mem.import_runs(io.BytesIO(data))
+    # the blank line counts: the bad run is on line 4 of the file
+    assert info.value.message == f"input line 4: {problem}"
+    assert info.value.code == "INVALID_ARGUMENT" and info.value.fields["line"] == 4
+    assert keys(mem) == before and mem.runs() == []
+
+
+@pytest.mark.parametrize("raw,problem", [
+    (b'{"run_id": "x", "tenant": "a", "steps": [], "input": "caf\xe9"}',
+     "Invalid UTF-8 encoded string"),
+    (b'{"run_id": "x", "tenant": "a", "steps": [], "input": NaN}', "JSON is malformed"),
+    (b'{"run_id": "x", "tenant": "a", "steps": [], "input": Infinity}', "JSON is malformed"),
+    (b'{"run_id": "x", "tenant": "a", "steps": [],}', "JSON is malformed"),
+    (b'{"run_id": "x", "tenant": "a", "steps": [', "truncated"),
+    (b'\xff\xfe{}', "JSON is malformed"),
+])
+def test_undecodable_lines_are_refused_by_number(mem, raw, problem):
+    data = jsonl(run_obj("ok-1")) + raw + b"\n" + jsonl(run_obj("ok-2"))
+    with pytest.raises(cas.InvalidArgument) as info:
+        mem.import_runs(io.BytesIO(data))
+    assert info.value.message.startswith("input line 2: ")
+    assert problem in info.value.message
+    assert info.value.fields == {"line": 2}
+    assert keys(mem) == [k for k in keys(mem) if not k.startswith("runs/")]
+
+
+def test_nan_from_python_is_refused_naming_the_path(mem):
+    with pytest.raises(cas.InvalidJSONValue) as info:
+        mem.import_runs([run_obj("ok"), run_obj("nan", input={"x": [1, float("nan")]})])
+    assert info.value.path == "$[1].input.x[1]"
+    assert mem.runs() == []
+
+
+def test_a_line_over_the_limit_is_refused_and_nothing_stored(mem):
+    big = (b'{"run_id": "big", "tenant": "a", "steps": [], "input": "'
+           + b"x" * runs_mod.MAX_LINE + b'"}\n')
+    before = keys(mem)
+    with pytest.raises(cas.InvalidArgument) as info:
+        mem.import_runs(io.BytesIO(jsonl(run_obj("ok")) + big))
+    assert info.value.message == f"input line 2: longer than {runs_mod.MAX_LINE} bytes"
+    assert keys(mem) == before and mem.runs() == []
+
+
+def test_identical_reimport_is_a_no_op(repo):
+    lines = [run_obj(f"r-{i}", i) for i in range(3)]
+    assert repo.import_runs(io.BytesIO(jsonl(*lines))) == (["r-0", "r-1", "r-2"], 0)
+    before = keys(repo)
+    assert repo.import_runs(io.BytesIO(jsonl(*lines))) == ([], 3)
+    # the same runs with other key order and spacing are the same recordings
+    respelled = b"".join(json.dumps(dict(reversed(list(o.items()))), indent=1)
+                         .replace("\n", " ").encode() + b"\n" for o in lines)
+    assert repo.import_runs(io.BytesIO(respelled)) == ([], 3)
+    assert keys(repo) == before
+    # a repeated line within one file is one run
+    assert repo.import_runs(io.BytesIO(jsonl(run_obj("r-9"), run_obj("r-9")))) == (["r-9"], 0)
+
+
+def test_same_run_id_with_other_content_is_refused(repo):
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-1", 1))))
+    before = keys(repo)
+    stored = repo.run("r-1")
+    changed = run_obj("r-1", 1, output="something else")
+    for data in (jsonl(changed), jsonl(run_obj("r-new"), changed)):
+        with pytest.raises(cas.FailedPrecondition) as info:
+            repo.import_runs(io.BytesIO(data))
+        err = info.value
+        assert (err.code, err.reason) == ("FAILED_PRECONDITION", "RUN_ID_CONFLICT")
+        assert err.message == ("run 'r-1' was already imported with different content; a run id "
+                               "names one recording")
+        assert err.fields == {"run_id": "r-1"}
+        assert keys(repo) == before
+        assert repo.runs() == ["r-1"] and repo.run("r-1") == stored
+    # within one file, the same id twice with different content
+    with pytest.raises(cas.InvalidArgument) as info:
+        repo.import_runs(io.BytesIO(jsonl(run_obj("r-2", 2), run_obj("r-2", 3))))
+    assert info.value.message == "run 'r-2' appears twice with different content"
+    assert keys(repo) == before
+
+
+def test_absent_result_and_null_result_stay_distinct(repo):
+    steps = [{"type": "tool_call", "tool_name": "rm", "arguments": {"path": "a"}, "result": None},
+             {"type": "tool_call", "tool_name": "rm", "arguments": {"path": "a"}}]
+    repo.import_runs(io.BytesIO(jsonl(run_obj("null", steps=steps[:1]),
+                                      run_obj("absent", steps=steps[1:]),
+                                      run_obj("both", steps=steps))))
+    assert repo.run("null").steps == steps[:1]
+    assert repo.run("absent").steps == steps[1:]
+    assert "result" in repo.run("both").steps[0] and "result" not in repo.run("both").steps[1]
+    repo.create_dataset("evals")
+    anns = {r: review(repo, r) for r in ("null", "absent", "both")}
+    p, sealed = promote_and_seal(repo, anns, ["null", "absent", "both"], "k")
+    assert len(p["proposed"]["added"]) == 3  # three different cases
+    by_run = {repo.case("evals", 1, c).run_id: repo.case("evals", 1, c)
+              for c in p["proposed"]["added"]}
+    assert by_run["null"].steps == steps[:1] and by_run["null"].steps[0]["result"] is None
+    assert by_run["absent"].steps == steps[1:] and "result" not in by_run["absent"].steps[0]
+    assert by_run["both"].steps == steps
+
+
+UNSAFE_KEPT = ["../x", "a/b", "../../../etc/passwd", "/abs", ".", "..", "x\\y", "C:\\x",
+               "runs/imports/0000000001", "sp ace", "\u00e9\u4e2d"]
+UNSAFE_REFUSED = ["x\ny", "x\x00y", "tab\there", "\x1b[31m", "x\u2028y", "x" * 257]
+
+
+def test_path_like_run_ids_are_stored_safely_never_as_paths(repo, location, tmp_path):
+    outside = sorted(str(p) for p in tmp_path.rglob("*"))
+    lines = [run_obj(r, i) for i, r in enumerate(UNSAFE_KEPT)]
+    assert repo.import_runs(io.BytesIO(jsonl(*lines))).new == sorted(UNSAFE_KEPT)
+    assert repo.runs() == sorted(UNSAFE_KEPT)
+    repo.create_dataset("evals")
+    anns = {r: review(repo, r) for r in UNSAFE_KEPT}
+    p, sealed = promote_and_seal(repo, anns, UNSAFE_KEPT, "k")
+    assert sealed.version.item_count == len(UNSAFE_KEPT)
+    assert {e.run_id for e in repo.provenance("evals", 1)} == set(UNSAFE_KEPT)
+    for r in UNSAFE_KEPT:
+        assert repo.run(r).run_id == r and [x.run_id for x in repo.reviews(r)] == [r]
+    # no key is made from a run id: every key is one of the documented shapes
+    import re
+    shapes = re.compile(r"(config|packs/[0-9a-f]{64}\.(pack|idx|midx)|runs/imports/\d{10}|"
+                        r"reviews/\d{10}|datasets/evals/(meta|versions)/\d{10}|"
+                        r"datasets/evals/proposals/ct-[0-9a-f]{32}|datasets/evals/keys/[0-9a-f]{64})\Z")
+    assert [k for k in keys(repo) if not shapes.match(k)] == []
+    if location == str(tmp_path):
+        # nothing was written outside the repository directory (or the private test cache)
+        now = sorted(str(p) for p in tmp_path.rglob("*")
+                     if not str(p).startswith(str(tmp_path / ".cas")))
+        assert now == [p for p in outside if not p.startswith(str(tmp_path / ".cas"))]
+    assert not os.path.exists("/abs") and not (tmp_path.parent / "x").exists()
+    assert repo.fsck().ok
+
+
+@pytest.mark.parametrize("run_id", UNSAFE_REFUSED)
+def test_control_characters_in_run_ids_are_refused(mem, run_id):
+    with pytest.raises(cas.InvalidArgument) as info:
+        mem.import_runs(io.BytesIO(jsonl(run_obj("fine"), run_obj(run_id))))
+    assert info.value.message == ("input line 2: $.run_id: must be at most 256 printable "
+                                  "characters (no control characters)")
+    assert mem.runs() == []
+
+
+def test_extra_fields_are_kept_and_unknown_run_is_refused(mem):
+    mem.import_runs(io.BytesIO(jsonl(run_obj("r-1", session="s-9", cost={"usd": 0.1}))))
+    assert mem.run("r-1").extra == {"session": "s-9", "cost": {"usd": 0.1}}
+    with pytest.raises(cas.NotFound) as info:
+        mem.run("r-2")
+    assert info.value.reason == "RUN_NOT_FOUND"
+    assert info.value.message == "no recorded run 'r-2' (import it with `cas runs import`)"
+
+
+# -- reviews --------------------------------------------------------------------------------
+def test_review_preview_saves_nothing_and_the_token_saves(repo):
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-1"))))
+    before = keys(repo)
+    req = [{"run_id": "r-1", "metric": "dataset_eligibility", "label": "reviewed"}]
+    preview = repo.add_reviews(req)
+    token = preview["confirm_token"]
+    assert token.startswith("ct-") and len(token) == 35
+    assert [{k: r[k] for k in ("run_id", "metric", "label", "reviewer")}
+            for r in preview["reviews"]] == [dict(req[0], reviewer=REVIEWER)]
+    assert keys(repo) == before and repo.reviews("r-1") == []
+    assert repo.add_reviews(req)["confirm_token"] == token  # the same request, the same token
+    saved = repo.add_reviews(req, confirm_token=token)
+    [ann] = saved["annotation_ids"]
+    assert ann.startswith("ann-")
+    [r] = repo.reviews("r-1")
+    assert (r.annotation_id, r.run_id, r.metric, r.label, r.reviewer) == (
+        ann, "r-1", "dataset_eligibility", "reviewed", REVIEWER)
+    assert r.run == preview["reviews"][0]["run"]
+    assert [k for k in keys(repo) if k not in before] == ["reviews/0000000001"]
+
+
+def test_wrong_or_stale_review_token_is_refused(repo, monkeypatch):
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-1"), run_obj("r-2"))))
+    req = [{"run_id": "r-1", "metric": "m", "label": "good"}]
+    token = repo.add_reviews(req)["confirm_token"]
+    other = repo.add_reviews([dict(req[0], label="bad")])["confirm_token"]
+    monkeypatch.setenv("CAS_USER", "Grace <grace@example.com>")
+    as_grace = repo.add_reviews(req)["confirm_token"]
+    monkeypatch.setenv("CAS_USER", REVIEWER)
+    before = keys(repo)
+    for wrong in ("ct-" + "0" * 32, other, as_grace, "nonsense", ""):
+        with pytest.raises(cas.FailedPrecondition) as info:
+            repo.add_reviews(req, confirm_token=wrong)
+        assert (info.value.code, info.value.reason) == ("FAILED_PRECONDITION",
+                                                        "CONFIRM_TOKEN_MISMATCH")
+        assert info.value.message == (
+            "the confirm token does not match this request (it was issued for a different "
+            "request, or what it previewed has changed); run the command without "
+            "--confirm-token to preview again")
+    assert keys(repo) == before and repo.reviews("r-1") == []
+
+
+@pytest.mark.parametrize("config_text", [None, "", "{}\n", '{"other": "x"}'])
+def test_review_without_a_configured_person_is_refused(repo, monkeypatch, tmp_path, config_text):
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-1"))))
+    monkeypatch.delenv("CAS_USER")
+    path = tmp_path / "empty-config.json"
+    if config_text is not None:
+        path.write_text(config_text)
+    monkeypatch.setenv("CAS_CONFIG", str(path))
+    before = keys(repo)
+    req = [{"run_id": "r-1", "metric": "m", "label": "l"}]
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.add_reviews(req)
+    assert info.value.reason == "NO_CONFIGURED_PERSON"
+    assert info.value.message == (
+        'a review needs to know who you are: run `cas config user.name "Your Name"` and '
+        '`cas config user.email you@example.com`, or set CAS_USER="Name <email>"')
+    assert keys(repo) == before
+    userconfig.set_value("user.name", "Grace Hopper")
+    userconfig.set_value("user.email", "grace@example.com")
+    token = repo.add_reviews(req)["confirm_token"]
+    repo.add_reviews(req, confirm_token=token)
+    assert [r.reviewer for r in repo.reviews("r-1")] == ["Grace Hopper <grace@example.com>"]
+
+
+def test_a_batch_of_reviews_is_one_preview_and_one_record(mem):
+    ids = [f"r-{i:03d}" for i in range(300)]
+    mem.import_runs(io.BytesIO(jsonl(*(run_obj(r, i) for i, r in enumerate(ids)))))
+    reqs = [{"run_id": r, "metric": "dataset_eligibility", "label": "reviewed"} for r in ids]
+    before = keys(mem)
+    token = mem.add_reviews(reqs)["confirm_token"]
+    assert keys(mem) == before
+    saved = mem.add_reviews(reqs, confirm_token=token)
+    assert len(set(saved["annotation_ids"])) == 300
+    assert [k for k in keys(mem) if k not in before] == ["reviews/0000000001"]
+    assert all(len(mem.reviews(r)) == 1 for r in ids[:5])
+
+
+def test_review_of_an_unknown_run_is_refused(repo):
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-1"))))
+    before = keys(repo)
+    for reqs in ([{"run_id": "r-404", "metric": "m", "label": "l"}],
+                 [{"run_id": "r-1", "metric": "m", "label": "l"},
+                  {"run_id": "r-404", "metric": "m", "label": "l"}]):
+        with pytest.raises(cas.NotFound) as info:
+            repo.add_reviews(reqs)
+        assert (info.value.reason, info.value.fields) == ("RUN_NOT_FOUND", {"run_id": "r-404"})
+    with pytest.raises(cas.NotFound):
+        repo.reviews("r-404")
+    assert keys(repo) == before
+
+
+@pytest.mark.parametrize("req,problem", [
+    ({"run_id": "r-1", "metric": "", "label": "l"}, "review metric must be 1-256 printable "
+                                                    "characters"),
+    ({"run_id": "r-1", "metric": "m", "label": "a\nb"}, "review label must be 1-256 printable "
+                                                        "characters"),
+    ({"run_id": "r-1", "metric": "m"}, None),
+    ({"run_id": "r-1", "metric": "m", "label": "l", "score": 3}, None),
+    ({"run_id": "r-1", "metric": 5, "label": "l"}, None),
+])
+def test_malformed_review_requests_are_refused(mem, req, problem):
+    mem.import_runs(io.BytesIO(jsonl(run_obj("r-1"))))
+    with pytest.raises(cas.InvalidArgument) as info:
+        mem.add_reviews([req])
+    if problem:
+        assert info.value.message == problem
+
+
+def test_an_empty_review_batch_is_refused(mem):
+    before = keys(mem)
+    with pytest.raises(cas.InvalidArgument):
+        mem.add_reviews([])
+    assert keys(mem) == before
+
+
+# -- promote, remove, seal ------------------------------------------------------------------
+def test_promote_previews_and_seal_seals(staged):
+    repo, anns = staged
+    before = keys(repo)
+    p = repo.promote("evals", [subject("r-0", anns["r-0"]), subject("r-1", anns["r-1"])], "k-1")
+    assert p["base_version"] is None and p["operation"] == "promote" and p["changes"] is True
+    assert p["proposed"]["item_count"] == 2 and p["proposed"]["carried"] == []
+    assert p["proposed"]["added"] == sorted(p["proposed"]["added"])
+    assert p["withheld"] == {c: [] for c in p["proposed"]["added"]}
+    assert repo.head("evals") == 0  # nothing sealed by a preview
+    new = set(keys(repo)) - set(before)
+    assert {k for k in new if not k.startswith("packs/")} == {
+        f"datasets/evals/proposals/{p['confirm_token']}",
+        next(k for k in new if k.startswith("datasets/evals/keys/"))}
+    result = repo.seal("evals", p["confirm_token"], message="first")
+    v = result.version
+    assert result.already_sealed is False
+    assert (v.number, v.parent, v.item_count, v.added, v.removed, v.operation, v.message) == (
+        1, None, 2, 2, 0, "promote", "first")
+    assert v.content_digest == p["proposed"]["content_digest"] and v.proposal == p["confirm_token"]
+    assert repo.items("evals", 1).items == p["proposed"]["added"]
+    # the next preview names the base and carries its cases
+    p2 = repo.promote("evals", [subject("r-2", anns["r-2"])], "k-2")
+    assert p2["base_version"] == {"number": 1, "item_count": 2, "content_digest": v.content_digest}
+    assert p2["proposed"]["carried"] == repo.items("evals", 1).items
+    assert p2["proposed"]["carried_count"] == 2 and p2["proposed"]["carried_complete"] is True
+    assert p2["proposed"]["item_count"] == 3 and len(p2["proposed"]["added"]) == 1
+    assert repo.fsck().ok
+
+
+def refusal_cases(anns):
+    return [
+        ([subject("r-0", None)], "FAILED_PRECONDITION", "REVIEW_REQUIRED",
+         "subject 0 ('r-0'): a promotion needs a saved review: give its review_annotation_id "
+         "(see `cas review add`)"),
+        ([subject("r-0", "")], "FAILED_PRECONDITION", "REVIEW_REQUIRED", None),
+        ([subject("r-0", anns["r-0"]), subject("r-1", anns["r-0"])], "FAILED_PRECONDITION",
+         "REVIEW_RUN_MISMATCH",
+         f"subject 1 ('r-1'): review {anns['r-0']} is a review of run 'r-0', not of this run"),
+        ([subject("r-0", "ann-" + "0" * 32)], "NOT_FOUND", "REVIEW_NOT_FOUND",
+         f"subject 0 ('r-0'): no review 'ann-{'0' * 32}'"),
+        ([subject("r-404", anns["r-0"])], "NOT_FOUND", "RUN_NOT_FOUND",
+         "no recorded run 'r-404' (import it with `cas runs import`)"),
+        ([subject("r-0", anns["r-0"], subject_kind="dataset_item")], "INVALID_ARGUMENT",
+         "SUBJECT_KIND_INVALID",
+         "subject 0 ('r-0'): subject_kind 'dataset_item' is not a run; accepted: agent_run, "
+         "SUBJECT_KIND_AGENT_RUN"),
+        ([subject("r-0", anns["r-0"], subject_kind="SUBJECT_KIND_DATASET_ITEM")],
+         "INVALID_ARGUMENT", "SUBJECT_KIND_INVALID", None),
+        ([subject("r-0", anns["r-0"], run_id="r-1")], "INVALID_ARGUMENT", "RUN_MISMATCH",
+         "subject 0 ('r-0'): run_id 'r-1' and subject_ref 'r-0' name different runs"),
+    ]
+
+
+def test_promotion_refusals_store_nothing(staged):
+    repo, anns = staged
+    for subjects, code, reason, message in refusal_cases(anns):
+        before = keys(repo)
+        with pytest.raises(cas.CasError) as info:
+            repo.promote("evals", subjects, "the-key")
+        err = info.value
+        assert (err.code, err.reason) == (code, reason), subjects
+        if message:
+            assert err.message == message
+        assert keys(repo) == before, subjects
+    # no refusal used up the key
+    p = repo.promote("evals", [subject("r-0", anns["r-0"])], "the-key")
+    assert repo.seal("evals", p["confirm_token"]).version.number == 1
+    # and refusals on a dataset with versions store nothing either
+    for subjects, code, reason, message in refusal_cases(anns):
+        before = keys(repo)
+        with pytest.raises(cas.CasError):
+            repo.promote("evals", subjects, "another-key")
+        assert keys(repo) == before
+
+
+def test_promotion_input_refusals(staged):
+    repo, anns = staged
+    before = keys(repo)
+    s = [subject("r-0", anns["r-0"])]
+    for name, subjects, key, exc in [
+            ("nope", s, "k", cas.NotFound), ("Bad Name", s, "k", cas.InvalidArgument),
+            ("evals", s, "", cas.InvalidArgument), ("evals", s, "a\nb", cas.InvalidArgument),
+            ("evals", s, "k" * 257, cas.InvalidArgument),
+            ("evals", [{"subject_kind": "agent_run"}], "k", cas.InvalidArgument),
+            ("evals", [{"subject_ref": "r-0", "subject_kind": "agent_run", "x": 1}], "k",
+             cas.InvalidArgument),
+            ("evals", ["r-0"], "k", cas.InvalidArgument)]:
+        with pytest.raises(exc):
+            repo.promote(name, subjects, key)
+    assert keys(repo) == before
+
+
+def test_native_subject_kind_spelling_is_the_same_request(staged):
+    repo, anns = staged
+    a = repo.promote("evals", [subject("r-0", anns["r-0"])], "k")
+    b = repo.promote("evals", [subject("r-0", anns["r-0"], subject_kind="SUBJECT_KIND_AGENT_RUN",
+                                       run_id="r-0")], "k")
+    assert a == b
+
+
+def test_removal_refusals_store_nothing(staged):
+    repo, anns = staged
+    before = keys(repo)
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.remove("evals", [], "k")  # no version yet
+    assert info.value.reason == "EMPTY_REMOVAL"
+    promote_and_seal(repo, anns, ["r-0", "r-1"], "p-1")
+    held = repo.items("evals", 1).items
+    stranger = cas.encode_case({"input": "never promoted"}).case_id
+    before = keys(repo)
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.remove("evals", [], "k")
+    assert (info.value.code, info.value.reason) == ("FAILED_PRECONDITION", "EMPTY_REMOVAL")
+    assert info.value.message == ("a removal needs at least one case id; an empty removal is "
+                                  "accepted only when the current version is retired")
+    for ids in ([stranger], [held[0], stranger]):
+        with pytest.raises(cas.NotFound) as info:
+            repo.remove("evals", ids, "k")
+        assert (info.value.reason, info.value.fields) == ("ITEM_NOT_IN_VERSION",
+                                                          {"case_id": stranger})
+        assert info.value.message == f"evals@1 does not hold {stranger}"
+    with pytest.raises(cas.InvalidArgument) as info:
+        repo.remove("evals", ["r-0"], "k")
+    assert info.value.message == "'r-0' is not a case id ('b3:' and 64 hex digits)"
+    assert keys(repo) == before
+    # the key was not used up by the refusals
+    p = repo.remove("evals", [held[0]], "k")
+    assert p["operation"] == "remove" and p["proposed"]["removed"] == [held[0]]
+    assert p["proposed"]["added"] == [] and p["proposed"]["carried"] == [held[1]]
+    v = repo.seal("evals", p["confirm_token"]).version
+    assert (v.number, v.item_count, v.added, v.removed, v.operation) == (2, 1, 0, 1, "remove")
+    assert repo.provenance("evals", 2) == []
+
+
+def test_idempotency_keys(staged):
+    repo, anns = staged
+    s0, s1 = subject("r-0", anns["r-0"]), subject("r-1", anns["r-1"])
+    p = repo.promote("evals", [s0, s1], "key-A")
+    before = keys(repo)
+    # the same key and content: the same token, nothing new stored (order does not matter)
+    assert repo.promote("evals", [s1, s0], "key-A") == p
+    assert keys(repo) == before
+    # the same key, other content: refused
+    for other in ([s0], [s0, subject("r-2", anns["r-2"])]):
+        with pytest.raises(cas.FailedPrecondition) as info:
+            repo.promote("evals", other, "key-A")
+        assert (info.value.code, info.value.reason) == ("FAILED_PRECONDITION",
+                                                        "IDEMPOTENCY_KEY_REUSED")
+        assert info.value.message == ("idempotency key 'key-A' was already used for a different "
+                                      "request; use a new key")
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.remove("evals", [p["proposed"]["added"][0]], "key-A")
+    assert info.value.reason == "IDEMPOTENCY_KEY_REUSED"
+    assert keys(repo) == before
+    # a key belongs to one dataset
+    repo.create_dataset("other")
+    q = repo.promote("other", [s0, s1], "key-A")
+    assert q["confirm_token"] != p["confirm_token"] and q["dataset"] == "other"
+    # after sealing, replaying the key still returns the same proposal and seal is idempotent
+    v = repo.seal("evals", p["confirm_token"]).version
+    assert repo.promote("evals", [s0, s1], "key-A")["confirm_token"] == p["confirm_token"]
+    again = repo.seal("evals", p["confirm_token"])
+    assert again == (v, True)
+
+
+def test_sealing_twice_returns_the_same_version(staged):
+    repo, anns = staged
+    p, first = promote_and_seal(repo, anns, ["r-0"], "k")
+    before = keys(repo)
+    second = repo.seal("evals", p["confirm_token"])
+    assert second.already_sealed is True and second.version == first.version
+    assert keys(repo) == before and repo.head("evals") == 1
+    # still true once later versions exist
+    promote_and_seal(repo, anns, ["r-1"], "k2")
+    assert repo.seal("evals", p["confirm_token"]) == (first.version, True)
+
+
+def test_stale_token_is_refused_naming_the_head(staged):
+    repo, anns = staged
+    promote_and_seal(repo, anns, ["r-0"], "k0")
+    a = repo.promote("evals", [subject("r-1", anns["r-1"])], "ka")
+    b = repo.promote("evals", [subject("r-2", anns["r-2"])], "kb")
+    assert a["base_version"]["number"] == b["base_version"]["number"] == 1
+    assert repo.seal("evals", a["confirm_token"]).version.number == 2
+    before = keys(repo)
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.seal("evals", b["confirm_token"])
+    err = info.value
+    assert (err.code, err.reason, err.fields) == ("FAILED_PRECONDITION", "PROPOSAL_STALE",
+                                                  {"base": 1, "head": 2})
+    assert err.message == ("this proposal was made on evals@1, but the head is now evals@2; "
+                           "preview again to build on the head")
+    assert keys(repo) == before
+    # the same subjects with a new key build on the head
+    c = repo.promote("evals", [subject("r-2", anns["r-2"])], "kc")
+    assert repo.seal("evals", c["confirm_token"]).version.number == 3
+
+
+def test_unknown_and_malformed_tokens(staged):
+    repo, anns = staged
+    repo.create_dataset("other")
+    p = repo.promote("other", [subject("r-0", anns["r-0"])], "k")
+    before = keys(repo)
+    for token, code, reason in [("ct-" + "f" * 32, "NOT_FOUND", "PROPOSAL_NOT_FOUND"),
+                                (p["confirm_token"], "NOT_FOUND", "PROPOSAL_NOT_FOUND"),
+                                ("ct-../../config", "INVALID_ARGUMENT", None),
+                                ("ct-" + "F" * 32, "INVALID_ARGUMENT", None),
+                                ("", "INVALID_ARGUMENT", None)]:
+        with pytest.raises(cas.CasError) as info:
+            repo.seal("evals", token)
+        assert (info.value.code, info.value.reason) == (code, reason), token
+    assert keys(repo) == before
+
+
+def test_a_proposal_that_changes_nothing_seals_nothing(staged):
+    repo, anns = staged
+    p1, v1 = promote_and_seal(repo, anns, ["r-0", "r-1"], "k1")
+    # the same runs again, under another key and with a second review of one of them
+    ann2 = review(repo, "r-0", label="still good")
+    p = repo.promote("evals", [subject("r-0", ann2), subject("r-1", anns["r-1"])], "k2")
+    assert p["changes"] is False and p["proposed"]["added"] == []
+    assert p["proposed"]["content_digest"] == v1.version.content_digest
+    assert p["proposed"]["carried"] == p1["proposed"]["added"]
+    before = keys(repo)
+    assert repo.seal("evals", p["confirm_token"]) == (None, False)
+    assert repo.head("evals") == 1 and keys(repo) == before
+
+
+def test_same_run_is_one_case_and_keeps_its_id(staged):
+    repo, anns = staged
+    ann_b = review(repo, "r-0", label="second opinion")
+    # one request naming the run twice (two reviews): one case
+    p = repo.promote("evals", [subject("r-0", anns["r-0"]), subject("r-0", ann_b)], "k1")
+    assert len(p["proposed"]["added"]) == 1 and p["proposed"]["item_count"] == 1
+    case_id = p["proposed"]["added"][0]
+    repo.seal("evals", p["confirm_token"])
+    # two promotions in two datasets under two keys: the same case id
+    repo.create_dataset("other")
+    q, _ = promote_and_seal(repo, anns, ["r-0", "r-1"], "k2", name="other")
+    assert case_id in q["proposed"]["added"]
+    # the id survives later versions of the first dataset
+    _, v2 = promote_and_seal(repo, anns, ["r-2", "r-3"], "k3")
+    r1 = next(c for c in q["proposed"]["added"] if c != case_id)
+    _, v3 = promote_and_seal(repo, anns, ["r-1"], "k4")
+    assert v3.version.number == 3 and r1 in repo.items("evals", 3).items
+    for n in (1, 2, 3):
+        assert case_id in repo.items("evals", n).items
+        assert repo.case("evals", n, case_id) == repo.case("evals", 1, case_id)
+    frozen = repo.case("evals", 3, case_id)
+    assert cas.encode_case(frozen).case_id == case_id and frozen.run_id == "r-0"
+
+
+def test_provenance_names_review_reviewer_and_time(staged):
+    repo, anns = staged
+    p, v1 = promote_and_seal(repo, anns, ["r-0", "r-1"], "k1")
+    entries = repo.provenance("evals", 1)
+    assert [e.case_id for e in entries] == p["proposed"]["added"]
+    by_run = {e.run_id: e for e in entries}
+    for run_id in ("r-0", "r-1"):
+        [r] = repo.reviews(run_id)
+        e = by_run[run_id]
+        assert (e.annotation_id, e.reviewer, e.reviewed_at, e.withheld) == (
+            r.annotation_id, REVIEWER, r.reviewed_at, [])
+        assert repo.case("evals", 1, e.case_id).run_id == run_id
+    # a later version records only the cases it promoted
+    p2, _ = promote_and_seal(repo, anns, ["r-0", "r-2"], "k2")
+    assert [(e.run_id, e.annotation_id) for e in repo.provenance("evals", 2)] == [
+        ("r-2", anns["r-2"])]
+    assert repo.provenance("evals", 1) == entries
+    # a committed version has no provenance
+    repo.create_dataset("plain")
+    repo.commit("plain", base=None, add=[{"input": 1}])
+    assert repo.provenance("plain", 1) == []
+
+
+CLASS_EFFECT = {
+    "input": lambda c, r: c.input is None and r.input is not None,
+    "output": lambda c, r: c.output is None and r.output is not None,
+    "metadata": lambda c, r: c.metadata == {} and r.metadata,
+    "tool_arguments": lambda c, r: all("arguments" not in s for s in c.steps
+                                       if s["type"] == "tool_call"),
+    "tool_results": lambda c, r: all("result" not in s and "error" not in s for s in c.steps
+                                     if s["type"] == "tool_call"),
+}
+
+
+@pytest.mark.parametrize("withheld", [["input"], ["output"], ["metadata"], ["tool_arguments"],
+                                      ["tool_results"], ["input", "tool_results"],
+                                      sorted(CLASS_EFFECT)])
+def test_content_policy_withholds_classes(staged, withheld):
+    repo, anns = staged
+    assert repo.settings() is None
+    p0 = repo.promote("evals", [subject("r-0", anns["r-0"])], "before-policy")
+    settings = repo.set_content_policy(list(reversed(withheld)) + withheld[:1], author="ops")
+    assert (settings.revision, settings.withheld, settings.author) == (1, sorted(withheld), "ops")
+    assert repo.settings() == settings
+    p = repo.promote("evals", [subject("r-0", anns["r-0"])], "after-policy")
+    [case_id] = p["proposed"]["added"]
+    assert case_id != p0["proposed"]["added"][0]  # a different projection is a different case
+    assert p["withheld"] == {case_id: sorted(withheld)}
+    repo.seal("evals", p["confirm_token"])
+    case, run = repo.case("evals", 1, case_id), repo.run("r-0")
+    assert case.withheld == sorted(withheld)
+    for cls, effect in CLASS_EFFECT.items():
+        assert bool(effect(case, run)) is (cls in withheld), cls
+    # what is not withheld is copied as recorded
+    assert case.outcome == run.outcome and (case.tenant, case.person) == (run.tenant, run.person)
+    assert [s["type"] for s in case.steps] == [s["type"] for s in run.steps]
+    if "tool_results" not in withheld:
+        assert case.steps == [s if "tool_arguments" not in withheld or s["type"] != "tool_call"
+                              else {k: v for k, v in s.items() if k != "arguments"}
+                              for s in run.steps]
+    [entry] = repo.provenance("evals", 1)
+    assert entry.withheld == sorted(withheld)
+    # copying everything again: the earlier, full case id
+    assert repo.set_content_policy([]).revision == 2
+    assert repo.promote("evals", [subject("r-0", anns["r-0"])], "after-reset")[
+        "proposed"]["added"] == p0["proposed"]["added"]
+
+
+def test_content_policy_refuses_unknown_classes(mem):
+    before = keys(mem)
+    with pytest.raises(cas.InvalidArgument) as info:
+        mem.set_content_policy(["input", "secrets"])
+    assert info.value.message == ("unknown content class 'secrets'; accepted: input, output, "
+                                  "tool_arguments, tool_results, metadata")
+    assert keys(mem) == before and mem.settings() is None
+
+
+def test_a_policy_change_makes_a_replayed_key_a_different_request(staged):
+    repo, anns = staged
+    s = [subject("r-0", anns["r-0"])]
+    repo.promote("evals", s, "k")
+    repo.set_content_policy(["input"])
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.promote("evals", s, "k")
+    assert info.value.reason == "IDEMPOTENCY_KEY_REUSED"
+
+
+def test_lifecycle_on_a_fresh_process_view(staged, location):
+    """A second Repository opened on the same location sees runs, reviews and proposals."""
+    repo, anns = staged
+    p = repo.promote("evals", [subject("r-0", anns["r-0"])], "k")
+    again = cas.open(location)
+    assert again.runs() == repo.runs()
+    assert again.reviews("r-0") == repo.reviews("r-0")
+    assert again.seal("evals", p["confirm_token"]).version.number == 1
+    assert repo.seal("evals", p["confirm_token"]).already_sealed is True
+    report = again.fsck()
+    assert report.ok, report.problems
