@@ -1,0 +1,68 @@
+"""examples/quickstart.sh: the README's first command walks the whole lifecycle without error."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "examples" / "quickstart.sh"
+
+
+def run_quickstart(tmp_path: pathlib.Path, cas_user: str | None) -> subprocess.CompletedProcess:
+    home = tmp_path / "home"
+    home.mkdir()
+    bindir = os.path.dirname(sys.executable)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAS_")}
+    env.update(HOME=str(home), TMPDIR=str(tmp_path), CAS_CONFIG=str(home / "cas-config.json"),
+               PATH=bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin"))
+    env.pop("XDG_CONFIG_HOME", None)
+    if cas_user is not None:
+        env["CAS_USER"] = cas_user
+    return subprocess.run(["sh", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.skipif(shutil.which("cas", path=os.path.dirname(sys.executable)) is None,
+                    reason="the cas console script is not installed next to this interpreter")
+@pytest.mark.parametrize("cas_user", ["Quick Tester <qt@example.com>", None],
+                         ids=["CAS_USER", "cas-config"])
+def test_quickstart_walks_the_lifecycle(tmp_path, cas_user):
+    p = run_quickstart(tmp_path, cas_user)
+    assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    out = p.stdout
+    reviewer = cas_user or "Ada Lovelace <ada@example.com>"
+    expected = [
+        "imported 39 runs (0 already present, unchanged)",
+        "imported 0 runs (39 already present, unchanged)",
+        f"review of r-0101: dataset_eligibility = reviewed by {reviewer}",
+        "saved 34 reviews",
+        "v1-subjects.json: 16 subjects",
+        "proposed: 16 cases (16 new, 0 carried) ",
+        "v2-subjects.json: 32 subjects",
+        "proposed support-evals@2: 32 cases, 16 new, 16 carried from support-evals@1",
+        "support-evals@1 page 2: 6 ids,",
+        "support-evals@2 page 4: 2 ids,",
+        "state:     ACTIVE",
+        'there is no "latest"',
+        "valid: b3:",
+        "checked ",
+    ]
+    for line in expected:
+        assert line in out, f"{line!r} not in the output:\n{out}"
+    assert re.search(r"^sealed support-evals@1: 16 cases \(\+16 -0\) b3:[0-9a-f]{64}$", out, re.M)
+    assert re.search(r"^already sealed as support-evals@1: 16 cases", out, re.M)
+    assert re.search(r"^sealed support-evals@2: 32 cases \(\+16 -0\) b3:[0-9a-f]{64}$", out, re.M)
+    assert re.search(rf"^ann-[0-9a-f]{{32}}  dataset_eligibility = reviewed  {re.escape(reviewer)}",
+                     out, re.M)
+    assert re.search(r"^checked \d+ objects in \d+ packs, 2 versions of 1 datasets: ok$", out, re.M)
+    # The caller's own identity file is never written: the script keeps its demo reviewer in a
+    # scratch config inside its work directory.
+    assert not (tmp_path / "home" / "cas-config.json").exists()
+    assert not (tmp_path / "home" / ".config").exists()
