@@ -6,6 +6,7 @@ from .errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
 from .objects import Case, DatasetRecord, VersionRecord
 from .repository import (MAX_PAGE, Diff, DiffPage, EncodedCase, ItemsPage, Repository,
                          VersionsPage, encode_case, find, init, open, read_cases_jsonl)
+from .scores import Pin, RecordedScore
 from .tree import Proof, verify_proof
 
 __all__ = [
@@ -14,4 +15,5 @@ __all__ = [
     "Case", "DatasetRecord", "VersionRecord", "Diff", "DiffPage", "EncodedCase", "ItemsPage",
     "MAX_PAGE", "Repository", "VersionsPage", "encode_case", "find", "init", "open",
     "read_cases_jsonl", "Proof", "verify_proof",
+    "Pin", "RecordedScore",
 ]

@@ -15,7 +15,8 @@ _DIGEST_RE = re.compile(r"b3:[0-9a-f]{64}\Z")
 # The domain of a kind is the ASCII bytes "cas:" + kind + NUL, hashed before the canonical
 # bytes. Kinds never contain NUL, so no (kind, bytes) pair can collide with another kind's.
 KINDS = ("case", "tree.leaf", "tree.node", "version", "dataset", "config", "run", "run.import",
-         "review.batch", "settings", "proposal", "idempotency", "provenance")
+         "review.batch", "settings", "proposal", "idempotency", "provenance",
+         "score.batch", "experiment", "version.tombstone", "dataset.tombstone", "fence")
 _BASE = {kind: blake3(b"cas:" + kind.encode("ascii") + b"\x00") for kind in KINDS}
 
 

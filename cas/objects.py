@@ -178,6 +178,73 @@ class IdempotencyRecord(_Record, tag="idempotency", kw_only=True):
     token: str
 
 
+# -- pins, scores, experiments and deletion (cas/scores.py, docs/format.md) ----------------
+class Score(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One result citing an exact version (`dataset@version` and its `content_digest`)."""
+
+    dataset: str
+    version: int
+    content_digest: str
+    metric: str
+    value: Union[int, float]       # finite; NaN and the infinities have no canonical form
+    item: Union[str, None] = None  # a case id of that version, or None for the whole version
+    experiment: Union[str, None] = None  # the name of an experiment of that dataset
+    author: str
+    recorded_at: str
+
+
+class ScoreBatch(_Record, tag="score.batch", kw_only=True):
+    """Scores recorded together, claimed as `datasets/<name>/scores/<number>`."""
+
+    dataset: str
+    number: int
+    scores: list[Score]
+
+
+class Experiment(_Record, tag="experiment", kw_only=True):
+    """A named experiment over an exact version; names are unique per dataset."""
+
+    dataset: str
+    number: int
+    name: str
+    version: int
+    content_digest: str
+    author: str
+    created_at: str
+
+
+class VersionTombstone(_Record, tag="version.tombstone", kw_only=True):
+    """A deleted version: its number stays used forever, and says what was deleted."""
+
+    dataset: str
+    number: int
+    content_digest: str
+    item_count: int
+    author: str
+    deleted_at: str
+
+
+class DatasetTombstone(_Record, tag="dataset.tombstone", kw_only=True):
+    """A deleted dataset: its name can never be created again."""
+
+    dataset: str
+    head: int  # the highest version number the dataset had used (deleted ones included)
+    author: str
+    deleted_at: str
+
+
+class Fence(_Record, tag="fence", kw_only=True):
+    """A number of a citation log (scores, experiments) claimed by a deletion, so that every
+    citation is ordered before the deletion (and seen by it) or after it (and refused)."""
+
+    dataset: str
+    log: str       # "scores" or "experiments"
+    number: int
+    reason: str    # what the deletion deletes, e.g. "delete version 3"
+    author: str
+    written_at: str
+
+
 Object = Union[Case, TreeLeaf, TreeNode, VersionRecord, DatasetRecord, RepoConfig, Run,
                Provenance]
 
@@ -186,6 +253,8 @@ TYPES: dict[str, type] = {
     "dataset": DatasetRecord, "config": RepoConfig, "run": Run, "run.import": RunImport,
     "review.batch": ReviewBatch, "settings": Settings, "proposal": Proposal,
     "idempotency": IdempotencyRecord, "provenance": Provenance,
+    "score.batch": ScoreBatch, "experiment": Experiment, "version.tombstone": VersionTombstone,
+    "dataset.tombstone": DatasetTombstone, "fence": Fence,
 }
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
 # Kind codes used inside pack files (one byte per entry).
@@ -252,3 +321,23 @@ def parse_record_file(data: bytes, type_: type, where: str) -> Any:
     if encoding.encode(obj) != raw:
         raise CorruptData(f"{where} holds a record that is not in canonical form", key=where)
     return obj
+
+
+class _KindOnly(msgspec.Struct):
+    kind: str = ""
+
+
+def parse_record_file_of(data: bytes, types: tuple[type, ...], where: str) -> Any:
+    """A record file that may hold any of `types` (a log whose numbers hold either entries or
+    fences, or a key family a reader does not know): the kind named inside picks the type,
+    then the file is verified exactly as by parse_record_file."""
+    try:
+        raw = msgspec.json.decode(data, type=_RecordFile).record
+        kind = msgspec.json.decode(raw, type=_KindOnly).kind
+    except msgspec.DecodeError as exc:
+        raise CorruptData(f"{where} does not parse: {exc}", key=where) from None
+    for type_ in types:
+        if KIND_OF[type_] == kind:
+            return parse_record_file(data, type_, where)
+    raise CorruptData(f"{where} holds a {kind!r} record; expected "
+                      + " or ".join(repr(KIND_OF[t]) for t in types), key=where)

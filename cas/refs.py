@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from .errors import InvalidArgument, NotFound
-from .objects import DatasetRecord, VersionRecord, format_record_file, parse_record_file
+from .objects import (DatasetRecord, DatasetTombstone, VersionRecord, VersionTombstone,
+                      format_record_file, parse_record_file)
 
 DATASETS = "datasets/"
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
@@ -32,6 +33,24 @@ def meta_key(dataset: str, revision: int) -> str:
     return f"{DATASETS}{dataset}/meta/{revision:010d}"
 
 
+def deleted_key(dataset: str, number: int) -> str:
+    """The tombstone of a deleted version: its number stays used forever."""
+    return f"{DATASETS}{dataset}/deleted/{number:010d}"
+
+
+def tombstone_key(dataset: str) -> str:
+    """The tombstone of a deleted dataset: its name can never be created again."""
+    return f"{DATASETS}{dataset}/tombstone"
+
+
+def score_batch_key(dataset: str, number: int) -> str:
+    return f"{DATASETS}{dataset}/scores/{number:010d}"
+
+
+def experiment_key(dataset: str, number: int) -> str:
+    return f"{DATASETS}{dataset}/experiments/{number:010d}"
+
+
 class RefsLog:
     def __init__(self, backend) -> None:
         self.backend = backend
@@ -42,18 +61,85 @@ class RefsLog:
         try:
             data = self.backend.get(key)
         except NotFound:
+            gone = self.read_version_tombstone(dataset, number)
+            if gone is not None:
+                raise NotFound(f"version {number} of dataset {dataset!r} was deleted "
+                               f"({gone.deleted_at} by {gone.author})", reason="VERSION_DELETED",
+                               dataset=dataset, version=number) from None
             raise NotFound(f"dataset {dataset!r} has no version {number}",
                            dataset=dataset, version=number) from None
         return parse_record_file(data, VersionRecord, key)
 
     def head(self, dataset: str) -> int:
-        """The highest sealed version number (0 if none), for the write path only."""
-        return self._head(f"{DATASETS}{dataset}/versions/", lambda n: version_key(dataset, n))
+        """The newest version that is not deleted (0 if none): the base a writer builds on.
+        For the write path only; reads name their version."""
+        return self._heads(dataset)[1]
+
+    def last_number(self, dataset: str) -> int:
+        """The highest version number ever used, sealed or deleted (0 if none)."""
+        return self._heads(dataset)[0]
+
+    def next_number(self, dataset: str, base: int) -> int:
+        """The number a version built on `base` claims: base+1, skipping deleted numbers
+        (a deleted number is never used again)."""
+        n = base + 1
+        while self.backend.exists(deleted_key(dataset, n)):
+            n += 1
+        return n
 
     def append_version(self, record: VersionRecord) -> bool:
-        """Claim `record.number`; False if another writer already holds it."""
-        return self.backend.put_if_absent(version_key(record.dataset, record.number),
-                                          format_record_file(record))
+        """Claim `record.number`; False if another writer already holds it, or if the number
+        was used by a version since deleted."""
+        key = version_key(record.dataset, record.number)
+        if not self.backend.put_if_absent(key, format_record_file(record)):
+            return False
+        # A writer that chose its number just before that number's version was deleted could
+        # otherwise bring the number back. The tombstone is written before the version file is
+        # deleted, so it is visible by now: withdraw the claim.
+        if self.backend.exists(deleted_key(record.dataset, record.number)):
+            self.backend.delete(key)
+            return False
+        return True
+
+    def read_version_tombstone(self, dataset: str, number: int) -> VersionTombstone | None:
+        key = deleted_key(dataset, number)
+        try:
+            data = self.backend.get(key)
+        except NotFound:
+            return None
+        return parse_record_file(data, VersionTombstone, key)
+
+    def read_dataset_tombstone(self, dataset: str) -> DatasetTombstone | None:
+        key = tombstone_key(dataset)
+        try:
+            data = self.backend.get(key)
+        except NotFound:
+            return None
+        return parse_record_file(data, DatasetTombstone, key)
+
+    def citation_head(self, dataset: str, log: str) -> int:
+        """The highest claimed number of a citation log ("scores" or "experiments")."""
+        key_of = score_batch_key if log == "scores" else experiment_key
+        return self._head(f"{DATASETS}{dataset}/{log}/", lambda n: key_of(dataset, n))
+
+    def deleted_numbers(self, dataset: str) -> list[int]:
+        return _numbers(self.backend.list(f"{DATASETS}{dataset}/deleted/"))
+
+    def _heads(self, dataset: str) -> tuple[int, int]:
+        """(highest number used, newest live version): both listings, then probing past them
+        (a listing may lag a fresh append) for a version or a tombstone at each next number."""
+        live = set(self.version_numbers(dataset))
+        gone = set(self.deleted_numbers(dataset))
+        n = max(live | gone, default=0)
+        while True:
+            if self.backend.exists(version_key(dataset, n + 1)):
+                live.add(n + 1)
+            elif self.backend.exists(deleted_key(dataset, n + 1)):
+                gone.add(n + 1)
+            else:
+                break
+            n += 1
+        return n, max(live - gone, default=0)
 
     def version_numbers(self, dataset: str) -> list[int]:
         return _numbers(self.backend.list(f"{DATASETS}{dataset}/versions/"))
@@ -80,9 +166,14 @@ class RefsLog:
         return self.backend.exists(meta_key(dataset, 1))
 
     def dataset_names(self) -> list[str]:
+        """Datasets that exist and are not deleted (an interrupted deletion leaves records
+        behind its tombstone; the dataset is deleted all the same)."""
         suffix = f"/meta/{1:010d}"
-        return sorted(k[len(DATASETS):-len(suffix)] for k in self.backend.list(DATASETS)
-                      if k.endswith(suffix))
+        keys = list(self.backend.list(DATASETS))
+        deleted = {k[len(DATASETS):-len("/tombstone")] for k in keys
+                   if k.endswith("/tombstone") and k.count("/") == 2}
+        return sorted(n for n in (k[len(DATASETS):-len(suffix)] for k in keys
+                                  if k.endswith(suffix)) if n not in deleted)
 
     def _head(self, prefix: str, key_of) -> int:
         numbers = _numbers(self.backend.list(prefix))

@@ -19,7 +19,7 @@ from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFoun
                      VersionConflict)
 from .objects import (Case, DatasetRecord, Object, RepoConfig, TreeLeaf, TreeNode,
                       VersionRecord, format_record_file, parse_record_file)
-from .refs import RefsLog, check_dataset_name, version_key
+from .refs import RefsLog, check_dataset_name, meta_key, version_key
 from .store import ObjectStore
 from .tree import EMPTY_ROOT, Proof, Trie
 
@@ -211,9 +211,29 @@ class Repository:
         record = DatasetRecord(name=name, revision=1, description=description,
                                tags=_check_tags(tags), author=author or default_author(),
                                edited_at=self.clock())
+        if self.refs.read_dataset_tombstone(name) is not None:
+            raise self._name_deleted(name)
         if not self.refs.append_meta(record):
             raise AlreadyExists(f"dataset {name!r} already exists", dataset=name)
+        if self.refs.read_dataset_tombstone(name) is not None:  # deleted as we created it
+            self.backend.delete(meta_key(name, 1))
+            raise self._name_deleted(name)
         return record
+
+    def _name_deleted(self, name: str) -> AlreadyExists:
+        gone = self.refs.read_dataset_tombstone(name)
+        when = f" ({gone.deleted_at} by {gone.author})" if gone is not None else ""
+        return AlreadyExists(f"dataset {name!r} was deleted{when}; the name of a deleted "
+                             "dataset cannot be used again", reason="DATASET_DELETED",
+                             dataset=name)
+
+    def _no_dataset(self, name: str) -> NotFound:
+        """NotFound for a dataset that does not exist, saying so if it was deleted."""
+        gone = self.refs.read_dataset_tombstone(name)
+        if gone is not None:
+            return NotFound(f"dataset {name!r} was deleted ({gone.deleted_at} by "
+                            f"{gone.author})", reason="DATASET_DELETED", dataset=name)
+        return NotFound(f"no dataset named {name!r}", dataset=name)
 
     def edit_dataset(self, name: str, description: str | None = None,
                      tags: Iterable[str] | None = None, author: str | None = None) -> DatasetRecord:
@@ -232,7 +252,7 @@ class Repository:
         check_dataset_name(name)
         head = self.refs.meta_head(name)
         if head == 0:
-            raise NotFound(f"no dataset named {name!r}", dataset=name)
+            raise self._no_dataset(name)
         return self.refs.read_meta(name, head)
 
     def dataset_history(self, name: str) -> list[DatasetRecord]:
@@ -244,7 +264,8 @@ class Repository:
 
     # -- versions -------------------------------------------------------------------------
     def head(self, name: str) -> int:
-        """The newest version number (0 if none). For writers choosing a base, not for reads."""
+        """The newest version number that is not deleted (0 if none). For writers choosing a
+        base, not for reads."""
         self.dataset(name)
         return self.refs.head(name)
 
@@ -253,7 +274,7 @@ class Repository:
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:
             raise InvalidArgument(f"version must be a positive integer, not {number!r}")
         if not self.refs.dataset_exists(name):
-            raise NotFound(f"no dataset named {name!r}", dataset=name)
+            raise self._no_dataset(name)
         return self.refs.read_version(name, number)
 
     def versions(self, name: str, before: int | None = None, limit: int = 20) -> VersionsPage:
@@ -265,15 +286,26 @@ class Repository:
             raise InvalidArgument(f"before must be a positive integer (a version number), "
                                   f"not {before!r}")
         top = self.head(name) if before is None else min(before - 1, self.head(name))
-        numbers = list(range(top, max(top - limit, 0), -1))
-        records = [self.refs.read_version(name, n) for n in numbers]
-        nxt = numbers[-1] if numbers and numbers[-1] > 1 else None
+        deleted = set(self.refs.deleted_numbers(name)) if top else set()  # skipped
+        records: list[VersionRecord] = []
+        n = top
+        while n >= 1 and len(records) < limit:
+            if n not in deleted:
+                try:
+                    records.append(self.refs.read_version(name, n))
+                except NotFound as exc:
+                    if exc.reason != "VERSION_DELETED":  # deleted since the listing: skip
+                        raise
+            n -= 1
+        more = any(k not in deleted for k in range(n, 0, -1))
+        nxt = records[-1].number if records and more else None
         return VersionsPage(records, nxt)
 
     def commit(self, name: str, *, base: int | None, add: Iterable[Any] = (),
                remove: Iterable[str] = (), message: str = "", author: str | None = None,
                operation: str = "commit", retry: bool = False) -> VersionRecord:
-        """Seal version base+1 = (version `base` - remove) | add.
+        """Seal version base+1 = (version `base` - remove) | add (numbers of deleted versions
+        are skipped: a number is never used twice).
 
         `base` is None (or 0) for a dataset's first version. If another writer sealed base+1
         first, this raises VersionConflict naming the head, or with `retry` re-applies the
@@ -319,8 +351,9 @@ class Repository:
     def _check_base(self, name: str, base: int, retry: bool) -> int:
         """The base to build on: `base` itself, or with `retry` the head if `base` is stale."""
         if base and not self.backend.exists(version_key(name, base)):
+            self.refs.read_version(name, base)  # NotFound, saying so if it was deleted
             raise NotFound(f"dataset {name!r} has no version {base}", dataset=name, version=base)
-        if self.backend.exists(version_key(name, base + 1)):
+        if self.backend.exists(version_key(name, self.refs.next_number(name, base))):
             head = self.refs.head(name)
             if not retry:
                 raise VersionConflict(name, base, head)
@@ -349,7 +382,8 @@ class Repository:
         writer.add(trie.node(root))  # the root itself, even when it is the shared empty leaf
         writer.flush()  # objects and tree are stored before the record that names them
         return VersionRecord(
-            dataset=name, number=base + 1, parent=base or None, content_digest=root,
+            dataset=name, number=self.refs.next_number(name, base), parent=base or None,
+            content_digest=root,
             item_count=count, operation=operation, added=count - old_count + len(removes),
             removed=len(removes), author=author, sealed_at=self.clock(), message=message)
 
@@ -517,6 +551,55 @@ class Repository:
             return []
         return self.store.get(record.provenance, Provenance).entries
 
+    # -- pins, scores, experiments and deletion (cas/scores.py) ---------------------------
+    def pin(self, name: str, number: int):
+        """A `cas.Pin` of an ACTIVE version: dataset, version and its content_digest."""
+        from .scores import pin
+        return pin(self, name, number)
+
+    def resolve_pin(self, pin):
+        """The VersionRecord a pin (or its string) names, re-read; refused if its digest no
+        longer matches (PIN_MISMATCH) or the version was deleted (NotFound)."""
+        from .scores import resolve_pin
+        return resolve_pin(self, pin)
+
+    def record_score(self, pin, *, metric: str, value, item: str | None = None,
+                     experiment: str | None = None, author: str | None = None):
+        """Store one score citing `pin`; returns it as a RecordedScore (with `score_id`)."""
+        return self.record_scores(pin, [{"metric": metric, "value": value, "item": item,
+                                         "experiment": experiment}], author=author)[0]
+
+    def record_scores(self, pin, scores: list, author: str | None = None) -> list:
+        """Store many scores citing `pin` as one batch (dicts of metric, value, item,
+        experiment); all are checked before any is stored."""
+        from .scores import record_scores
+        return record_scores(self, pin, scores, _person(author), self.clock())
+
+    def scores(self, name: str, version: int | None = None) -> list:
+        """The scores of a dataset, or of one version, in the order recorded."""
+        from .scores import scores
+        return scores(self, name, version)
+
+    def create_experiment(self, name: str, version: int, experiment_name: str,
+                          author: str | None = None):
+        from .scores import create_experiment
+        return create_experiment(self, name, version, experiment_name, _person(author),
+                                 self.clock())
+
+    def experiments(self, name: str) -> list:
+        from .scores import experiments
+        return experiments(self, name)
+
+    def delete_version(self, name: str, number: int, author: str | None = None):
+        """Delete a version no score or experiment cites; its number is never used again."""
+        from .scores import delete_version
+        return delete_version(self, name, number, _person(author), self.clock())
+
+    def delete_dataset(self, name: str, author: str | None = None):
+        """Delete a dataset none of whose versions is cited; its name is never used again."""
+        from .scores import delete_dataset
+        return delete_dataset(self, name, _person(author), self.clock())
+
     def fsck(self, progress: Callable[[str, int, int], None] | None = None):
         from .fsck import check
         return check(self, progress)
@@ -526,6 +609,12 @@ def _check_page_limit(limit: Any) -> None:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE:
         raise InvalidArgument(f"limit must be a positive integer from 1 to {MAX_PAGE}, "
                               f"not {limit!r}", minimum=1, maximum=MAX_PAGE)
+
+
+def _person(author: str | None) -> str:
+    """Who records a score or deletes: given, else the configured person, else the login."""
+    from .userconfig import configured_person
+    return author or configured_person() or default_author()
 
 
 def _check_tags(tags: Iterable[str]) -> list[str]:

@@ -1,0 +1,504 @@
+"""Pins, scores and experiments: results that cite an exact version; deleting what nothing cites.
+
+A **pin** names `dataset@version` and the version's `content_digest`; its string form
+(`evals@3#b3:...`) can be stored anywhere and is checked against the repository when resolved.
+A **score** cites a pin; scores are recorded in batches claimed as the numbers of an append-only
+log per dataset (`datasets/<name>/scores/<n>`). An **experiment** is a named run of evaluations
+over an exact version (`datasets/<name>/experiments/<n>`, names unique per dataset).
+
+A version (or a dataset) that any score or experiment cites can never be deleted. A deletion
+writes its tombstone first, then claims the next number of each citation log with a `fence`;
+a citation is claimed as the next number of its log only after checking that no tombstone
+exists. So every citation either took a number below the fence (and the deletion reads it and
+withdraws) or above it (and saw the tombstone and was refused): a cited version is never
+deleted, even by concurrent writers. The version file is deleted last; its number stays used
+forever (the tombstone), so a later seal never reuses it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from typing import Any, Iterator, Union
+
+import msgspec
+
+from . import encoding
+from .digest import parse_digest
+from .errors import (Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound)
+from .objects import (DatasetTombstone, Experiment, Fence, Score, ScoreBatch, VersionRecord,
+                      VersionTombstone, format_record_file, parse_record_file_of)
+from .refs import (DATASETS, check_dataset_name, deleted_key, experiment_key, meta_key,
+                   score_batch_key, tombstone_key, version_key)
+
+LOGS = ("scores", "experiments")
+MAX_CLAIM_ATTEMPTS = 1000  # contention beyond this is reported (ABORTED), never spun forever
+_PIN_RE = re.compile(r"(?P<dataset>[^@#]+)@(?P<version>[1-9][0-9]*)#(?P<digest>.+)\Z")
+PIN_FORM = "DATASET@VERSION#b3:<64 hex digits>"
+ACTIVE = "ACTIVE"
+
+
+class Pin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An exact version and the digest of its set: `str(pin)` is `name@3#b3:<64 hex>`."""
+
+    dataset: str
+    version: int
+    content_digest: str
+
+    def __str__(self) -> str:
+        return f"{self.dataset}@{self.version}#{self.content_digest}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Pin":
+        """The pin written as `DATASET@VERSION#b3:<64 hex>` (uppercase hex is folded)."""
+        m = _PIN_RE.match(text.strip()) if isinstance(text, str) else None
+        if m is None:
+            raise InvalidArgument(f"{text!r} is not a pin; expected {PIN_FORM}, e.g. "
+                                  f"evals@3#b3:{'0' * 64}", reason="INVALID_PIN",
+                                  value=str(text))
+        try:
+            name = check_dataset_name(m["dataset"])
+            digest = parse_digest(m["digest"], "pin digest")
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{text!r} is not a pin ({exc.message}); expected {PIN_FORM}",
+                                  reason="INVALID_PIN", value=text) from None
+        return cls(name, int(m["version"]), digest)
+
+
+class RecordedScore(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored score with its id: `datasets/<name>/scores/<batch>#<index in the batch>`."""
+
+    score_id: str
+    dataset: str
+    version: int
+    content_digest: str
+    metric: str
+    value: Union[int, float]
+    item: Union[str, None]
+    experiment: Union[str, None]
+    author: str
+    recorded_at: str
+
+    @property
+    def pin(self) -> Pin:
+        return Pin(self.dataset, self.version, self.content_digest)
+
+
+# -- pins ---------------------------------------------------------------------------------
+def as_pin(pin: Any) -> Pin:
+    if isinstance(pin, Pin):
+        return pin
+    if isinstance(pin, str):
+        return Pin.parse(pin)
+    raise InvalidArgument(f"a pin must be a cas.Pin or its string ({PIN_FORM}), not "
+                          f"{type(pin).__name__}", reason="INVALID_PIN")
+
+
+def pin(repo, name: str, number: int) -> Pin:
+    record = _citable(repo, name, number)
+    return Pin(record.dataset, record.number, record.content_digest)
+
+
+def resolve_pin(repo, pin_: Any) -> VersionRecord:
+    """The version a pin names, re-read and checked against the pin's digest."""
+    p = as_pin(pin_)
+    record = _live_version(repo, p.dataset, p.version)
+    _check_pin_digest(p, record)
+    return record
+
+
+def _check_pin_digest(p: Pin, record: VersionRecord) -> None:
+    if record.content_digest != p.content_digest:
+        raise FailedPrecondition(
+            f"pin {p} does not match the repository: {p.dataset}@{p.version} has content_digest "
+            f"{record.content_digest}", reason="PIN_MISMATCH", pin=str(p),
+            expected=p.content_digest, got=record.content_digest)
+
+
+def _live_version(repo, name: str, number: int) -> VersionRecord:
+    """The version record, refused (NotFound) if it or its dataset is deleted, even when the
+    deletion is still in progress."""
+    record = repo.version(name, number)
+    if repo.backend.exists(tombstone_key(name)):
+        raise _dataset_deleted(repo, name)
+    gone = repo.refs.read_version_tombstone(name, number)
+    if gone is not None:
+        raise NotFound(f"version {number} of dataset {name!r} was deleted ({gone.deleted_at} "
+                       f"by {gone.author})", reason="VERSION_DELETED", dataset=name,
+                       version=number)
+    return record
+
+
+def _citable(repo, name: str, number: int, check_tombstones: bool = True) -> VersionRecord:
+    """A version a pin, score or experiment may cite: it exists and it is ACTIVE."""
+    record = _live_version(repo, name, number) if check_tombstones else repo.version(name, number)
+    state = repo.version_state(name, number)
+    if state != ACTIVE:
+        raise FailedPrecondition(f"{name}@{number} is {state}: it can no longer be pinned, "
+                                 "scored or used by an experiment",
+                                 reason="EVALUATION_DATASET_VERSION_RETIRED", dataset=name,
+                                 version=number, state=state)
+    return record
+
+
+def _dataset_deleted(repo, name: str) -> NotFound:
+    gone = repo.refs.read_dataset_tombstone(name)
+    when = f" ({gone.deleted_at} by {gone.author})" if gone is not None else ""
+    return NotFound(f"dataset {name!r} was deleted{when}", reason="DATASET_DELETED",
+                    dataset=name)
+
+
+def _check_not_deleted(repo, name: str, number: int) -> None:
+    """Refuse a citation of a deleted (or being deleted) version or dataset. Called after the
+    citation log's head was read and before its next number is claimed (see the module doc)."""
+    if repo.backend.exists(tombstone_key(name)):
+        raise _dataset_deleted(repo, name)
+    if repo.backend.exists(deleted_key(name, number)):
+        repo.refs.read_version(name, number)  # NotFound, saying it was deleted
+        raise NotFound(f"version {number} of dataset {name!r} is being deleted",
+                       reason="VERSION_DELETED", dataset=name, version=number)
+
+
+# -- the citation logs ----------------------------------------------------------------------
+def _key_of(name: str, log: str):
+    key = score_batch_key if log == "scores" else experiment_key
+    return lambda n: key(name, n)
+
+
+def _entry_type(log: str) -> type:
+    return ScoreBatch if log == "scores" else Experiment
+
+
+def read_log(repo, name: str, log: str, after: int = 0) -> Iterator[tuple[int, str, Any]]:
+    """(number, key, entry or Fence) of a citation log from `after + 1` to its end."""
+    key_of = _key_of(name, log)
+    n = after
+    while True:
+        key = key_of(n + 1)
+        try:
+            data = repo.backend.get(key)
+        except NotFound:
+            return
+        n += 1
+        yield n, key, parse_record_file_of(data, (_entry_type(log), Fence), key)
+
+
+def _claim(repo, name: str, log: str, make, check) -> tuple[int, str]:
+    """Claim the next number of a citation log for `make(number)`, after `check(head)`
+    (which refuses by raising) has seen everything below it. Returns (number, key)."""
+    key_of = _key_of(name, log)
+    for _ in range(MAX_CLAIM_ATTEMPTS):
+        head = repo.refs.citation_head(name, log)
+        check(head)
+        key = key_of(head + 1)
+        if repo.backend.put_if_absent(key, format_record_file(make(head + 1))):
+            return head + 1, key
+    raise Aborted(f"could not claim a number in {DATASETS}{name}/{log}/ after "
+                  f"{MAX_CLAIM_ATTEMPTS} attempts (too many concurrent writers); retry",
+                  dataset=name)
+
+
+# -- scores ---------------------------------------------------------------------------------
+_SCORE_FIELDS = frozenset({"metric", "value", "item", "experiment"})
+
+
+def record_scores(repo, pin_: Any, scores: list, author: str, now: str) -> list[RecordedScore]:
+    """Store `scores` (dicts of metric, value, item=None, experiment=None) citing `pin_`, as
+    one batch. Everything is checked before anything is stored."""
+    p = as_pin(pin_)
+    if isinstance(scores, (dict, str, bytes)) or not hasattr(scores, "__iter__"):
+        raise InvalidArgument("scores must be a list of dicts {metric, value, item, experiment}")
+    scores = list(scores)
+    if not scores:
+        raise InvalidArgument("no scores to record: give at least one")
+    record = _citable(repo, p.dataset, p.version, check_tombstones=False)
+    _check_pin_digest(p, record)
+    items: set[str] = set()
+    wanted_experiments: set[str] = set()
+    rows = []
+    for i, s in enumerate(scores):
+        where = f"score {i}" if len(scores) > 1 else "score"
+        if not isinstance(s, dict):
+            raise InvalidArgument(f"{where} must be a dict {{metric, value, item, experiment}}, "
+                                  f"not {type(s).__name__}", index=i)
+        unknown = sorted(set(s) - _SCORE_FIELDS, key=str)
+        if unknown:
+            raise InvalidArgument(f"{where} has unknown field {unknown[0]!r}; accepted: metric, "
+                                  "value, item, experiment", index=i)
+        if "metric" not in s or "value" not in s:
+            raise InvalidArgument(f"{where} needs a metric and a value", index=i)
+        metric = check_label(s["metric"], "metric")
+        value = check_value(s["value"])
+        item = s.get("item")
+        if item is not None:
+            item = parse_digest(item, "item")
+            items.add(item)
+        experiment = s.get("experiment")
+        if experiment is not None:
+            experiment = check_label(experiment, "experiment name")
+            wanted_experiments.add(experiment)
+        rows.append((metric, value, item, experiment))
+    trie = repo._trie()
+    for item in sorted(items):
+        if not trie.contains(record.content_digest, item):
+            raise NotFound(f"case {item} is not in {p.dataset}@{p.version}; a score's item must "
+                           "be a case of the version it cites", reason="ITEM_NOT_IN_VERSION",
+                           case_id=item, dataset=p.dataset, version=p.version)
+    if wanted_experiments:
+        known = {e.name: e for e in experiments(repo, p.dataset)}
+        for name in sorted(wanted_experiments):
+            exp = known.get(name)
+            if exp is None:
+                raise NotFound(f"dataset {p.dataset!r} has no experiment {name!r} (create it "
+                               "first with `cas experiment create`)",
+                               reason="EXPERIMENT_NOT_FOUND", dataset=p.dataset,
+                               experiment=name)
+            if exp.version != p.version:
+                raise FailedPrecondition(
+                    f"experiment {name!r} is over {p.dataset}@{exp.version}, not "
+                    f"{p.dataset}@{p.version}; its scores must cite that version",
+                    reason="EXPERIMENT_VERSION_MISMATCH", experiment=name,
+                    version=exp.version)
+    batch_scores = [Score(dataset=p.dataset, version=p.version,
+                          content_digest=p.content_digest, metric=metric, value=value,
+                          item=item, experiment=experiment, author=author, recorded_at=now)
+                    for metric, value, item, experiment in rows]
+    encoding.check_json(batch_scores)  # e.g. a lone surrogate in a metric name
+    number, key = _claim(
+        repo, p.dataset, "scores",
+        lambda n: ScoreBatch(dataset=p.dataset, number=n, scores=batch_scores),
+        lambda head: _check_not_deleted(repo, p.dataset, p.version))
+    return [_recorded(key, i, s) for i, s in enumerate(batch_scores)]
+
+
+def _recorded(key: str, index: int, s: Score) -> RecordedScore:
+    return RecordedScore(score_id=f"{key}#{index}", dataset=s.dataset, version=s.version,
+                         content_digest=s.content_digest, metric=s.metric, value=s.value,
+                         item=s.item, experiment=s.experiment, author=s.author,
+                         recorded_at=s.recorded_at)
+
+
+def scores(repo, name: str, version: int | None = None) -> list[RecordedScore]:
+    """Every score of a dataset (or of one of its versions), in the order recorded."""
+    repo.dataset(name)
+    if version is not None:
+        repo.version(name, version)  # NotFound for a version never sealed, or deleted
+    out = []
+    for _, key, entry in read_log(repo, name, "scores"):
+        if isinstance(entry, Fence):
+            continue
+        for i, s in enumerate(entry.scores):
+            if version is None or s.version == version:
+                out.append(_recorded(key, i, s))
+    return out
+
+
+def check_value(value: Any) -> Union[int, float]:
+    """A score's value: an int or a finite float (numpy scalars and the like are converted)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgument(f"a score's value must be a number, not {value!r}",
+                              reason="INVALID_SCORE_VALUE")
+    value = int(value) if isinstance(value, numbers.Integral) else float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidArgument(f"a score's value must be a finite number, not {value!r}",
+                              reason="INVALID_SCORE_VALUE")
+    return value
+
+
+def check_label(text: Any, what: str) -> str:
+    """Metric and experiment names: 1-128 printable characters, no surrounding spaces."""
+    if not isinstance(text, str) or not text:
+        raise InvalidArgument(f"{what} must be a non-empty string, not {text!r}")
+    if len(text) > 128 or not text.isprintable() or text != text.strip():
+        raise InvalidArgument(f"invalid {what} {text!r}: use 1-128 printable characters "
+                              "without leading or trailing spaces")
+    return text
+
+
+# -- experiments -----------------------------------------------------------------------------
+def create_experiment(repo, name: str, number: int, experiment_name: str, author: str,
+                      now: str) -> Experiment:
+    experiment_name = check_label(experiment_name, "experiment name")
+    record = _citable(repo, name, number, check_tombstones=False)
+    seen: dict[str, Experiment] = {}
+    last = 0
+
+    def check(head: int) -> None:
+        nonlocal last
+        for n, _, entry in read_log(repo, name, "experiments", last):
+            last = n
+            if isinstance(entry, Experiment):
+                seen[entry.name] = entry
+        if experiment_name in seen:
+            prior = seen[experiment_name]
+            raise AlreadyExists(f"dataset {name!r} already has an experiment named "
+                                f"{experiment_name!r} (over {name}@{prior.version})",
+                                reason="EXPERIMENT_EXISTS", dataset=name,
+                                experiment=experiment_name)
+        _check_not_deleted(repo, name, number)
+
+    def make(n: int) -> Experiment:
+        return Experiment(dataset=name, number=n, name=experiment_name, version=number,
+                          content_digest=record.content_digest, author=author, created_at=now)
+
+    number_, key = _claim(repo, name, "experiments", make, check)
+    return make(number_)
+
+
+def experiments(repo, name: str) -> list[Experiment]:
+    repo.dataset(name)
+    return [e for _, _, e in read_log(repo, name, "experiments") if isinstance(e, Experiment)]
+
+
+def experiment(repo, name: str, experiment_name: str) -> Experiment:
+    for e in experiments(repo, name):
+        if e.name == experiment_name:
+            return e
+    raise NotFound(f"dataset {name!r} has no experiment {experiment_name!r}",
+                   reason="EXPERIMENT_NOT_FOUND", dataset=name, experiment=experiment_name)
+
+
+# -- deletion -----------------------------------------------------------------------------
+def _citation(name: str, log: str, key: str, entry: Any, version: int | None) -> str | None:
+    """A description of the first citation of `version` (any version if None) in an entry."""
+    if isinstance(entry, Fence):
+        return None
+    if log == "scores":
+        for i, s in enumerate(entry.scores):
+            if version is None or s.version == version:
+                return (f"score {key}#{i} ({s.metric}={s.value!r} on {name}@{s.version}, "
+                        f"recorded {s.recorded_at} by {s.author})")
+        return None
+    if version is None or entry.version == version:
+        return f"experiment {entry.name!r} ({key}, over {name}@{entry.version})"
+    return None
+
+
+def _cited(name: str, what: str, citation: str, key: str, **fields) -> FailedPrecondition:
+    return FailedPrecondition(f"{what} is cited by {citation}; a cited {what.split()[0]} "
+                              "cannot be deleted", reason="VERSION_CITED", cited_by=key,
+                              dataset=name, **fields)
+
+
+def _scan(repo, name: str, target: int | None, what: str, rollback=None,
+          **fields) -> dict[str, int]:
+    """Refuse if any entry of either citation log cites `version` (any version if None);
+    returns each log's head."""
+    heads = {}
+    for log in LOGS:
+        heads[log] = 0
+        for n, key, entry in read_log(repo, name, log):
+            heads[log] = n
+            found = _citation(name, log, key, entry, target)
+            if found:
+                if rollback is not None:
+                    rollback()
+                raise _cited(name, what, found, _citation_id(log, key, entry, target),
+                             **fields)
+    return heads
+
+
+def _citation_id(log: str, key: str, entry: Any, version: int | None) -> str:
+    if log == "scores":
+        for i, s in enumerate(entry.scores):
+            if version is None or s.version == version:
+                return f"{key}#{i}"
+    return key
+
+
+def _fence(repo, name: str, target: int | None, heads: dict[str, int], reason: str,
+           author: str, now: str, rollback, what: str, **fields) -> None:
+    """Claim the next number of each citation log. A citation that took a number first is
+    read here: the deletion is withdrawn (`rollback`) and refused, naming it."""
+    for log in LOGS:
+        n = heads[log]
+        key_of = _key_of(name, log)
+        while True:
+            fence = Fence(dataset=name, log=log, number=n + 1, reason=reason, author=author,
+                          written_at=now)
+            key = key_of(n + 1)
+            if repo.backend.put_if_absent(key, format_record_file(fence)):
+                break
+            entry = parse_record_file_of(repo.backend.get(key), (_entry_type(log), Fence), key)
+            found = _citation(name, log, key, entry, target)
+            if found:
+                rollback()
+                raise _cited(name, what, found, _citation_id(log, key, entry, target),
+                             **fields)
+            n += 1
+
+
+def delete_version(repo, name: str, number: int, author: str, now: str) -> VersionTombstone:
+    """Delete a version nothing cites: tombstone, fences, then the version file. An
+    interrupted deletion is completed by running it again."""
+    repo.dataset(name)
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise InvalidArgument(f"version must be a positive integer, not {number!r}")
+    vkey, dkey = version_key(name, number), deleted_key(name, number)
+    tomb = repo.refs.read_version_tombstone(name, number)
+    if tomb is not None and not repo.backend.exists(vkey):
+        raise NotFound(f"version {number} of dataset {name!r} was already deleted "
+                       f"({tomb.deleted_at} by {tomb.author})", reason="VERSION_DELETED",
+                       dataset=name, version=number)
+    what = f"version {name}@{number}"
+
+    def rollback() -> None:
+        repo.backend.delete(dkey)
+
+    if tomb is None:
+        record = repo.refs.read_version(name, number)
+        heads = _scan(repo, name, number, what, version=number)
+        tomb = VersionTombstone(dataset=name, number=number,
+                                content_digest=record.content_digest,
+                                item_count=record.item_count, author=author, deleted_at=now)
+        if not repo.backend.put_if_absent(dkey, format_record_file(tomb)):
+            tomb = repo.refs.read_version_tombstone(name, number) or tomb  # a concurrent delete
+    else:  # resuming an interrupted deletion (the version file is still there): check again
+        heads = _scan(repo, name, number, what, rollback, version=number)
+    _fence(repo, name, number, heads, f"delete version {number}", author, now, rollback, what,
+           version=number)
+    repo.backend.delete(vkey)
+    return tomb
+
+
+def delete_dataset(repo, name: str, author: str, now: str) -> DatasetTombstone:
+    """Delete a dataset none of whose versions is cited: tombstone, fences, then its records.
+    The tombstone and the citation logs (by then only fences) stay, so the name is never
+    created again and no late citation can claim a number there."""
+    check_dataset_name(name)
+    tomb = repo.refs.read_dataset_tombstone(name)
+    prefix = f"{DATASETS}{name}/"
+    kept = (tombstone_key(name), f"{prefix}scores/", f"{prefix}experiments/")
+    if tomb is not None:
+        leftovers = [k for k in repo.backend.list(prefix) if not k.startswith(kept)]
+        if not leftovers:
+            raise NotFound(f"dataset {name!r} was already deleted ({tomb.deleted_at} by "
+                           f"{tomb.author})", reason="DATASET_DELETED", dataset=name)
+    else:
+        repo.dataset(name)
+    what = f"dataset {name!r}"
+
+    def rollback() -> None:
+        # Only while nothing is deleted yet: a half-deleted dataset keeps its tombstone.
+        if repo.backend.exists(meta_key(name, 1)):
+            repo.backend.delete(tombstone_key(name))
+
+    heads = _scan(repo, name, None, what, rollback if tomb is not None else None)
+    if tomb is None:
+        tomb = DatasetTombstone(dataset=name, head=repo.refs.last_number(name), author=author,
+                                deleted_at=now)
+        if not repo.backend.put_if_absent(tombstone_key(name), format_record_file(tomb)):
+            tomb = repo.refs.read_dataset_tombstone(name) or tomb
+    _fence(repo, name, None, heads, "delete dataset", author, now, rollback, what)
+    # Metadata revision 1 first: from then on the dataset does not exist for any reader.
+    doomed = [k for k in repo.backend.list(prefix) if not k.startswith(kept)]
+    first = meta_key(name, 1)
+    for key in sorted(doomed, key=lambda k: (k != first, k)):
+        repo.backend.delete(key)
+    return tomb
+
+
+__all__ = ["Pin", "RecordedScore", "as_pin", "pin", "resolve_pin", "record_scores", "scores",
+           "create_experiment", "experiments", "experiment", "delete_version",
+           "delete_dataset", "read_log"]
