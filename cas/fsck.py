@@ -122,6 +122,8 @@ def check(repo, progress: Progress | None = None) -> Report:
         parts = key.split("/")
         if len(parts) == 4 and parts[2] in ("proposals", "keys"):
             continue  # checked with the other lifecycle records below
+        if parts[2:] == ["tombstone"] or len(parts) == 4 and parts[2] in CITATION_FAMILIES:
+            continue  # checked with pins, scores and deletions below
         if len(parts) != 4 or parts[2] not in ("versions", "meta") or not (
                 parts[3].isdigit() and len(parts[3]) == 10):
             error(key, "unexpected key under datasets/")
@@ -130,12 +132,22 @@ def check(repo, progress: Progress | None = None) -> Report:
         by_dataset.setdefault(parts[1], {"versions": [], "meta": []})[parts[2]].append(
             int(parts[3]))
     n_versions = 0
+    deleted = _deleted_numbers(keys)  # a deleted version's number stays used (its tombstone)
+    gone = {k.split("/")[1] for k in keys if k.startswith(DATASETS) and
+            k.split("/")[2:] == ["tombstone"]}
     for name in sorted(by_dataset):
         groups = by_dataset[name]
+        if name in gone:
+            problems.append(Problem("notice", f"{DATASETS}{name}/", "records left by an "
+                                    "interrupted deletion of this dataset; run `cas dataset "
+                                    "delete` again to finish it"))
+            continue
         for group, type_ in (("meta", DatasetRecord), ("versions", VersionRecord)):
             numbers = sorted(groups[group])
-            if numbers != list(range(1, len(numbers) + 1)):
-                missing = sorted(set(range(1, (numbers[-1] if numbers else 0) + 1)) - set(numbers))
+            used = sorted(set(numbers) | (deleted.get(name, set()) if group == "versions"
+                                          else set()))
+            if used != list(range(1, len(used) + 1)):
+                missing = sorted(set(range(1, (used[-1] if used else 0) + 1)) - set(used))
                 error(f"{DATASETS}{name}/{group}/", f"numbers are not contiguous from 1; "
                                                     f"missing {missing}")
             for number in numbers:
@@ -153,24 +165,32 @@ def check(repo, progress: Progress | None = None) -> Report:
                 if progress:
                     progress("versions", n_versions, 0)
                 _check_version(key, name, number, record, objects, tree_ok, reachable, error,
-                               trees.__getitem__)
+                               trees.__getitem__, deleted.get(name, set()))
         if not groups["meta"]:
             error(f"{DATASETS}{name}/", "dataset has versions but no metadata record")
 
     _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, error)
+    _check_citations(backend, keys, trees, known, problems)
     for key in keys:
         if key not in known:
             error(key, "unexpected key in the repository")
     for digest in sorted(set(objects) - reachable):
         problems.append(Problem("notice", digest, f"unreferenced {objects[digest]} object"))
-    return Report(problems, len(objects), len(pack_keys), n_versions, len(by_dataset))
+    return Report(problems, len(objects), len(pack_keys), n_versions,
+                  len(set(by_dataset) - gone))
 
 
-def _check_version(key, name, number, record, objects, tree_ok, reachable, error, load) -> None:
+def _check_version(key, name, number, record, objects, tree_ok, reachable, error, load,
+                   deleted=frozenset()) -> None:
     if record.dataset != name or record.number != number:
         error(key, f"record says {record.dataset!r} version {record.number}")
-    if record.parent != (number - 1 if number > 1 else None):
-        error(key, f"parent is {record.parent}, expected {number - 1 if number > 1 else None}")
+    # The parent is the version below; numbers of versions deleted before this one was sealed
+    # are skipped (a version built on N after N+1 was deleted is N+2 with parent N).
+    below = number - 1
+    while below >= 1 and below in deleted and below != record.parent:
+        below -= 1
+    if record.parent != (below or None):
+        error(key, f"parent is {record.parent}, expected {below or None}")
     if record.provenance is not None:
         if objects.get(record.provenance) != "provenance":
             error(key, f"names provenance {record.provenance}, which is missing")
@@ -324,3 +344,149 @@ def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, e
         if _check_node(proposal.proposed_root, "", objects, tree_ok, reachable, error,
                        trees.__getitem__) != proposal.proposed_count:
             error(key, "the proposed tree does not hold proposed_count cases")
+
+
+# -- pins, scores, experiments and deletion (cas/scores.py) -----------------------------------
+CITATION_FAMILIES = ("deleted", "scores", "experiments")
+
+
+def _deleted_numbers(keys) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for key in keys:
+        parts = key.split("/")
+        if (key.startswith(DATASETS) and len(parts) == 4 and parts[2] == "deleted"
+                and parts[3].isdigit() and len(parts[3]) == 10):
+            out.setdefault(parts[1], set()).add(int(parts[3]))
+    return out
+
+
+def _check_citations(backend, keys, trees, known, problems) -> None:
+    """Tombstones, experiments and score batches: each record verified, the logs contiguous,
+    every citation naming a live version with its content_digest (and a case and an experiment
+    of it); a deleted dataset keeps only its tombstone and fences."""
+    from .objects import (DatasetTombstone, Experiment, Fence, ScoreBatch, VersionTombstone,
+                          parse_record_file_of)
+    from .refs import version_key
+    from .tree import Trie
+
+    def error(where: str, message: str) -> None:
+        problems.append(Problem("error", where, message))
+
+    families: dict[str, dict[str, list[int]]] = {}
+    for key in keys:
+        parts = key.split("/")
+        if not key.startswith(DATASETS):
+            continue
+        if parts[2:] == ["tombstone"]:
+            known.add(key)
+            families.setdefault(parts[1], {})
+            continue
+        if len(parts) != 4 or parts[2] not in CITATION_FAMILIES:
+            continue
+        if not (parts[3].isdigit() and len(parts[3]) == 10):
+            error(key, "unexpected key under datasets/")
+            continue
+        known.add(key)
+        families.setdefault(parts[1], {}).setdefault(parts[2], []).append(int(parts[3]))
+
+    versions: dict[tuple[str, int], object] = {}
+
+    def live_version(name: str, number: int):
+        """The version record cited, or None (missing, deleted or damaged: reported)."""
+        if (name, number) not in versions:
+            record = None
+            key = version_key(name, number)
+            if number not in families.get(name, {}).get("deleted", ()) and key in keyset:
+                try:
+                    record = parse_record_file(backend.get(key), VersionRecord, key)
+                except CasError:
+                    pass  # reported with the versions
+            versions[(name, number)] = record
+        return versions[(name, number)]
+
+    keyset = set(keys)
+    trie = Trie(trees.__getitem__)
+    for name in sorted(families):
+        fam = families[name]
+        prefix = f"{DATASETS}{name}/"
+        dataset_gone = f"{prefix}tombstone" in keyset
+        if dataset_gone:
+            key = f"{prefix}tombstone"
+            try:
+                tomb = parse_record_file(backend.get(key), DatasetTombstone, key)
+                if tomb.dataset != name:
+                    error(key, f"tombstone is for dataset {tomb.dataset!r}")
+            except CasError as exc:
+                error(key, exc.message)
+        for number in sorted(fam.get("deleted", [])):
+            key = f"{prefix}deleted/{number:010d}"
+            try:
+                tomb = parse_record_file(backend.get(key), VersionTombstone, key)
+            except CasError as exc:
+                error(key, exc.message)
+                continue
+            if tomb.dataset != name or tomb.number != number:
+                error(key, f"tombstone says {tomb.dataset!r} version {tomb.number}")
+            if version_key(name, number) in keyset and not dataset_gone:
+                problems.append(Problem("notice", key, f"version {number} is being deleted or "
+                                        "its deletion was interrupted (the version file is "
+                                        "still there); run `cas version delete` again"))
+        experiments: dict[str, object] = {}
+        for log, type_ in (("experiments", Experiment), ("scores", ScoreBatch)):
+            numbers = sorted(fam.get(log, []))
+            if numbers != list(range(1, len(numbers) + 1)):
+                missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
+                error(f"{prefix}{log}/", f"numbers are not contiguous from 1; missing {missing}")
+            for number in numbers:
+                key = f"{prefix}{log}/{number:010d}"
+                try:
+                    entry = parse_record_file_of(backend.get(key), (type_, Fence), key)
+                except CasError as exc:
+                    error(key, exc.message)
+                    continue
+                if entry.dataset != name or entry.number != number:
+                    error(key, f"record says {entry.dataset!r} number {entry.number}")
+                if isinstance(entry, Fence):
+                    if entry.log != log:
+                        error(key, f"fence of the {entry.log!r} log")
+                    continue
+                if dataset_gone:
+                    error(key, "a citation in a deleted dataset")
+                    continue
+                cites = ([(f"{key}#{i}", s) for i, s in enumerate(entry.scores)]
+                         if log == "scores" else [(key, entry)])
+                if log == "experiments":
+                    if entry.name in experiments:
+                        error(key, f"experiment name {entry.name!r} is used twice")
+                    experiments.setdefault(entry.name, entry)
+                for where, c in cites:
+                    _check_citation(where, name, c, live_version(name, c.version), trie,
+                                    experiments, error)
+
+
+def _check_citation(where, name, c, version, trie, experiments, error) -> None:
+    if getattr(c, "dataset", name) != name:
+        error(where, f"cites dataset {c.dataset!r} from the log of {name!r}")
+        return
+    if version is None:
+        error(where, f"cites {name}@{c.version}, which is missing or deleted")
+        return
+    if c.content_digest != version.content_digest:
+        error(where, f"cites {name}@{c.version} with content_digest {c.content_digest}, but "
+                     f"that version has {version.content_digest}")
+    item = getattr(c, "item", None)
+    if item is not None:
+        try:
+            held = trie.contains(version.content_digest, item)
+        except (KeyError, CasError):
+            held = True  # the version's tree is damaged: reported with the versions
+        if not held:
+            error(where, f"cites case {item}, which {name}@{c.version} does not hold")
+    exp = getattr(c, "experiment", None)
+    if exp is not None:
+        known = experiments.get(exp)
+        if known is None:
+            error(where, f"names experiment {exp!r}, which dataset {name!r} does not have")
+        elif known.version != c.version:
+            error(where, f"names experiment {exp!r} of {name}@{known.version}, but cites "
+                         f"{name}@{c.version}")

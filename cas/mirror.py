@@ -7,7 +7,8 @@ from typing import Callable, NamedTuple
 from . import pack as packfmt
 from .digest import digest_of, from_bytes
 from .errors import CorruptData, FailedPrecondition, NotFound
-from .objects import KIND_BY_CODE, DatasetRecord, RepoConfig, VersionRecord, parse_record_file
+from .objects import (KIND_BY_CODE, TYPES, RepoConfig, parse_record_file,
+                      parse_record_file_of)
 from .refs import DATASETS
 from .store import PACKS
 
@@ -20,6 +21,8 @@ class MirrorReport(NamedTuple):
     records_copied: int
     records_present: int
     bytes_copied: int
+    records_deleted: int = 0   # at the destination, following deletions made at the source
+    records_skipped: int = 0   # not copied: the destination deleted them (never resurrected)
 
 
 def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) -> MirrorReport:
@@ -79,23 +82,68 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
         dst.put_if_absent(mkey, data)  # after the packs and indexes it covers
         copied += 1
         bytes_copied += len(data)
-    rec_copied = rec_present = 0
-    # Metadata before versions, and versions in number order, so the destination's logs never
-    # have a gap even when the copy is interrupted.
-    records.sort(key=lambda k: (k.split("/")[1], k.split("/")[2] != "meta", k))
+    rec_copied = rec_present = rec_deleted = rec_skipped = 0
+    # Per dataset: its tombstone, metadata, versions and version tombstones in number order,
+    # then experiments and scores in number order (they cite versions), so the destination's
+    # logs never have a gap even when the copy is interrupted.
+    records.sort(key=_record_order)
+    gone_at_src = {k.split("/")[1] for k in src_set if _is_dataset_tombstone(k)}
+    gone_at_dst = {k.split("/")[1] for k in dst_keys if _is_dataset_tombstone(k)}
     for n, key in enumerate(records):
         if progress:
             progress("records", n, len(records))
+        parts = key.split("/")
+        name, group = parts[1], parts[2] if len(parts) > 2 else ""
         if key in dst_keys:
             rec_present += 1
             continue
+        # What the destination deleted is not brought back, and neither are the leftovers of
+        # an interrupted deletion at the source.
+        if name in gone_at_dst or (name in gone_at_src and not _outlives_dataset(key)) or (
+                group == "versions" and f"{DATASETS}{name}/deleted/{parts[3]}" in dst_keys):
+            rec_skipped += 1
+            continue
         data = src.get(key)
-        type_ = VersionRecord if "/versions/" in key else DatasetRecord
-        parse_record_file(data, type_, f"{src.url}: {key}")
+        parse_record_file_of(data, tuple(TYPES.values()), f"{src.url}: {key}")
         dst.put_if_absent(key, data)
         rec_copied += 1
         bytes_copied += len(data)
-    return MirrorReport(copied, present, rec_copied, rec_present, bytes_copied)
+        # The tombstone is at the destination now: follow the deletion it records.
+        if _is_dataset_tombstone(key):
+            doomed = [k for k in dst.list(f"{DATASETS}{name}/") if not _outlives_dataset(k)]
+        elif group == "deleted":
+            vkey = f"{DATASETS}{name}/versions/{parts[3]}"
+            doomed = [vkey] if vkey in dst_keys and vkey not in src_set else []
+        else:
+            doomed = []
+        for k in doomed:
+            dst.delete(k)
+            rec_deleted += 1
+    return MirrorReport(copied, present, rec_copied, rec_present, bytes_copied, rec_deleted,
+                        rec_skipped)
+
+
+_RECORD_RANK = {"tombstone": 0, "meta": 1, "deleted": 2, "versions": 2, "experiments": 3,
+                "scores": 4}
+
+
+def _record_order(key: str):
+    parts = key.split("/")
+    group = parts[2] if len(parts) > 2 else ""
+    tail = parts[3] if len(parts) > 3 else ""
+    # at one number, a version's tombstone goes before the version (an interrupted deletion)
+    return parts[1], _RECORD_RANK.get(group, 5), tail, group != "deleted", key
+
+
+def _is_dataset_tombstone(key: str) -> bool:
+    return key.startswith(DATASETS) and key.count("/") == 2 and key.endswith("/tombstone")
+
+
+def _outlives_dataset(key: str) -> bool:
+    """What a deleted dataset keeps: its tombstone and its citation logs (only fences)."""
+    parts = key.split("/")
+    return _is_dataset_tombstone(key) or (len(parts) == 4 and
+                                          parts[2] in ("scores", "experiments"))
 
 
 def _verify_pack(pkey: str, pack: bytes, ikey: str, index: bytes) -> None:
