@@ -1,4 +1,4 @@
-"""`cas dataset ...`: create, list, show and edit datasets."""
+"""`cas dataset ...`: create, list, show, edit and delete datasets."""
 
 from __future__ import annotations
 
@@ -90,3 +90,15 @@ def history(ctx: Context, name: str) -> None:
     ctx.emit({"revisions": to_json(records)},
              lambda: "\n".join(f"{r.revision}  {r.edited_at}  {r.author}  {_meta_line(r)}"
                                for r in records))
+
+
+@dataset.command("delete")
+@click.argument("name")
+@json_option
+@pass_ctx
+def delete(ctx: Context, name: str) -> None:
+    """Delete a dataset; refused while a score or an experiment cites any of its versions.
+    Its name can never be used again."""
+    t = ctx.repo().delete_dataset(name)
+    ctx.emit(to_json(t), f"deleted dataset {t.dataset}; the name {t.dataset!r} cannot be "
+                         "used again")
