@@ -80,15 +80,17 @@ def encode_run_digest(run) -> str:
 
 
 def save_reviews(repo, rows: list[dict], now: str) -> list[Review]:
-    reviews = []
-    for row in rows:
-        core = dict(row, reviewed_at=now)
-        annotation_id = "ann-" + digest_of("review.batch", encoding.encode(core))[3:35]
-        reviews.append(Review(annotation_id=annotation_id, run_id=row["run_id"], run=row["run"],
-                              metric=row["metric"], label=row["label"],
-                              reviewer=row["reviewer"], reviewed_at=now))
     while True:
         number = repo.review_index.refresh() + 1
+        reviews = []
+        for position, row in enumerate(rows):
+            # The batch number and position make the id unique even for the same judgment
+            # given twice at the same instant (in one batch, or with a coarse clock).
+            core = dict(row, reviewed_at=now, batch=number, position=position)
+            annotation_id = "ann-" + digest_of("review.batch", encoding.encode(core))[3:35]
+            reviews.append(Review(annotation_id=annotation_id, run_id=row["run_id"],
+                                  run=row["run"], metric=row["metric"], label=row["label"],
+                                  reviewer=row["reviewer"], reviewed_at=now))
         record = ReviewBatch(number=number, reviews=reviews)
         if repo.backend.put_if_absent(batch_key(number), format_record_file(record)):
             repo.review_index.refresh()
