@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from . import encoding
-from .digest import digest_of, is_digest
+from .digest import digest_of, parse_digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .objects import (Case, IdempotencyRecord, Proposal, Provenance, ProvenanceEntry, Run,
                       Settings, encode_object, format_record_file, parse_record_file)
@@ -175,9 +175,7 @@ def stage_removal(repo, name: str, ids: list[str], key: str, author: str,
                   now: str) -> dict[str, Any]:
     repo.dataset(name)
     _check_key(key)
-    bad = [i for i in ids if not is_digest(i)]
-    if bad:
-        raise InvalidArgument(f"{bad[0]!r} is not a case id ('b3:' and 64 hex digits)")
+    ids = [parse_digest(i, "case id") for i in ids]  # as every read: upper case is folded
     head = repo.refs.head(name)
     if not ids and (head == 0 or repo.version_state(name, head) != "RETIRED"):
         raise FailedPrecondition("a removal needs at least one case id; an empty removal is "

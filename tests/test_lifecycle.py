@@ -547,15 +547,29 @@ def test_removal_refusals_store_nothing(staged):
         assert info.value.message == f"evals@1 does not hold {stranger}"
     with pytest.raises(cas.InvalidArgument) as info:
         repo.remove("evals", ["r-0"], "k")
-    assert info.value.message == "'r-0' is not a case id ('b3:' and 64 hex digits)"
+    assert info.value.message == ("case id 'r-0' is not a digest; expected 'b3:' followed by "
+                                  "64 hex digits")
     assert keys(repo) == before
-    # the key was not used up by the refusals
-    p = repo.remove("evals", [held[0]], "k")
+    # the key was not used up by the refusals; an id in upper case is the same id
+    p = repo.remove("evals", [held[0].upper()], "k")
+    assert repo.remove("evals", [held[0]], "k") == p
     assert p["operation"] == "remove" and p["proposed"]["removed"] == [held[0]]
     assert p["proposed"]["added"] == [] and p["proposed"]["carried"] == [held[1]]
     v = repo.seal("evals", p["confirm_token"]).version
     assert (v.number, v.item_count, v.added, v.removed, v.operation) == (2, 1, 0, 1, "remove")
     assert repo.provenance("evals", 2) == []
+
+
+def test_preview_carries_a_first_page_of_a_large_base(staged, monkeypatch):
+    from cas import proposals
+    repo, anns = staged
+    promote_and_seal(repo, anns, ["r-0", "r-1", "r-2"], "k1")
+    monkeypatch.setattr(proposals, "CARRIED_PAGE", 2)
+    p = repo.promote("evals", [subject("r-3", anns["r-3"])], "k2")
+    held = repo.items("evals", 1).items
+    assert p["proposed"]["carried"] == held[:2]
+    assert (p["proposed"]["carried_count"], p["proposed"]["carried_complete"]) == (3, False)
+    assert p["proposed"]["item_count"] == 4
 
 
 def test_idempotency_keys(staged):
