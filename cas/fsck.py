@@ -383,10 +383,10 @@ def _check_citations(backend, keys, trees, known, problems) -> None:
             continue
         if len(parts) != 4 or parts[2] not in CITATION_FAMILIES:
             continue
+        known.add(key)  # reported once, here
         if not (parts[3].isdigit() and len(parts[3]) == 10):
             error(key, "unexpected key under datasets/")
             continue
-        known.add(key)
         families.setdefault(parts[1], {}).setdefault(parts[2], []).append(int(parts[3]))
 
     versions: dict[tuple[str, int], object] = {}
