@@ -151,6 +151,7 @@ run cas verify-proof proof.json
 say "Pin version 2 and record a score that cites it"
 if cas score --help >/dev/null 2>&1 && cas pin --help >/dev/null 2>&1; then
   run cas pin "$DS" 2
+  run cas experiment create "$DS" 2 --name quickstart
   run cas score add "$DS" 2 --metric task_success --value 0.875 --experiment quickstart
   run cas score list "$DS" 2
 else
