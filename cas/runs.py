@@ -139,6 +139,7 @@ def import_runs(repo, runs: list[Run], author: str, now: str) -> tuple[list[str]
                                   run_id=run.run_id)
         seen[run.run_id] = (digest, run)
     while True:
+        checked = index.refresh()  # every import up to this number is checked below
         new = {}
         for run_id, (digest, run) in seen.items():
             stored = index.get(run_id)
@@ -153,7 +154,9 @@ def import_runs(repo, runs: list[Run], author: str, now: str) -> tuple[list[str]
         with repo.store.writer() as writer:
             for digest, run in new.values():
                 writer.add(run)
-        number = index.refresh() + 1
+        if index.refresh() != checked:
+            continue  # an import landed since the check (or during it): check against it too
+        number = checked + 1
         record = RunImport(number=number, author=author, imported_at=now,
                            runs=[RunEntry(run_id=r, run=d) for r, (d, _) in sorted(new.items())])
         if repo.backend.put_if_absent(import_key(number), format_record_file(record)):

@@ -224,6 +224,46 @@ def test_same_run_id_with_other_content_is_refused(repo):
     assert keys(repo) == before
 
 
+class RacingBackend(MemoryBackend):
+    """Runs `hook` once, just after the first pack of a batch is published (its index stored):
+    the moment between an import's checks and its claim of a number."""
+
+    hook = None
+
+    def put_if_absent(self, key, data):
+        done = super().put_if_absent(key, data)
+        if key.endswith(".idx") and self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+        return done
+
+
+@pytest.mark.parametrize("theirs", ["conflicting", "identical"])
+def test_an_import_that_lands_during_an_import_is_checked_too(theirs):
+    backend = RacingBackend()
+    mine = cas.Repository.create(backend)
+    other = cas.Repository(backend)
+    mine.import_runs([run_obj("r-0")])
+    other.runs()  # the other writer has read the log too
+    rival = run_obj("r-1", 1) if theirs == "identical" else run_obj("r-1", 1, output="rival")
+    backend.hook = lambda: other.import_runs([rival])
+    if theirs == "conflicting":
+        with pytest.raises(cas.FailedPrecondition) as info:
+            mine.import_runs([run_obj("r-1", 1), run_obj("r-2", 2)])
+        assert info.value.reason == "RUN_ID_CONFLICT"
+        assert cas.Repository(backend).runs() == ["r-0", "r-1"]
+        assert cas.Repository(backend).run("r-1").output == "rival"
+    else:
+        result = mine.import_runs([run_obj("r-1", 1), run_obj("r-2", 2)])
+        assert result == (["r-2"], 1)
+    # each run id is in exactly one import record
+    from cas.objects import RunImport, parse_record_file
+    ids = [e.run_id for k in backend.list("runs/imports/")
+           for e in parse_record_file(backend.get(k), RunImport, k).runs]
+    assert sorted(ids) == sorted(set(ids))
+    assert cas.Repository(backend).fsck().ok
+
+
 def test_absent_result_and_null_result_stay_distinct(repo):
     steps = [{"type": "tool_call", "tool_name": "rm", "arguments": {"path": "a"}, "result": None},
              {"type": "tool_call", "tool_name": "rm", "arguments": {"path": "a"}}]
