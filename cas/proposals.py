@@ -285,7 +285,7 @@ def seal(repo, name: str, token: str, author: str, message: str = ""):
     p = load_proposal(repo, name, token)
     if not (p.add or p.remove):
         return None, False
-    existing = _sealed_by(repo, name, p.base + 1, token)
+    existing = _sealed_by(repo, name, p.base, token)
     if existing is not None:
         return existing, True
     head = repo.refs.head(name)
@@ -300,17 +300,19 @@ def seal(repo, name: str, token: str, author: str, message: str = ""):
     record = msgspec.structs.replace(record, proposal=token, provenance=p.provenance)
     if repo.refs.append_version(record):
         return record, False
-    existing = _sealed_by(repo, name, p.base + 1, token)
+    existing = _sealed_by(repo, name, p.base, token)
     if existing is not None:
         return existing, True
     raise FailedPrecondition(
-        f"another writer sealed {name}@{p.base + 1} first; preview again to build on it",
+        f"another writer sealed {name}@{record.number} first; preview again to build on it",
         reason="PROPOSAL_STALE", base=p.base, head=repo.refs.head(name))
 
 
-def _sealed_by(repo, name, number, token):
+def _sealed_by(repo, name, base, token):
+    """The version this token sealed, if any: the one built on `base` (base + 1, or the next
+    number above it that was not deleted before it was sealed)."""
     try:
-        record = repo.refs.read_version(name, number)
+        record = repo.refs.read_version(name, repo.refs.next_number(name, base))
     except NotFound:
         return None
     return record if record.proposal == token else None

@@ -655,6 +655,23 @@ def test_sealing_twice_returns_the_same_version(staged):
     assert repo.seal("evals", p["confirm_token"]) == (first.version, True)
 
 
+def test_sealing_twice_over_a_deleted_number(staged):
+    """A number deleted above the base is skipped: the proposal seals as the next free number,
+    and sealing its token again still returns that version."""
+    repo, anns = staged
+    promote_and_seal(repo, anns, ["r-0"], "k0")
+    promote_and_seal(repo, anns, ["r-1"], "k1")
+    repo.delete_version("evals", 2)
+    assert repo.head("evals") == 1
+    p = repo.promote("evals", [subject("r-2", anns["r-2"])], "k2")
+    assert p["base_version"]["number"] == 1
+    first = repo.seal("evals", p["confirm_token"])
+    assert (first.version.number, first.version.parent, first.already_sealed) == (3, 1, False)
+    before = keys(repo)
+    assert repo.seal("evals", p["confirm_token"]) == (first.version, True)
+    assert keys(repo) == before
+
+
 def test_stale_token_is_refused_naming_the_head(staged):
     repo, anns = staged
     promote_and_seal(repo, anns, ["r-0"], "k0")
