@@ -6,11 +6,18 @@ before it stores anything. Tests that touch storage run on both backends (`locat
 
 from __future__ import annotations
 
+import datetime
 import io
+import itertools
 import json
 import os
+import re
 
+import msgspec
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import cas
 from cas import runs as runs_mod
@@ -302,7 +309,6 @@ def test_path_like_run_ids_are_stored_safely_never_as_paths(repo, location, tmp_
     for r in UNSAFE_KEPT:
         assert repo.run(r).run_id == r and [x.run_id for x in repo.reviews(r)] == [r]
     # no key is made from a run id: every key is one of the documented shapes
-    import re
     shapes = re.compile(r"(config|packs/[0-9a-f]{64}\.(pack|idx|midx)|runs/imports/\d{10}|"
                         r"reviews/\d{10}|datasets/evals/(meta|versions)/\d{10}|"
                         r"datasets/evals/proposals/ct-[0-9a-f]{32}|datasets/evals/keys/[0-9a-f]{64})\Z")
@@ -375,6 +381,9 @@ def test_wrong_or_stale_review_token_is_refused(repo, monkeypatch):
             "request, or what it previewed has changed); run the command without "
             "--confirm-token to preview again")
     assert keys(repo) == before and repo.reviews("r-1") == []
+    assert len({token, other, as_grace}) == 3
+    repo.add_reviews(req, confirm_token=token)  # the right token still saves
+    assert [r.label for r in repo.reviews("r-1")] == ["good"]
 
 
 @pytest.mark.parametrize("config_text", [None, "", "{}\n", '{"other": "x"}'])
@@ -848,14 +857,6 @@ def test_lifecycle_on_a_fresh_process_view(staged, location):
 
 
 # -- the lifecycle against a model (hypothesis stateful) --------------------------------------
-import datetime  # noqa: E402
-import itertools  # noqa: E402
-
-from hypothesis import HealthCheck, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,  # noqa: E402
-                                 precondition, rule)
-
 POOL = [f"run-{i}" for i in range(6)]
 DATASETS = ["ds-a", "ds-b"]
 KEYS = ["k0", "k1", "k2", "k3"]
@@ -1217,8 +1218,6 @@ class LifecycleMachine(RuleBasedStateMachine):
         report = cas.Repository(self.backend).fsck()
         assert report.ok, report.problems
 
-
-import msgspec  # noqa: E402
 
 TestLifecycle = LifecycleMachine.TestCase
 TestLifecycle.settings = settings(max_examples=30, stateful_step_count=25, deadline=None,
