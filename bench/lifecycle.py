@@ -51,6 +51,7 @@ REVIEWER = "Bench Reviewer <bench@example.com>"
 AUTHOR = "bench"
 METRIC, LABEL = "dataset_eligibility", "reviewed"
 WARM = 100_000  # promotion numbers of the warm series (their runs differ from the cold ones)
+MERGED = 200_000  # and of the series measured after merging the pack indexes (--merged)
 
 
 # -- runs ------------------------------------------------------------------------------------
@@ -210,18 +211,26 @@ def build_base(jsonl: str, n: int, chunk: int, repo_dir: str, how: str, log) -> 
     return {"seconds": seconds, "how": how, "versions": head}
 
 
-def part_b(repo_dir: str, n: int, args, log) -> dict:
-    """args.promotions promotions of args.per runs each onto the n-case head."""
+def head_count(repo_dir: str) -> int:
+    import cas
+    r = cas.open(repo_dir)
+    return r.version(DATASET, r.head(DATASET)).item_count
+
+
+def part_b(repo_dir: str, n: int, args, log, first: int = 0, count: int | None = None) -> dict:
+    """`count` (default args.promotions) promotions of args.per runs each onto the head, each
+    step from a fresh cas.open; promotion k uses extra_runs(seed, first + k)."""
     out: dict[str, list] = {"ingest": [], "preview": [], "seal": [], "total": [], "bytes": [],
                             "files": [], "ingest_bytes": []}
-    for k in range(args.promotions):
-        runs = extra_runs(args.seed, k, args.per)
+    done = head_count(repo_dir)
+    for k in range(args.promotions if count is None else count):
+        runs = extra_runs(args.seed, first + k, args.per)
         ids = [r["run_id"] for r in runs]
         annotations, m = import_and_review(repo_dir, runs, ids)
         out["ingest"].append(m["import"][0] + m["review_preview"][0] + m["review_save"][0])
         out["ingest_bytes"].append(m["import"][1] + m["review_save"][1])
-        p = promote_and_seal(repo_dir, ids, annotations, f"promotion-{k}",
-                             n + (k + 1) * args.per)
+        p = promote_and_seal(repo_dir, ids, annotations, f"promotion-{first + k}",
+                             done + (k + 1) * args.per)
         out["preview"].append(p["preview"][0])
         out["seal"].append(p["seal"][0])
         out["total"].append(p["preview"][0] + p["seal"][0])
@@ -234,18 +243,19 @@ def part_b(repo_dir: str, n: int, args, log) -> dict:
     return out
 
 
-def part_b_warm(repo_dir: str, n: int, args, log) -> dict:
-    """The same promotions from one long-lived Repository (run and review logs loaded once):
-    what a service that keeps the repository open pays per promotion."""
+def part_b_warm(repo_dir: str, n: int, args, log, first: int = WARM,
+                count: int | None = None) -> dict:
+    """Promotions from one long-lived Repository (run and review logs loaded once): what a
+    service that keeps the repository open pays per promotion."""
     import cas
+    done = head_count(repo_dir)
     r = cas.open(repo_dir)
     r.run_index.refresh()
     r.review_index.refresh()
     casdir = os.path.join(repo_dir, ".cas")
     out: dict[str, list] = {"ingest": [], "preview": [], "seal": [], "total": [], "bytes": []}
-    done = n + args.promotions * args.per  # the cold promotions came first
-    for k in range(args.promotions):
-        runs = extra_runs(args.seed, WARM + k, args.per)
+    for k in range(args.promotions if count is None else count):
+        runs = extra_runs(args.seed, first + k, args.per)
         ids = [x["run_id"] for x in runs]
         t0 = time.perf_counter()
         r.import_runs(runs, author=AUTHOR)
@@ -259,7 +269,7 @@ def part_b_warm(repo_dir: str, n: int, args, log) -> dict:
         b0, _ = dir_bytes(casdir)
         gc.collect()
         t0 = time.perf_counter()
-        preview = r.promote(DATASET, subjects, f"warm-{k}", author=AUTHOR)
+        preview = r.promote(DATASET, subjects, f"promotion-{first + k}", author=AUTHOR)
         t1 = time.perf_counter()
         v = r.seal(DATASET, preview["confirm_token"], author=AUTHOR).version
         t2 = time.perf_counter()
@@ -285,6 +295,19 @@ def cold_index_loads(repo_dir: str, runs: int = 5) -> dict:
             ts.append(time.perf_counter() - t0)
         out[what] = statistics.median(ts)
     return out
+
+
+def merge_indexes(repo_dir: str) -> int:
+    """Write one multi-pack index over every pack (what a repack would do; cas has no command
+    for it yet). Readers then search one index instead of one per pack."""
+    import cas
+    from cas import pack as packfmt
+    from cas.store import PACKS, multi_index_key
+    backend = cas.open(repo_dir).backend
+    keys = [k for k in backend.list(PACKS) if k.endswith(".idx")]
+    data = packfmt.format_multi_index([backend.get(k) for k in keys])
+    backend.put_if_absent(multi_index_key(data[-packfmt.DIGEST_LEN:].hex()), data)
+    return len(keys)
 
 
 # -- git baseline ----------------------------------------------------------------------------
@@ -435,6 +458,16 @@ def report(res: dict, args, elapsed: float, out: str) -> str:
             f"cold {fmt_s(statistics.median(b['ingest']))}",
             f"warm {fmt_s(statistics.median(w['ingest']))}; "
             f"{fmt_b(statistics.median(b['ingest_bytes']))}")
+    if res["merged"]:
+        for mode in ("cold", "warm"):
+            ms = {n: statistics.median(res["merged"][n][mode]["total"]) for n in (small, large)}
+            for n in (small, large):
+                row("B'", f"merged indexes, {mode}: promote {per} onto {label(n)}", fmt_s(ms[n]),
+                    f"{res['merged'][n]['indexes']} indexes merged into one; "
+                    f"{len(res['merged'][n][mode]['total'])} promotions")
+            g = ms[large] / ms[small]
+            row("B'", f"merged indexes, {mode}: growth {grow}", "", "", f"{g:.2f}x", target,
+                g <= 1.5)
     for n in (small, large):
         git_r = res["git"].get(n)
         if not git_r:
@@ -494,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="how the large base is built (after importing and reviewing its runs)")
     p.add_argument("--git-versions", type=int, default=20,
                    help="versions committed in the git baseline (the first of the promotions)")
+    p.add_argument("--merged", action="store_true",
+                   help="then merge every pack index into one multi-pack index and measure "
+                        "promotions/5 more promotions cold and warm")
     p.add_argument("--no-git", action="store_true")
     p.add_argument("--git-gc", action="store_true", help="also report .git after `git gc`")
     p.add_argument("--keep", action="store_true", help="keep the git work trees")
@@ -516,7 +552,8 @@ def main(argv: list[str] | None = None) -> int:
     jsonl = os.path.join(out, f"runs-s{args.seed}-{args.large}.jsonl")
     log(f"work dir {out}; generating {args.large} runs (seed {args.seed})")
     generate(jsonl, args.large, args.seed)
-    res: dict[str, Any] = {"b": {}, "warm": {}, "cold": {}, "git": {}, "repo_bytes": {}}
+    res: dict[str, Any] = {"b": {}, "warm": {}, "cold": {}, "merged": {}, "git": {},
+                           "repo_bytes": {}}
     repos = {args.small: os.path.join(out, f"repo-{args.small}"),
              args.large: os.path.join(out, f"repo-{args.large}")}
     settle()
@@ -531,6 +568,13 @@ def main(argv: list[str] | None = None) -> int:
         res["cold"][n] = cold_index_loads(repos[n])
         res["warm"][n] = part_b_warm(repos[n], n, args, log)
         res["repo_bytes"][n] = dir_bytes(os.path.join(repos[n], ".cas"))
+        if args.merged:
+            merged = merge_indexes(repos[n])
+            count = max(1, args.promotions // 5)
+            res["merged"][n] = {
+                "indexes": merged,
+                "cold": part_b(repos[n], n, args, log, first=MERGED, count=count),
+                "warm": part_b_warm(repos[n], n, args, log, first=MERGED + count, count=count)}
     if not args.no_git:
         for n in (args.small, args.large):
             settle()
