@@ -148,16 +148,19 @@ echo "\$ cas prove $DS 2 $first > proof.json"
 cas prove "$DS" 2 "$first" > proof.json
 run cas verify-proof proof.json
 
-say "Pin version 2 and record a score that cites it"
-if cas score --help >/dev/null 2>&1 && cas pin --help >/dev/null 2>&1; then
-  run cas pin "$DS" 2
-  run cas experiment create "$DS" 2 --name quickstart
-  run cas score add "$DS" 2 --metric task_success --value 0.875 --experiment quickstart
-  run cas score list "$DS" 2
-else
-  echo "NOT YET AVAILABLE: pins and scores (cas pin, cas score add) are not in this build of cas;"
-  echo "this step will pin $DS@2 and record a score citing its content digest."
+say "Pin version 2 and record scores that cite it"
+printf '$ cas pin %s 2\n' "$DS"
+pin=$(cas pin "$DS" 2)
+echo "$pin"
+run cas pin-verify "$pin"
+run cas experiment create "$DS" 2 --name quickstart
+run cas score add "$DS" 2 --metric task_success --value 0.875 --experiment quickstart
+run cas score add "$DS" 2 --metric task_success --value 1 --item "$first" --experiment quickstart
+run cas score list "$DS" 2
+if cas version delete "$DS" 2 >/dev/null 2>err.txt; then
+  echo "quickstart: a cited version was deleted" >&2; exit 1
 fi
+echo "\$ cas version delete $DS 2   -> refused: $(tail -n 1 err.txt)"
 
 say "Check the whole repository"
 run cas fsck

@@ -52,6 +52,8 @@ def test_quickstart_walks_the_lifecycle(tmp_path, cas_user):
         "state:     ACTIVE",
         'there is no "latest"',
         "valid: b3:",
+        "created experiment quickstart over support-evals@2 (b3:",
+        "a cited version cannot be deleted",
         "checked ",
     ]
     for line in expected:
@@ -61,6 +63,13 @@ def test_quickstart_walks_the_lifecycle(tmp_path, cas_user):
     assert re.search(r"^sealed support-evals@2: 32 cases \(\+16 -0\) b3:[0-9a-f]{64}$", out, re.M)
     assert re.search(rf"^ann-[0-9a-f]{{32}}  dataset_eligibility = reviewed  {re.escape(reviewer)}",
                      out, re.M)
+    pin = re.search(r"^support-evals@2#b3:[0-9a-f]{64}$", out, re.M)
+    assert pin, out
+    assert f"valid: {pin.group(0)} (32 cases, ACTIVE)" in out
+    assert re.search(r"^recorded \S+: task_success=0\.875 on " + re.escape(pin.group(0)) + "$",
+                     out, re.M)
+    assert re.search(r"^\S+  support-evals@2  task_success=1  item=b3:[0-9a-f]{64}  "
+                     r"experiment=quickstart  ", out, re.M)
     assert re.search(r"^checked \d+ objects in \d+ packs, 2 versions of 1 datasets: ok$", out, re.M)
     # The caller's own identity file is never written: the script keeps its demo reviewer in a
     # scratch config inside its work directory.
