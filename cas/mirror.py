@@ -48,7 +48,8 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
     src_set = set(src_keys)
     dst_keys = set(dst.list(""))
     records = [k for k in src_keys if k.startswith(DATASETS)]
-    for key in records:  # refuse divergence up front, before copying anything
+    logs = sorted(k for k in src_keys if k.startswith(REPOSITORY_LOGS))
+    for key in logs + records:  # refuse divergence up front, before copying anything
         if key in dst_keys and dst.get(key) != src.get(key):
             raise FailedPrecondition(f"{dst.url} diverged from {src.url} at {key}",
                                      reason="DIVERGED", key=key)
@@ -83,6 +84,17 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
         copied += 1
         bytes_copied += len(data)
     rec_copied = rec_present = rec_deleted = rec_skipped = 0
+    # Repository-wide logs (run imports, review batches, settings) in number order, after the
+    # packs holding the runs they name and before the proposals that cite reviews.
+    for key in logs:
+        if key in dst_keys:
+            rec_present += 1
+            continue
+        data = src.get(key)
+        parse_record_file_of(data, tuple(TYPES.values()), f"{src.url}: {key}")
+        dst.put_if_absent(key, data)
+        rec_copied += 1
+        bytes_copied += len(data)
     # Per dataset: its tombstone, metadata, versions and version tombstones in number order,
     # then experiments and scores in number order (they cite versions), so the destination's
     # logs never have a gap even when the copy is interrupted.
@@ -124,7 +136,8 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
 
 
 _RECORD_RANK = {"tombstone": 0, "meta": 1, "deleted": 2, "versions": 2, "experiments": 3,
-                "scores": 4}
+                "scores": 4, "proposals": 5, "keys": 6}
+REPOSITORY_LOGS = ("runs/imports/", "reviews/", "settings/")
 
 
 def _record_order(key: str):

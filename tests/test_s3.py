@@ -226,3 +226,30 @@ def test_cli_init_and_commands_on_s3(s3_url, tmp_path, monkeypatch):
     assert fsck.exit_code == 0 and json.loads(fsck.stdout)["ok"]
     missing = runner.invoke(cli, ["--repo", s3_url + "-nothing", "dataset", "list"])
     assert missing.exit_code == 3 and "no cas repository" in missing.stderr
+
+
+def test_mirror_carries_runs_reviews_settings_and_proposals(tmp_path, s3_url, monkeypatch):
+    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
+    local = cas.init(str(tmp_path / "a"))
+    local.import_runs([{"run_id": f"r-{i}", "tenant": "acme", "steps": [
+        {"type": "tool_call", "tool_name": "ls", "arguments": {}, "result": [i]}]}
+        for i in range(3)])
+    local.set_content_policy(["metadata"])
+    request = [{"run_id": "r-1", "metric": "dataset_eligibility", "label": "reviewed"}]
+    token = local.add_reviews(request)["confirm_token"]
+    annotation = local.add_reviews(request, confirm_token=token)["annotation_ids"][0]
+    local.create_dataset("evals")
+    subjects = [{"subject_kind": "agent_run", "subject_ref": "r-1",
+                 "review_annotation_id": annotation}]
+    preview = local.promote("evals", subjects, "k1")
+    local.seal("evals", preview["confirm_token"])
+    report = mirror(local.backend, backend_for(s3_url, create=True))
+    assert report.records_copied >= 6
+    remote = cas.open(s3_url)
+    assert remote.fsck().ok, remote.fsck().problems
+    assert remote.runs() == ["r-0", "r-1", "r-2"]
+    assert [r.annotation_id for r in remote.reviews("r-1")] == [annotation]
+    assert remote.settings().withheld == ["metadata"]
+    # the same request with the same key is the same proposal at the mirror
+    assert remote.promote("evals", subjects, "k1")["confirm_token"] == preview["confirm_token"]
+    assert remote.seal("evals", preview["confirm_token"]).already_sealed
