@@ -279,7 +279,8 @@ def part_b_warm(repo_dir: str, n: int, args, log, first: int = WARM,
         out["seal"].append(t2 - t1)
         out["total"].append(t2 - t0)
         out["bytes"].append(dir_bytes(casdir)[0] - b0)
-    log(f"  B warm onto {n}: median preview+seal {fmt_s(statistics.median(out['total']))}")
+    what = "warm" if first == WARM else "warm, merged indexes"
+    log(f"  B {what} onto {n}: median preview+seal {fmt_s(statistics.median(out['total']))}")
     return out
 
 
