@@ -214,7 +214,8 @@ def _stage(repo, name, operation, key, request_digest, cases, removes, provenanc
             writer.add_encoded("case", cases[case_id], case_id)
         prov_digest = None
         if provenance is not None and added:
-            kept = Provenance(entries=[e for e in provenance.entries if e.case_id in set(added)])
+            new_ids = set(added)
+            kept = Provenance(entries=[e for e in provenance.entries if e.case_id in new_ids])
             prov_digest = writer.add(kept)
         root = trie.apply(base_root, added, removes)
         writer.add(trie.node(root))

@@ -83,8 +83,10 @@ def now() -> str:
 
 
 def default_author() -> str:
-    """`CAS_USER` ("Name <email>") if set, else the login name."""
-    user = os.environ.get("CAS_USER", "").strip()
+    """The configured person (`CAS_USER`, else `cas config user.name/user.email`), else the
+    login name."""
+    from .userconfig import configured_person
+    user = configured_person()
     if user:
         return user
     try:
