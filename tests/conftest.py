@@ -3,6 +3,13 @@
 import os
 
 import pytest
+from hypothesis import settings
+
+# In CI every property test runs the same examples on every run (a failure reproduces with the
+# same seed); locally hypothesis explores new examples each time.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 from seaweed import SeaweedServer
 
