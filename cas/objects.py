@@ -127,6 +127,7 @@ class Review(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
 class ReviewBatch(_Record, tag="review.batch", kw_only=True):
     number: int
     reviews: list[Review]
+    confirm_token: Union[str, None] = None  # the preview it confirmed: a retry saves nothing new
 
 
 class Settings(_Record, tag="settings", kw_only=True):

@@ -508,7 +508,7 @@ class Repository:
         rows, token = plan_reviews(self, reqs, reviewer)
         if not check_token(confirm_token, token):
             return {"confirm_token": token, "reviews": rows}
-        saved = save_reviews(self, rows, self.clock())
+        saved = save_reviews(self, rows, self.clock(), token)
         return {"annotation_ids": [r.annotation_id for r in saved],
                 "reviews": [msgspec.to_builtins(r) for r in saved]}
 

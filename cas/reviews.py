@@ -79,9 +79,13 @@ def encode_run_digest(run) -> str:
     return encode_object(run)[2]
 
 
-def save_reviews(repo, rows: list[dict], now: str) -> list[Review]:
+def save_reviews(repo, rows: list[dict], now: str, token: str | None = None) -> list[Review]:
+    """Save a confirmed batch. Confirming the same token again (a retried command) returns the
+    reviews it saved the first time instead of saving them twice."""
     while True:
         number = repo.review_index.refresh() + 1
+        if token is not None and token in repo.review_index.by_token:
+            return repo.review_index.by_token[token]
         reviews = []
         for position, row in enumerate(rows):
             # The batch number and position make the id unique even for the same judgment
@@ -91,7 +95,7 @@ def save_reviews(repo, rows: list[dict], now: str) -> list[Review]:
             reviews.append(Review(annotation_id=annotation_id, run_id=row["run_id"],
                                   run=row["run"], metric=row["metric"], label=row["label"],
                                   reviewer=row["reviewer"], reviewed_at=now))
-        record = ReviewBatch(number=number, reviews=reviews)
+        record = ReviewBatch(number=number, reviews=reviews, confirm_token=token)
         if repo.backend.put_if_absent(batch_key(number), format_record_file(record)):
             repo.review_index.refresh()
             return reviews
@@ -101,12 +105,15 @@ class ReviewIndex:
     def __init__(self, backend) -> None:
         self.backend = backend
         self._by_id: dict[str, Review] = {}
+        self.by_token: dict[str, list[Review]] = {}
         self._loaded = 0
 
     def refresh(self) -> int:
         for n, batch in read_log_from(self.backend, batch_key, ReviewBatch, self._loaded):
             for review in batch.reviews:
                 self._by_id[review.annotation_id] = review
+            if batch.confirm_token is not None:
+                self.by_token.setdefault(batch.confirm_token, batch.reviews)
             self._loaded = n
         return self._loaded
 

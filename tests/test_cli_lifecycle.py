@@ -212,11 +212,11 @@ def test_review_preview_then_confirm(run, runs_file, tmp_path):
                    "reviewed_at": rev["reviewed_at"]}
     r = run("review", "list", "r-1")
     assert r.stdout == (f"{ann}  dataset_eligibility = reviewed  {ADA}  {rev['reviewed_at']}\n")
-    # human confirmation
+    # confirming again (a retried command) saves nothing new and names the saved review
     r = run(*args, "--confirm-token", token)
-    [ann2] = [i["annotation_id"] for i in ok_json(run("--json", "review", "list", "r-1"))[
-        "reviews"] if i["annotation_id"] != ann]
-    assert (r.exit_code, r.stdout) == (0, f"saved review {ann2}\n")
+    assert (r.exit_code, r.stdout) == (0, f"saved review {ann}\n")
+    assert [i["annotation_id"] for i in ok_json(run("--json", "review", "list", "r-1"))[
+        "reviews"]] == [ann]
 
 
 def test_review_refusals(run, runs_file, tmp_path):

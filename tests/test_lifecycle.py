@@ -429,9 +429,21 @@ def test_annotation_ids_are_unique_even_for_the_same_judgment_at_the_same_instan
     req = {"run_id": "r-1", "metric": "m", "label": "l"}
     token = repo.add_reviews([req, req])["confirm_token"]
     first = repo.add_reviews([req, req], confirm_token=token)["annotation_ids"]
-    second = repo.add_reviews([req, req], confirm_token=token)["annotation_ids"]
-    assert len(set(first + second)) == 4
-    assert sorted(r.annotation_id for r in repo.reviews("r-1")) == sorted(first + second)
+    assert len(set(first)) == 2
+    assert sorted(r.annotation_id for r in repo.reviews("r-1")) == sorted(first)
+
+
+def test_confirming_the_same_token_again_saves_nothing_new():
+    repo = cas.Repository.create(MemoryBackend())
+    repo.import_runs([run_obj("r-1")])
+    req = {"run_id": "r-1", "metric": "m", "label": "l"}
+    token = repo.add_reviews([req])["confirm_token"]
+    first = repo.add_reviews([req], confirm_token=token)
+    keys_after_first = keys(repo)
+    again = cas.Repository(repo.backend).add_reviews([req], confirm_token=token)
+    assert again["annotation_ids"] == first["annotation_ids"]
+    assert keys(repo) == keys_after_first
+    assert [r.annotation_id for r in repo.reviews("r-1")] == first["annotation_ids"]
 
 
 def test_review_of_an_unknown_run_is_refused(repo):
@@ -908,6 +920,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.review_of: dict[str, str] = {}              # annotation id -> run id
         self.reviewed_at: dict[str, str] = {}
         self.review_tokens: dict[tuple, str] = {}        # request -> token it previewed with
+        self.confirmed: dict = {}  # confirm token -> annotation ids saved
         self.withheld: frozenset = frozenset()
         self.versions = {n: [] for n in DATASETS}        # name -> [(set, record, provenance)]
         self.proposals: dict[str, dict] = {}             # token -> what it proposes
@@ -1010,6 +1023,10 @@ class LifecycleMachine(RuleBasedStateMachine):
             return
         saved = self.repo.add_reviews(requests, confirm_token=token)
         assert len(saved["annotation_ids"]) == len(requests)
+        if token in self.confirmed:  # a repeated confirmation saves nothing new
+            assert saved["annotation_ids"] == self.confirmed[token]
+            return
+        self.confirmed[token] = saved["annotation_ids"]
         for ann, row, (r, m, lab) in zip(saved["annotation_ids"], saved["reviews"], reqs):
             assert ann not in self.review_of
             assert (row["run_id"], row["metric"], row["label"], row["reviewer"]) == (
