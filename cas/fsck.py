@@ -8,7 +8,8 @@ from . import pack as packfmt
 from .digest import digest_of, from_bytes, is_digest
 from .errors import CasError
 from .objects import (KIND_BY_CODE, DatasetRecord, RepoConfig, TreeLeaf,
-                      VersionRecord, decode_object, parse_record_file)
+                      VersionRecord, decode_object, parse_record_file,
+                      parse_record_file_of)
 from .refs import DATASETS
 from .store import PACKS
 from .tree import LEAF_MAX
@@ -152,10 +153,8 @@ def check(repo, progress: Progress | None = None) -> Report:
                                                     f"missing {missing}")
             for number in numbers:
                 key = f"{DATASETS}{name}/{group}/{number:010d}"
-                try:
-                    record = parse_record_file(backend.get(key), type_, key)
-                except CasError as exc:
-                    error(key, exc.message)
+                record = _read(backend, key, type_, error)
+                if record is None:
                     continue
                 if group == "meta":
                     if record.name != name or record.revision != number:
@@ -296,10 +295,8 @@ def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, e
                 continue
             known.add(key)
             numbers.append(int(tail))
-            try:
-                record = parse_record_file(backend.get(key), type_, key)
-            except CasError as exc:
-                error(key, exc.message)
+            record = _read(backend, key, type_, error)
+            if record is None:
                 continue
             if getattr(record, "number", getattr(record, "revision", None)) != int(tail):
                 error(key, "record number does not match its key")
@@ -364,8 +361,7 @@ def _check_citations(backend, keys, trees, known, problems) -> None:
     """Tombstones, experiments and score batches: each record verified, the logs contiguous,
     every citation naming a live version with its content_digest (and a case and an experiment
     of it); a deleted dataset keeps only its tombstone and fences."""
-    from .objects import (DatasetTombstone, Experiment, Fence, ScoreBatch, VersionTombstone,
-                          parse_record_file_of)
+    from .objects import DatasetTombstone, Experiment, Fence, ScoreBatch, VersionTombstone
     from .refs import version_key
     from .tree import Trie
 
@@ -420,10 +416,8 @@ def _check_citations(backend, keys, trees, known, problems) -> None:
                 error(key, exc.message)
         for number in sorted(fam.get("deleted", [])):
             key = f"{prefix}deleted/{number:010d}"
-            try:
-                tomb = parse_record_file(backend.get(key), VersionTombstone, key)
-            except CasError as exc:
-                error(key, exc.message)
+            tomb = _read(backend, key, VersionTombstone, error)
+            if tomb is None:
                 continue
             if tomb.dataset != name or tomb.number != number:
                 error(key, f"tombstone says {tomb.dataset!r} version {tomb.number}")
@@ -439,10 +433,8 @@ def _check_citations(backend, keys, trees, known, problems) -> None:
                 error(f"{prefix}{log}/", f"numbers are not contiguous from 1; missing {missing}")
             for number in numbers:
                 key = f"{prefix}{log}/{number:010d}"
-                try:
-                    entry = parse_record_file_of(backend.get(key), (type_, Fence), key)
-                except CasError as exc:
-                    error(key, exc.message)
+                entry = _read(backend, key, (type_, Fence), error)
+                if entry is None:
                     continue
                 if entry.dataset != name or entry.number != number:
                     error(key, f"record says {entry.dataset!r} number {entry.number}")
@@ -490,3 +482,16 @@ def _check_citation(where, name, c, version, trie, experiments, error) -> None:
         elif known.version != c.version:
             error(where, f"names experiment {exp!r} of {name}@{known.version}, but cites "
                          f"{name}@{c.version}")
+
+
+def _read(backend, key: str, types, error):
+    """The record at `key` (of the type, or one of the tuple of types), or None once the reason
+    it is not one has been reported."""
+    try:
+        data = backend.get(key)
+        if isinstance(types, tuple):
+            return parse_record_file_of(data, types, key)
+        return parse_record_file(data, types, key)
+    except CasError as exc:
+        error(key, exc.message)
+        return None

@@ -90,11 +90,8 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
         if key in dst_keys:
             rec_present += 1
             continue
-        data = src.get(key)
-        parse_record_file_of(data, tuple(TYPES.values()), f"{src.url}: {key}")
-        dst.put_if_absent(key, data)
+        bytes_copied += _copy_record(src, dst, key)
         rec_copied += 1
-        bytes_copied += len(data)
     # Per dataset: its tombstone, metadata, versions and version tombstones in number order,
     # then experiments and scores in number order (they cite versions), so the destination's
     # logs never have a gap even when the copy is interrupted.
@@ -115,11 +112,8 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
                 group == "versions" and f"{DATASETS}{name}/deleted/{parts[3]}" in dst_keys):
             rec_skipped += 1
             continue
-        data = src.get(key)
-        parse_record_file_of(data, tuple(TYPES.values()), f"{src.url}: {key}")
-        dst.put_if_absent(key, data)
+        bytes_copied += _copy_record(src, dst, key)
         rec_copied += 1
-        bytes_copied += len(data)
         # The tombstone is at the destination now: follow the deletion it records.
         if _is_dataset_tombstone(key):
             doomed = [k for k in dst.list(f"{DATASETS}{name}/") if not _outlives_dataset(k)]
@@ -138,6 +132,14 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
 _RECORD_RANK = {"tombstone": 0, "meta": 1, "deleted": 2, "versions": 2, "experiments": 3,
                 "scores": 4, "proposals": 5, "keys": 6}
 REPOSITORY_LOGS = ("runs/imports/", "reviews/", "settings/")
+
+
+def _copy_record(src, dst, key: str) -> int:
+    """Copy one record file after checking it parses and its digest holds; its size."""
+    data = src.get(key)
+    parse_record_file_of(data, tuple(TYPES.values()), f"{src.url}: {key}")
+    dst.put_if_absent(key, data)
+    return len(data)
 
 
 def _record_order(key: str):

@@ -109,6 +109,14 @@ def _fanout(sorted_digests: list[bytes]) -> list[int]:
     return [bisect_left(sorted_digests, bytes([b + 1])) for b in range(255)] + [len(sorted_digests)]
 
 
+def _check_fanout(fanout, sorted_digests: list[bytes], where: str) -> None:
+    """Readers trust every fan-out slot, including those of empty buckets: all must agree."""
+    for b, (got, total) in enumerate(zip(fanout, _fanout(sorted_digests))):
+        if got != total:
+            raise CorruptData(f"{where}: fan-out table entry {b} is {got}, "
+                              f"but {total} digests start with a byte <= {b}", key=where)
+
+
 def _with_checksum(parts: list[bytes]) -> bytes:
     h = blake3()
     for part in parts:  # hash the parts, then join once
@@ -142,16 +150,7 @@ def parse_index(data: bytes, where: str = "index") -> tuple[str, list[Entry]]:
             raise CorruptData(f"{where}: row {i} has non-zero padding", key=where)
         offset, length, kind = ROW.unpack_from(data, row_at)
         entries.append(Entry(d, offset, length, kind))
-    # IndexReader trusts every fan-out slot, including those of empty buckets: all must agree.
-    counts = [0] * 256
-    for e in entries:
-        counts[e.digest[0]] += 1
-    total = 0
-    for b, c in enumerate(counts):
-        total += c
-        if fanout[b] != total:
-            raise CorruptData(f"{where}: fan-out table entry {b} is {fanout[b]}, "
-                              f"but {total} digests start with a byte <= {b}", key=where)
+    _check_fanout(fanout, [e.digest for e in entries], where)
     pid = data[rows_at + n * ROW.size: rows_at + n * ROW.size + DIGEST_LEN].hex()
     return pid, entries
 
@@ -309,13 +308,11 @@ def parse_multi_index(data: bytes, where: str = "multi-pack index") -> tuple[lis
         raise CorruptData(f"{where}: size does not match its {n} entries", key=where)
     out = []
     prev = b""
-    counts = [0] * 256
     for i in range(n):
         d = data[digests_at + i * DIGEST_LEN: digests_at + (i + 1) * DIGEST_LEN]
         if d <= prev:
             raise CorruptData(f"{where}: entries are not strictly sorted at {i}", key=where)
         prev = d
-        counts[d[0]] += 1
         row_at = rows_at + i * MULTI_ROW.size
         if data[row_at + 13] != 0:
             raise CorruptData(f"{where}: row {i} has non-zero padding", key=where)
@@ -323,10 +320,5 @@ def parse_multi_index(data: bytes, where: str = "multi-pack index") -> tuple[lis
         if ordinal >= count:
             raise CorruptData(f"{where}: row {i} names pack {ordinal} of {count}", key=where)
         out.append((Entry(d, offset, length, kind), ordinal))
-    total = 0
-    for b, c in enumerate(counts):
-        total += c
-        if fanout[b] != total:
-            raise CorruptData(f"{where}: fan-out table entry {b} is {fanout[b]}, "
-                              f"but {total} digests start with a byte <= {b}", key=where)
+    _check_fanout(fanout, [e.digest for e, _ in out], where)
     return packs, out

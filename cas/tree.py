@@ -184,23 +184,9 @@ class Trie:
         are skipped without being read."""
         added: list[str] = []
         removed: list[str] = []
-        self._diff(old, new, 0, added, removed)
+        for case_id, is_added in self.iter_diff(old, new):
+            (added if is_added else removed).append(case_id)
         return added, removed
-
-    def _diff(self, a: str, b: str, depth: int, added: list[str], removed: list[str]) -> None:
-        if a == b:
-            return
-        na, nb = self.node(a), self.node(b)
-        if isinstance(na, TreeNode) and isinstance(nb, TreeNode):
-            ca = {c.nibble: c.node for c in na.children}
-            cb = {c.nibble: c.node for c in nb.children}
-            for v in sorted(ca.keys() | cb.keys()):
-                self._diff(ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT), depth + 1, added, removed)
-            return
-        sa = set(self._iter(a, depth, None))
-        sb = set(self._iter(b, depth, None))
-        added.extend(sorted(sb - sa))
-        removed.extend(sorted(sa - sb))
 
     def iter_diff(self, old: str, new: str,
                   after: str | None = None) -> Iterator[tuple[str, bool]]:
