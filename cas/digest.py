@@ -16,7 +16,8 @@ _DIGEST_RE = re.compile(r"b3:[0-9a-f]{64}\Z")
 # bytes. Kinds never contain NUL, so no (kind, bytes) pair can collide with another kind's.
 KINDS = ("case", "tree.leaf", "tree.node", "version", "dataset", "config", "run", "run.import",
          "review.batch", "settings", "proposal", "idempotency", "provenance",
-         "score.batch", "experiment", "version.tombstone", "dataset.tombstone", "fence")
+         "score.batch", "experiment", "version.tombstone", "dataset.tombstone", "fence",
+         "version.retirement", "person.index", "erasure.plan", "erasure")
 _BASE = {kind: blake3(b"cas:" + kind.encode("ascii") + b"\x00") for kind in KINDS}
 
 
@@ -32,6 +33,20 @@ def digest_of(kind: str, data: bytes) -> str:
         raise InvalidArgument(f"unknown object kind {kind!r}; known: {', '.join(KINDS)}") from None
     h.update(data)
     return PREFIX + h.hexdigest()
+
+
+PERSON_PREFIX = "pk:"
+
+
+def person_key(repository_id: str) -> bytes:
+    """The key of a repository's person digests, derived from its random id: the same person
+    gives the same digest within one repository and unrelated digests across repositories."""
+    return blake3(b"cas:person-key\x00" + repository_id.encode("utf-8")).digest()
+
+
+def person_digest(person: str, key: bytes) -> str:
+    """The keyed digest that stands for a person id wherever cas must record whose data it is."""
+    return PERSON_PREFIX + blake3(person.encode("utf-8"), key=key).hexdigest()
 
 
 def is_digest(text: object) -> bool:

@@ -121,7 +121,7 @@ def check(repo, progress: Progress | None = None) -> Report:
         if not key.startswith(DATASETS):
             continue
         parts = key.split("/")
-        if len(parts) == 4 and parts[2] in ("proposals", "keys"):
+        if len(parts) == 4 and parts[2] in ("proposals", "keys", "retired"):
             continue  # checked with the other lifecycle records below
         if parts[2:] == ["tombstone"] or len(parts) == 4 and parts[2] in CITATION_FAMILIES:
             continue  # checked with pins, scores and deletions below
@@ -133,6 +133,8 @@ def check(repo, progress: Progress | None = None) -> Report:
         by_dataset.setdefault(parts[1], {"versions": [], "meta": []})[parts[2]].append(
             int(parts[3]))
     n_versions = 0
+    retired, erased = _check_erasures(backend, keys, known, problems)
+    lenient: dict[str, int] = {}  # verified subtrees of retired versions (erased cases allowed)
     deleted = _deleted_numbers(keys)  # a deleted version's number stays used (its tombstone)
     gone = {k.split("/")[1] for k in keys if k.startswith(DATASETS) and
             k.split("/")[2:] == ["tombstone"]}
@@ -163,8 +165,11 @@ def check(repo, progress: Progress | None = None) -> Report:
                 n_versions += 1
                 if progress:
                     progress("versions", n_versions, 0)
-                _check_version(key, name, number, record, objects, tree_ok, reachable, error,
-                               trees.__getitem__, deleted.get(name, set()))
+                was_retired = (name, number) in retired
+                _check_version(key, name, number, record, objects,
+                               lenient if was_retired else tree_ok, reachable, error,
+                               trees.__getitem__, deleted.get(name, set()),
+                               erased if was_retired else frozenset())
         if not groups["meta"]:
             error(f"{DATASETS}{name}/", "dataset has versions but no metadata record")
 
@@ -180,7 +185,9 @@ def check(repo, progress: Progress | None = None) -> Report:
 
 
 def _check_version(key, name, number, record, objects, tree_ok, reachable, error, load,
-                   deleted=frozenset()) -> None:
+                   deleted=frozenset(), erased=frozenset()) -> None:
+    """`erased`: cases an erasure deleted, which a retired version may lack (with the
+    provenance naming them)."""
     if record.dataset != name or record.number != number:
         error(key, f"record says {record.dataset!r} version {record.number}")
     # The parent is the version below; numbers of versions deleted before this one was sealed
@@ -191,17 +198,19 @@ def _check_version(key, name, number, record, objects, tree_ok, reachable, error
     if record.parent != (below or None):
         error(key, f"parent is {record.parent}, expected {below or None}")
     if record.provenance is not None:
-        if objects.get(record.provenance) != "provenance":
-            error(key, f"names provenance {record.provenance}, which is missing")
-        else:
+        if objects.get(record.provenance) == "provenance":
             reachable.add(record.provenance)
-    result = _check_node(record.content_digest, "", objects, tree_ok, reachable, error, load)
+        elif not erased:
+            error(key, f"names provenance {record.provenance}, which is missing")
+    result = _check_node(record.content_digest, "", objects, tree_ok, reachable, error, load,
+                         erased)
     if result is not None and result != record.item_count:
         error(key, f"item_count is {record.item_count} but the tree holds {result}")
 
 
-def _check_node(digest, prefix, objects, tree_ok, reachable, error, load):
-    """Verify a subtree once (memoised by digest): shape rule, order, counts, cases present."""
+def _check_node(digest, prefix, objects, tree_ok, reachable, error, load, erased=frozenset()):
+    """Verify a subtree once (memoised by digest): shape rule, order, counts, cases present
+    (or, in a retired version, erased)."""
     done = tree_ok.get(digest)
     if done is not None:
         return done
@@ -221,6 +230,8 @@ def _check_node(digest, prefix, objects, tree_ok, reachable, error, load):
             return None
         for case_id in ids:
             kind = objects.get(case_id, "")
+            if not kind and case_id in erased:
+                continue
             if kind != "case":
                 error(case_id, "case is missing" if not kind else f"expected a case, found {kind}")
             else:
@@ -235,7 +246,7 @@ def _check_node(digest, prefix, objects, tree_ok, reachable, error, load):
             return None
         for c in node.children:
             sub = _check_node(c.node, prefix + "0123456789abcdef"[c.nibble],
-                              objects, tree_ok, reachable, error, load)
+                              objects, tree_ok, reachable, error, load, erased)
             if sub is None:
                 return None
             if sub != c.count or sub == 0:
@@ -251,6 +262,65 @@ def _check_node(digest, prefix, objects, tree_ok, reachable, error, load):
 
 
 __all__ = ["Problem", "Report", "check"]
+
+
+def _check_erasures(backend, keys, known, problems) -> tuple[set, set]:
+    """Retirements, erasure records and journals, and the person index. Returns the retired
+    versions and the ids of every erased case."""
+    from .erasure import LOG, PENDING
+    from .objects import Erasure, ErasurePlan, PersonIndex, VersionRetirement
+    from .retirement import CAUSES
+    from .store import PERSONS, person_shard
+
+    def error(where: str, message: str) -> None:
+        problems.append(Problem("error", where, message))
+
+    retired: set[tuple[str, int]] = set()
+    erased: set[str] = set()
+    keyset = set(keys)
+    for key in keys:
+        parts = key.split("/")
+        if key.startswith(DATASETS) and len(parts) == 4 and parts[2] == "retired":
+            known.add(key)
+            record = _read(backend, key, VersionRetirement, error)
+            if record is None:
+                continue
+            number = int(parts[3]) if parts[3].isdigit() and len(parts[3]) == 10 else None
+            if record.dataset != parts[1] or record.number != number:
+                error(key, f"retirement says {record.dataset!r} version {record.number}")
+            elif record.cause not in CAUSES:
+                error(key, f"unknown retirement cause {record.cause!r}")
+            elif f"{DATASETS}{parts[1]}/versions/{parts[3]}" not in keyset and \
+                    f"{DATASETS}{parts[1]}/deleted/{parts[3]}" not in keyset:
+                error(key, "retires a version that does not exist")
+            else:
+                retired.add((record.dataset, record.number))
+        elif key.startswith(LOG) or key.startswith(PENDING):
+            known.add(key)
+            pending = key.startswith(PENDING)
+            record = _read(backend, key, ErasurePlan if pending else Erasure, error)
+            if record is None:
+                continue
+            if record.id != key.rsplit("/", 1)[1]:
+                error(key, f"erasure record has id {record.id!r}")
+            erased.update(record.cases)
+            if pending:
+                problems.append(Problem("notice", key, "an erasure in progress (the next cas "
+                                                       "command that opens the repository "
+                                                       "finishes it)"))
+        elif key.startswith(PERSONS):
+            known.add(key)
+            record = _read(backend, key, PersonIndex, error)
+            if record is None:
+                continue
+            if len(parts) != 3 or record.pack != parts[2] or any(
+                    person_shard(e.person) != parts[1] for e in record.entries):
+                error(key, "person index does not match its key")
+            elif f"{PACKS}{record.pack}.idx" not in keyset:
+                problems.append(Problem("notice", key, "person index of a pack that is gone "
+                                                       "(left by an interrupted gc or erasure; "
+                                                       "gc removes it)"))
+    return retired, erased
 
 
 def _check_multi_index(backend, mkey, indexed, error) -> None:

@@ -246,6 +246,67 @@ class Fence(_Record, tag="fence", kw_only=True):
     written_at: str
 
 
+# -- retirement, erasure and the person index (cas/erasure.py, docs/format.md) ------------------
+class VersionRetirement(_Record, tag="version.retirement", kw_only=True):
+    """A version that can no longer be honoured: written once, never removed."""
+
+    dataset: str
+    number: int
+    cause: str                     # PERSON_ERASED, CONTAMINATED, INVALID_LABELS, OPERATOR_REQUEST
+    retired_at: str
+    note: str = ""
+    author: str
+    erasure: Union[str, None] = None  # the erasure that retired it (PERSON_ERASED)
+
+
+class PersonObject(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    person: str   # keyed digest of the person id ("pk:<hex>"), never the id itself
+    digest: str   # an object of that person in the pack
+
+
+class PersonIndex(_Record, tag="person.index", kw_only=True):
+    """The objects of one pack that belong to people whose keyed digest starts with the shard:
+    written before the pack, so no person's bytes are ever stored unindexed."""
+
+    pack: str
+    entries: list[PersonObject]  # sorted
+
+
+class VersionRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    dataset: str
+    number: int
+
+
+class ErasurePlan(_Record, tag="erasure.plan", kw_only=True):
+    """The journal of an erasure in progress: what it deletes. Completed by whoever finds it."""
+
+    id: str
+    person: str          # keyed digest
+    cases: list[str]
+    runs: list[str]      # digests of Run objects
+    reviews: list[str]   # annotation ids of the reviews of those runs
+    author: str
+    started_at: str
+
+
+class Erasure(_Record, tag="erasure", kw_only=True):
+    """What an erasure removed and retired: digests and counts only, no identity in plaintext."""
+
+    id: str
+    person: str
+    cases: list[str]
+    runs: list[str]
+    reviews: list[str]           # annotation ids of the deleted reviews
+    retired: list[VersionRef]    # every version that held one of the cases
+    proposals_deleted: int
+    objects_deleted: int
+    packs_rewritten: int
+    bytes_rewritten: int
+    author: str
+    started_at: str
+    erased_at: str
+
+
 Object = Union[Case, TreeLeaf, TreeNode, VersionRecord, DatasetRecord, RepoConfig, Run,
                Provenance]
 
@@ -256,6 +317,8 @@ TYPES: dict[str, type] = {
     "idempotency": IdempotencyRecord, "provenance": Provenance,
     "score.batch": ScoreBatch, "experiment": Experiment, "version.tombstone": VersionTombstone,
     "dataset.tombstone": DatasetTombstone, "fence": Fence,
+    "version.retirement": VersionRetirement, "person.index": PersonIndex,
+    "erasure.plan": ErasurePlan, "erasure": Erasure,
 }
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
 # Kind codes used inside pack files (one byte per entry).

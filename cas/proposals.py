@@ -132,7 +132,7 @@ def stage_promotion(repo, name: str, subjects: list[Subject], key: str, author: 
     _check_key(key)
     settings = current_settings(repo)
     withheld = settings.withheld if settings else []
-    cases: dict[str, bytes] = {}
+    cases: dict[str, tuple[bytes, str | None]] = {}  # id -> (bytes, person)
     provenance: dict[str, ProvenanceEntry] = {}
     request = []
     for i, s in enumerate(subjects):
@@ -160,7 +160,7 @@ def stage_promotion(repo, name: str, subjects: list[Subject], key: str, author: 
                                      f"run {review.run_id!r}, not of this run",
                                      reason="REVIEW_RUN_MISMATCH")
         kind_, data, case_id = encode_object(freeze(run, withheld))
-        cases[case_id] = data
+        cases[case_id] = (data, run.person)
         provenance.setdefault(case_id, ProvenanceEntry(
             case_id=case_id, run_id=run.run_id, annotation_id=review.annotation_id,
             reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=sorted(withheld)))
@@ -202,6 +202,9 @@ def _stage(repo, name, operation, key, request_digest, cases, removes, provenanc
     head = repo.refs.head(name)
     base = repo.refs.read_version(name, head) if head else None
     base_root = base.content_digest if base else EMPTY_ROOT
+    # A retired base may have lost erased cases: they are not carried, and promoting the same
+    # run again adds its case anew (its bytes are stored again).
+    lost = repo.lost_cases(base) if base and repo.refs.read_retirement(name, head) else []
     with repo.store.writer() as writer:
         trie = repo._trie(writer.add)
         missing = [r for r in removes if not trie.contains(base_root, r)]
@@ -209,9 +212,11 @@ def _stage(repo, name, operation, key, request_digest, cases, removes, provenanc
             raise NotFound(f"{name}@{head} does not hold {missing[0]}"
                            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
                            reason="ITEM_NOT_IN_VERSION", case_id=missing[0])
-        added = sorted(c for c in cases if not trie.contains(base_root, c))
+        added = sorted(c for c in cases if c in lost or not trie.contains(base_root, c))
+        removes = sorted(set(removes).union(lost).difference(added))
         for case_id in added:
-            writer.add_encoded("case", cases[case_id], case_id)
+            data, person = cases[case_id]
+            writer.add_encoded("case", data, case_id, person)
         prov_digest = None
         if provenance is not None and added:
             new_ids = set(added)
@@ -277,14 +282,20 @@ def preview(repo, p: Proposal, token: str) -> dict[str, Any]:
                      "carried_count": p.carried,
                      "carried_complete": len(carried) == p.carried},
         "withheld": withheld,
-        "changes": bool(p.add or p.remove),
+        "changes": bool(p.add or p.remove) or _recut(p),
     }
+
+
+def _recut(p: Proposal) -> bool:
+    """An empty removal (only ever staged on a retired head) seals the cases that are left,
+    even when that is the whole set: a retired version is cut again as a new, active one."""
+    return p.operation == "remove" and not p.remove
 
 
 def seal(repo, name: str, token: str, author: str, message: str = ""):
     """Seal a proposal. Returns (version record or None, already_sealed)."""
     p = load_proposal(repo, name, token)
-    if not (p.add or p.remove):
+    if not (p.add or p.remove or _recut(p)):
         return None, False
     existing = _sealed_by(repo, name, p.base, token)
     if existing is not None:
@@ -298,6 +309,11 @@ def seal(repo, name: str, token: str, author: str, message: str = ""):
     with repo.store.writer() as writer:
         record = repo._seal(name, p.base, p.add, p.remove, writer, message, author,
                             p.operation)
+    if record.content_digest != p.proposed_root:  # the base lost erased cases since the preview
+        raise FailedPrecondition(
+            f"{name}@{p.base} was retired since this proposal was previewed and no longer "
+            "holds the set it showed; preview again", reason="PROPOSAL_STALE", base=p.base,
+            head=head)
     record = msgspec.structs.replace(record, proposal=token, provenance=p.provenance)
     if repo.refs.append_version(record):
         return record, False

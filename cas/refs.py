@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from .errors import InvalidArgument, NotFound
-from .objects import (DatasetRecord, DatasetTombstone, VersionRecord, VersionTombstone,
-                      format_record_file, parse_record_file)
+from .objects import (DatasetRecord, DatasetTombstone, VersionRecord, VersionRetirement,
+                      VersionTombstone, format_record_file, parse_record_file)
 
 DATASETS = "datasets/"
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
@@ -41,6 +41,11 @@ def deleted_key(dataset: str, number: int) -> str:
 def tombstone_key(dataset: str) -> str:
     """The tombstone of a deleted dataset: its name can never be created again."""
     return f"{DATASETS}{dataset}/tombstone"
+
+
+def retired_key(dataset: str, number: int) -> str:
+    """The retirement of a version: written once, never removed."""
+    return f"{DATASETS}{dataset}/retired/{number:010d}"
 
 
 def score_batch_key(dataset: str, number: int) -> str:
@@ -108,6 +113,14 @@ class RefsLog:
         except NotFound:
             return None
         return parse_record_file(data, VersionTombstone, key)
+
+    def read_retirement(self, dataset: str, number: int) -> VersionRetirement | None:
+        key = retired_key(dataset, number)
+        try:
+            data = self.backend.get(key)
+        except NotFound:
+            return None
+        return parse_record_file(data, VersionRetirement, key)
 
     def read_dataset_tombstone(self, dataset: str) -> DatasetTombstone | None:
         key = tombstone_key(dataset)

@@ -14,12 +14,13 @@ import msgspec
 from . import encoding
 from .backends import is_remote, remote_backend
 from .backends.local import LocalBackend
-from .digest import digest_of, parse_digest
+from .digest import digest_of, parse_digest, person_key
 from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound,
                      VersionConflict)
 from .objects import (Case, DatasetRecord, Object, RepoConfig, TreeLeaf, TreeNode,
                       VersionRecord, format_record_file, parse_record_file)
 from .refs import RefsLog, check_dataset_name, meta_key, version_key
+from .retirement import ACTIVE, RETIRED, refuse_retired
 from .store import ObjectStore
 from .tree import EMPTY_ROOT, Proof, Trie
 
@@ -32,6 +33,7 @@ class EncodedCase(NamedTuple):
 
     case_id: str
     data: bytes
+    person: str | None = None  # the case's person, for the person index (cas/erasure.py)
 
 
 MAX_PAGE = 500  # the largest page of ids a read returns; a larger limit is refused
@@ -114,7 +116,7 @@ def encode_case(item: Any) -> EncodedCase:
     else:
         raise InvalidArgument(f"a case must be a dict or cas.Case, not {type(item).__name__}")
     data = encoding.encode(item)
-    return EncodedCase(digest_of("case", data), data)
+    return EncodedCase(digest_of("case", data), data, item.person)
 
 
 def read_cases_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") -> Iterator[EncodedCase]:
@@ -126,12 +128,13 @@ def read_cases_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input")
     decode, encode = _CASE_DECODER.decode, encoding.encode
     for lineno, line in enumerate(stream, 1):
         try:
-            data = encode(decode(line))
+            case = decode(line)
         except msgspec.DecodeError as exc:
             if line.isspace() or not line:
                 continue
             raise InvalidArgument(f"{source} line {lineno}: {exc}", line=lineno) from None
-        yield EncodedCase(digest_of("case", data), data)
+        data = encode(case)
+        yield EncodedCase(digest_of("case", data), data, case.person)
 
 
 # -- opening ------------------------------------------------------------------------------
@@ -187,10 +190,13 @@ def find(start: str = ".") -> str:
 class Repository:
     def __init__(self, backend, clock: Callable[[], str] = now) -> None:
         self.backend = backend
-        self.store = ObjectStore(backend, getattr(backend, "cache_dir", None))
         self.refs = RefsLog(backend)
         self.clock = clock
         self.config: RepoConfig = parse_record_file(backend.get(CONFIG_KEY), RepoConfig, CONFIG_KEY)
+        self.store = ObjectStore(backend, getattr(backend, "cache_dir", None),
+                                 person_key(self.config.repository_id))
+        from .erasure import recover
+        recover(self)  # an erasure interrupted anywhere is finished before anything else
 
     @classmethod
     def create(cls, backend, clock: Callable[[], str] = now) -> "Repository":
@@ -330,7 +336,7 @@ class Repository:
             try:
                 for item in add:
                     enc = encode_case(item)
-                    writer.add_encoded("case", enc.data, enc.case_id)
+                    writer.add_encoded("case", enc.data, enc.case_id, enc.person)
                     ids.add(enc.case_id)
             finally:
                 if collecting:
@@ -364,20 +370,26 @@ class Repository:
 
     def _seal(self, name, base, inserts, removes, writer, message, author, operation) -> VersionRecord:
         trie = self._trie(writer.add)
+        retired = False
         if base:
             parent = self.refs.read_version(name, base)
             old_root, old_count = parent.content_digest, parent.item_count
+            retired = self.refs.read_retirement(name, base) is not None
         else:
             old_root, old_count = EMPTY_ROOT, 0
         for case_id in removes:
             if not trie.contains(old_root, case_id):
                 raise NotFound(f"case {case_id} is not in {name}@{base}", case_id=case_id,
                                dataset=name, version=base)
+        if retired:  # a version cut from a retired one holds exactly the cases that are left
+            adding = set(inserts)
+            lost = [c for c in self.lost_cases(parent) if c not in adding]
+            removes = sorted(set(removes).union(lost))
         if not base:
             root = trie.build(inserts)
         else:
             root = trie.apply(old_root, inserts, removes)
-        if root == old_root and base:
+        if root == old_root and base and not retired:
             raise FailedPrecondition(f"nothing to seal: {name}@{base} already holds exactly "
                                      "this set of cases", reason="NO_CHANGES")
         count = trie.count(root)
@@ -389,10 +401,51 @@ class Repository:
             item_count=count, operation=operation, added=count - old_count + len(removes),
             removed=len(removes), author=author, sealed_at=self.clock(), message=message)
 
-    def version_state(self, name: str, number: int) -> str:
-        """`ACTIVE`, or `RETIRED` once retirement exists (the erasure issue adds it)."""
+    def retirement(self, name: str, number: int):
+        """The VersionRetirement of `name@number`, or None while it is ACTIVE."""
         self.version(name, number)
-        return "ACTIVE"
+        return self.refs.read_retirement(name, number)
+
+    def version_state(self, name: str, number: int) -> str:
+        """`ACTIVE`, or `RETIRED` once the version can no longer be honoured (for ever)."""
+        return RETIRED if self.retirement(name, number) is not None else ACTIVE
+
+    def _active(self, name: str, number: int, what: str) -> VersionRecord:
+        """The record of a version a read may use; a retired one is refused."""
+        record = self.version(name, number)
+        retired = self.refs.read_retirement(name, number)
+        if retired is not None:
+            raise refuse_retired(name, number, retired, what)
+        return record
+
+    def lost_cases(self, record: VersionRecord) -> list[str]:
+        """The erased cases a (retired) version held: a version cut from it leaves them out."""
+        from .erasure import erased_cases
+        trie = self._trie()
+        return sorted(c for c in erased_cases(self) if trie.contains(record.content_digest, c))
+
+    def retire(self, name: str, number: int, cause: str, note: str,
+               author: str | None = None):
+        """Retire `name@number` for an operator's cause (CONTAMINATED, INVALID_LABELS,
+        OPERATOR_REQUEST; any letter case) with a note. Deletes nothing; permanent."""
+        from .retirement import retire
+        return retire(self, name, number, cause, note, _person(author), self.clock())
+
+    def erase(self, person: str, confirm_token: str | None = None,
+              author: str | None = None):
+        """Preview (no token: a dict with `confirm_token`) or carry out the erasure of a
+        person's cases, runs and reviews; returns the Erasure record."""
+        from .erasure import erase
+        return erase(self, person, confirm_token, _person(author), self.clock())
+
+    def erasures(self) -> list:
+        from .erasure import erasures
+        return erasures(self)
+
+    def gc(self, dry_run: bool = False, grace: float = 86400.0):
+        """Delete objects nothing reaches, in packs older than `grace` seconds."""
+        from .gc import collect
+        return collect(self, dry_run=dry_run, grace=grace)
 
     # -- reads of an exact version ---------------------------------------------------------
     def items(self, name: str, number: int, after: str | None = None,
@@ -402,7 +455,7 @@ class Repository:
         `limit` is 1..MAX_PAGE (500); anything else is refused, never clamped. `after` need
         not be a member: the page starts strictly after it in id order."""
         _check_page_limit(limit)
-        record = self.version(name, number)
+        record = self._active(name, number, "listing its cases")
         after = parse_digest(after, "cursor") if after is not None else None
         ids = self._trie().page(record.content_digest, after, limit + 1)
         more = len(ids) > limit
@@ -411,7 +464,7 @@ class Repository:
 
     def case(self, name: str, number: int, case_id: str) -> Case:
         """A case of `name@number`; refused if the version does not hold it."""
-        record = self.version(name, number)
+        record = self._active(name, number, "reading its cases")
         case_id = parse_digest(case_id, "case id")
         if not self._trie().contains(record.content_digest, case_id):
             raise NotFound(f"case {case_id} is not in {name}@{number}", case_id=case_id,
@@ -423,8 +476,8 @@ class Repository:
         return self.store.get(parse_digest(digest))
 
     def diff(self, name: str, old: int, new: int, new_dataset: str | None = None) -> Diff:
-        a = self.version(name, old)
-        b = self.version(new_dataset or name, new)
+        a = self._active(name, old, "listing its cases")
+        b = self._active(new_dataset or name, new, "listing its cases")
         return Diff(*self._trie().diff(a.content_digest, b.content_digest))
 
     def diff_page(self, name: str, old: int, new: int, cursor: str | None = None,
@@ -433,8 +486,8 @@ class Repository:
         id-ordered list of added and removed ids, strictly after `cursor`, up to `limit`
         (1..500) changes. Costs O(page x depth), not O(diff)."""
         _check_page_limit(limit)
-        a = self.version(name, old)
-        b = self.version(new_dataset or name, new)
+        a = self._active(name, old, "listing its cases")
+        b = self._active(new_dataset or name, new, "listing its cases")
         cursor = parse_digest(cursor, "cursor") if cursor is not None else None
         added: list[str] = []
         removed: list[str] = []
@@ -450,7 +503,7 @@ class Repository:
     def prove(self, name: str, number: int, case_id: str) -> Proof:
         """An inclusion proof of `case_id` in `name@number`; refused if the version does not
         hold it (there is nothing to prove)."""
-        record = self.version(name, number)
+        record = self._active(name, number, "proving its cases")
         case_id = parse_digest(case_id, "case id")
         trie = self._trie()
         if not trie.contains(record.content_digest, case_id):
@@ -548,7 +601,7 @@ class Repository:
         """Per case a version promoted: the run, the review annotation, the reviewer and the
         review time (empty for versions not sealed by a promotion)."""
         from .objects import Provenance
-        record = self.version(name, number)
+        record = self._active(name, number, "reading its provenance")
         if record.provenance is None:
             return []
         return self.store.get(record.provenance, Provenance).entries

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Iterable, NamedTuple
+
+import msgspec
 
 from . import pack as packfmt
-from .digest import digest_of, to_bytes
+from .digest import digest_of, from_bytes, person_digest, to_bytes
 from .errors import CorruptData, DigestMismatch, NotFound
-from .objects import KIND_BY_CODE, KIND_CODES, Object, decode_object, encode_object
+from .objects import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, PersonObject,
+                      decode_object, encode_object, format_record_file)
 
 PACKS = "packs/"
+PERSONS = "persons/"
 PACK_MAX_BYTES = 64 << 20  # a batch is flushed as one pack once it holds this much
+PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"])  # the objects that name a person
 
 
 def pack_key(pid: str) -> str:
@@ -26,9 +31,42 @@ def multi_index_key(checksum: str) -> str:
     return f"{PACKS}{checksum}.midx"
 
 
+def person_index_key(shard: str, pid: str) -> str:
+    """The person index of pack `pid` for the people whose keyed digest starts with `shard`."""
+    return f"{PERSONS}{shard}/{pid}"
+
+
+def person_shard(person: str) -> str:
+    return person[3:5]
+
+
+class _PersonOnly(msgspec.Struct):
+    person: str | None = None
+
+
+_read_person = msgspec.json.Decoder(_PersonOnly).decode
+
+
+def _person_order(entry: PersonObject) -> tuple[str, str]:
+    return entry.person, entry.digest
+
+
+class Rewrite(NamedTuple):
+    new_pack: str | None    # None: every object was dropped, no pack replaces it
+    dropped: int            # objects left out
+    bytes_dropped: int
+    bytes_before: int       # of the old pack and its index
+    bytes_written: int      # of the new pack and its index
+
+
 class ObjectStore:
-    def __init__(self, backend, cache_dir: str | None = None) -> None:
+    def __init__(self, backend, cache_dir: str | None = None,
+                 person_key: bytes | None = None) -> None:
         self.backend = backend
+        # Objects naming a person are indexed by the keyed digest of the person, so that an
+        # erasure finds them without reading the repository (cas/erasure.py).
+        self.person_key = person_key
+        self._person_digests: dict[str, str] = {}
         self._indexes: list[packfmt.IndexReader] | None = None
         self._cache: dict[str, Object] = {}
         # For remote repositories: object bytes cached on local disk by digest. They are
@@ -52,16 +90,25 @@ class ObjectStore:
         """Forget the list of packs, so packs written by other processes become visible."""
         self._indexes = None
 
+    def person_digest(self, person: str) -> str:
+        found = self._person_digests.get(person)
+        if found is None:
+            found = self._person_digests[person] = person_digest(person, self.person_key)
+        return found
+
     def locate(self, digest: str) -> tuple[str, packfmt.Entry] | None:
         raw = to_bytes(digest)
         for _ in range(2):
             indexes = self.indexes()
-            for i, idx in enumerate(indexes):
-                found = idx.lookup(raw)
-                if found is not None:
-                    if i:  # move to front: objects read together tend to share a pack
-                        indexes.insert(0, indexes.pop(i))
-                    return pack_key(found[0]), found[1]
+            try:
+                for i, idx in enumerate(indexes):
+                    found = idx.lookup(raw)
+                    if found is not None:
+                        if i:  # move to front: objects read together tend to share a pack
+                            indexes.insert(0, indexes.pop(i))
+                        return pack_key(found[0]), found[1]
+            except NotFound:
+                pass  # gc or an erasure replaced a pack since we listed: list again
             self.refresh()  # another writer may have added a pack since we listed
         return None
 
@@ -74,11 +121,18 @@ class ObjectStore:
             cached = self._read_cache(digest)
             if cached is not None:
                 return cached
-        found = self.locate(digest)
-        if found is None:
-            raise NotFound(f"object {digest} is not in the repository", digest=digest)
-        key, entry = found
-        data = self.backend.get_range(key, entry.offset, entry.length)
+        for attempt in range(2):
+            found = self.locate(digest)
+            if found is None:
+                raise NotFound(f"object {digest} is not in the repository", digest=digest)
+            key, entry = found
+            try:
+                data = self.backend.get_range(key, entry.offset, entry.length)
+                break
+            except NotFound:  # the pack was rewritten since we listed: look again
+                if attempt:
+                    raise
+                self.refresh()
         kind = KIND_BY_CODE.get(entry.kind)
         if kind is None:
             raise CorruptData(f"object {digest} in {key} has unknown kind code {entry.kind}",
@@ -150,6 +204,83 @@ class ObjectStore:
     def writer(self) -> "PackWriter":
         return PackWriter(self)
 
+    def pack_ids(self) -> list[str]:
+        return [k[len(PACKS):-len(".idx")] for k in self.backend.list(PACKS)
+                if k.endswith(".idx")]
+
+    def write_person_index(self, pid: str, persons: dict[bytes, str]) -> int:
+        """Write the person index of pack `pid` (raw digest -> keyed person); returns bytes."""
+        shards: dict[str, list[PersonObject]] = {}
+        for raw, person in persons.items():
+            shards.setdefault(person_shard(person), []).append(
+                PersonObject(person=person, digest=from_bytes(raw)))
+        written = 0
+        for shard, entries in sorted(shards.items()):
+            data = format_record_file(PersonIndex(pack=pid, entries=sorted(entries, key=_person_order)))
+            self.backend.put_if_absent(person_index_key(shard, pid), data)
+            written += len(data)
+        return written
+
+    def rewrite_pack(self, pid: str, drop: set[bytes]) -> Rewrite:
+        """Replace pack `pid` by one without the objects in `drop` (raw digests), or delete it
+        if nothing is left. The new pack, its index and person index are written before the old
+        ones are deleted, so every kept object stays readable throughout; a crash leaves both
+        (the same objects twice), never neither. Deterministic: the same pack and drop set
+        give the same new pack, so a repeated rewrite is a no-op."""
+        backend = self.backend
+        index = backend.get(index_key(pid))
+        _, entries = packfmt.parse_index(index, index_key(pid))
+        pack = backend.get(pack_key(pid))
+        before = len(pack) + len(index)
+        list(packfmt.parse_pack(pack, pack_key(pid)))  # verify the whole pack before using it
+        kept, old_persons, new_persons = [], set(), {}
+        dropped = bytes_dropped = written = 0
+        for e in sorted(entries, key=lambda e: e.offset):
+            data = pack[e.offset:e.offset + e.length]
+            if digest_of(KIND_BY_CODE[e.kind], data) != from_bytes(e.digest):
+                raise DigestMismatch(from_bytes(e.digest), digest_of(KIND_BY_CODE[e.kind], data),
+                                     pack_key(pid))
+            person = _read_person(data).person if e.kind in PERSON_KINDS else None
+            if person is not None and self.person_key is not None:
+                old_persons.add(person_shard(self.person_digest(person)))
+            if e.digest in drop:
+                dropped += 1
+                bytes_dropped += e.length
+                continue
+            kept.append((e.digest, e.kind, data))
+            if person is not None and self.person_key is not None:
+                new_persons[e.digest] = self.person_digest(person)
+        new_pid = None
+        if kept:
+            new_pack, spans = packfmt.format_pack((kind, data) for _, kind, data in kept)
+            new_pid = packfmt.pack_id(new_pack)
+            if new_pid == pid:
+                return Rewrite(pid, 0, 0, before, before)
+            index = packfmt.format_index(new_pid, [
+                packfmt.Entry(d, off, length, kind)
+                for (d, kind, _), (off, length) in zip(kept, spans)])
+            self.write_person_index(new_pid, new_persons)
+            backend.put_if_absent(pack_key(new_pid), new_pack)
+            backend.put_if_absent(index_key(new_pid), index)
+            written += len(new_pack) + len(index)
+        self.drop_pack(pid, old_persons)
+        for raw in drop:
+            self.evict(from_bytes(raw))
+        return Rewrite(new_pid, dropped, bytes_dropped, before, written)
+
+    def drop_pack(self, pid: str, shards: Iterable[str] = ()) -> None:
+        """Delete a pack: first every multi-pack index covering it (its packs' own indexes
+        answer instead), then its index (unpublishing it), the pack, its person index."""
+        backend = self.backend
+        for key in list(backend.list(PACKS)):
+            if key.endswith(".midx") and pid in packfmt.IndexReader(backend, key).packs:
+                backend.delete(key)
+        backend.delete(index_key(pid))
+        backend.delete(pack_key(pid))
+        for shard in sorted(set(shards)):
+            backend.delete(person_index_key(shard, pid))
+        self.refresh()
+
 
 class PackWriter:
     """Collects objects and writes them as packs: pack first, then its index (which publishes it).
@@ -167,6 +298,7 @@ class PackWriter:
         self._flushed: set[bytes] = set()
         self._indexes_written: list[bytes] = []  # for the multi-pack index
         self._pending: dict[bytes, tuple[int, bytes]] = {}
+        self._persons: dict[bytes, str] = {}  # pending object -> keyed digest of its person
         self._size = 0
         self.objects_written = 0
         self.bytes_written = 0
@@ -174,14 +306,17 @@ class PackWriter:
 
     def add(self, obj: Object) -> str:
         kind, data, digest = encode_object(obj)
-        self.add_encoded(kind, data, digest)
+        self.add_encoded(kind, data, digest, getattr(obj, "person", None))
         return digest
 
-    def add_encoded(self, kind: str, data: bytes, digest: str) -> None:
+    def add_encoded(self, kind: str, data: bytes, digest: str,
+                    person: str | None = None) -> None:
         raw = to_bytes(digest)
         if raw in self._pending:
             return
         self._pending[raw] = (KIND_CODES[kind], data)
+        if person is not None and self.store.person_key is not None:
+            self._persons[raw] = self.store.person_digest(person)
         self._size += len(data) + 5
         if self._size >= self.max_bytes:
             self._flush_pending()
@@ -206,7 +341,9 @@ class PackWriter:
             return
         absent = self.store.missing(self._pending.keys() - self._flushed, self._known)
         items = [(d, self._pending[d]) for d in self._pending if d in absent]
+        persons = {d: self._persons[d] for d, _ in items if d in self._persons}
         self._pending = {}
+        self._persons = {}
         self._size = 0
         if not items:
             return
@@ -216,6 +353,8 @@ class PackWriter:
                    for (d, (kind, _)), (off, length) in zip(items, spans)]
         index = packfmt.format_index(pid, entries)
         backend = self.store.backend
+        if persons:  # before the pack: a person's bytes are never stored unindexed
+            self.bytes_written += self.store.write_person_index(pid, persons)
         backend.put_if_absent(pack_key(pid), pack)
         backend.put_if_absent(index_key(pid), index)
         self.objects_written += len(items)

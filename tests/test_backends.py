@@ -179,6 +179,33 @@ def test_delete(backend):
     assert backend.get("d/k") == b"again"
 
 
+def test_replace_sets_the_value_whole_present_or_not(backend):
+    backend.replace("r/k", b"new")                 # absent: created
+    assert backend.get("r/k") == b"new"
+    backend.put_if_absent("r/other", b"o")
+    backend.replace("r/k", b"redacted")            # present: swapped whole
+    assert backend.get("r/k") == b"redacted"
+    assert backend.get_range("r/k", 0, 3) == b"red"
+    backend.replace("r/k", b"")
+    assert backend.get("r/k") == b""
+    assert list(backend.list("r/")) == ["r/k", "r/other"]
+    assert backend.get("r/other") == b"o"
+    with pytest.raises(InvalidArgument):
+        backend.replace("../x", b"v")
+
+
+def test_modified_is_the_time_of_the_last_write(backend):
+    import time
+    before = time.time()
+    backend.put_if_absent("m/k", b"v")
+    first = backend.modified("m/k")
+    assert before - 5 <= first <= time.time() + 5  # a server clock may be a little off
+    with pytest.raises(NotFound):
+        backend.modified("m/absent")
+    with pytest.raises(NotFound):
+        backend.modified("m")  # a prefix is not a key
+
+
 def test_delete_leaves_other_keys(backend):
     for k in ("p/a", "p/b", "p/c"):
         backend.put_if_absent(k, k.encode())

@@ -311,6 +311,7 @@ def test_path_like_run_ids_are_stored_safely_never_as_paths(repo, location, tmp_
     # no key is made from a run id: every key is one of the documented shapes
     shapes = re.compile(r"(config|packs/[0-9a-f]{64}\.(pack|idx|midx)|runs/imports/\d{10}|"
                         r"reviews/\d{10}|datasets/evals/(meta|versions)/\d{10}|"
+                        r"persons/[0-9a-f]{2}/[0-9a-f]{64}|"
                         r"datasets/evals/proposals/ct-[0-9a-f]{32}|datasets/evals/keys/[0-9a-f]{64})\Z")
     assert [k for k in keys(repo) if not shapes.match(k)] == []
     if location == str(tmp_path):
@@ -495,7 +496,8 @@ def test_promote_previews_and_seal_seals(staged):
     assert p["withheld"] == {c: [] for c in p["proposed"]["added"]}
     assert repo.head("evals") == 0  # nothing sealed by a preview
     new = set(keys(repo)) - set(before)
-    assert {k for k in new if not k.startswith("packs/")} == {
+    # a preview stores the frozen cases (packs, with their person index), the proposal and the key
+    assert {k for k in new if not k.startswith(("packs/", "persons/"))} == {
         f"datasets/evals/proposals/{p['confirm_token']}",
         next(k for k in new if k.startswith("datasets/evals/keys/"))}
     result = repo.seal("evals", p["confirm_token"], message="first")

@@ -1,4 +1,5 @@
-"""Backends: bytes in a flat key space of immutable files (create-if-absent and delete only)."""
+"""Backends: bytes in a flat key space of immutable files (create-if-absent and delete; erasure
+alone replaces)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,12 @@ class Backend(Protocol):
     - `get_range` returns `length` bytes at `offset` (fewer only at the end), NotFound if absent.
     - `put_if_absent` atomically creates the key and returns True, or returns False and leaves
       the existing value untouched. A reader never sees a partial value.
+    - `replace` atomically sets the key to new bytes, present or not. Only erasure uses it, to
+      swap a log record for its redacted copy: a reader sees the old or the new value, whole.
     - `delete` removes the key; deleting an absent key is not an error (returns False).
     - `list(prefix)` yields the keys starting with `prefix` in ascending byte order.
+    - `modified(key)` is when the key was last written (seconds since the epoch), NotFound if
+      absent: gc keeps what is younger than its grace period.
     """
 
     url: str
@@ -37,11 +42,15 @@ class Backend(Protocol):
 
     def put_if_absent(self, key: str, data: bytes) -> bool: ...
 
+    def replace(self, key: str, data: bytes) -> None: ...
+
     def delete(self, key: str) -> bool: ...
 
     def list(self, prefix: str = "") -> Iterator[str]: ...
 
     def exists(self, key: str) -> bool: ...
+
+    def modified(self, key: str) -> float: ...
 
 
 def is_remote(location: str) -> bool:

@@ -67,6 +67,9 @@ class CachingBackend:
     def put_if_absent(self, key: str, data: bytes) -> bool:
         return self.inner.put_if_absent(key, data)
 
+    def replace(self, key: str, data: bytes) -> None:
+        self.inner.replace(key, data)  # never an index: those are named by content
+
     def delete(self, key: str) -> bool:
         try:
             os.unlink(self._local(key))
@@ -79,6 +82,9 @@ class CachingBackend:
 
     def exists(self, key: str) -> bool:
         return self.inner.exists(key)
+
+    def modified(self, key: str) -> float:
+        return self.inner.modified(key)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)  # e.g. S3Backend.requests

@@ -49,8 +49,14 @@ class LocalBackend:
             os.close(fd)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
+        return self._write(key, data, replace=False)
+
+    def replace(self, key: str, data: bytes) -> None:
+        self._write(key, data, replace=True)
+
+    def _write(self, key: str, data: bytes, replace: bool) -> bool:
         path = self._path(key)
-        if os.path.exists(path):
+        if not replace and os.path.exists(path):
             return False
         tmp_dir = os.path.join(self.root, _TMP)
         self._makedirs(tmp_dir)
@@ -67,8 +73,12 @@ class LocalBackend:
                 os.close(fd)
             # link(2) publishes the complete file under its name and fails if the name exists:
             # an atomic create-if-absent that never replaces what another writer published.
+            # rename(2) is the atomic replace that erasure alone uses.
             try:
-                os.link(tmp, path)
+                if replace:
+                    os.rename(tmp, path)
+                else:
+                    os.link(tmp, path)
             except FileExistsError:
                 return False
             _fsync_dir(os.path.dirname(path))
@@ -116,6 +126,15 @@ class LocalBackend:
 
     def exists(self, key: str) -> bool:
         return os.path.isfile(self._path(key))
+
+    def modified(self, key: str) -> float:
+        try:
+            st = os.stat(self._path(key))
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(f"no such key {key!r}", key=key) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise NotFound(f"no such key {key!r}", key=key)
+        return st.st_mtime
 
     def _makedirs(self, path: str) -> None:
         if os.path.isdir(path):

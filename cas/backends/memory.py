@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Iterator
 
 from ..errors import NotFound
@@ -13,6 +14,7 @@ class MemoryBackend:
     def __init__(self) -> None:
         self.url = "memory:"
         self._data: dict[str, bytes] = {}
+        self._times: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def get(self, key: str) -> bytes:
@@ -31,7 +33,14 @@ class MemoryBackend:
             if key in self._data:
                 return False
             self._data[key] = bytes(data)
+            self._times[key] = time.time()
             return True
+
+    def replace(self, key: str, data: bytes) -> None:
+        check_key(key)
+        with self._lock:
+            self._data[key] = bytes(data)
+            self._times[key] = time.time()
 
     def delete(self, key: str) -> bool:
         check_key(key)
@@ -46,3 +55,7 @@ class MemoryBackend:
     def exists(self, key: str) -> bool:
         check_key(key)
         return key in self._data
+
+    def modified(self, key: str) -> float:
+        self.get(key)
+        return self._times[key]

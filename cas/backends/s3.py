@@ -154,6 +154,16 @@ class S3Backend:
         raise Unavailable(f"cannot write {key!r} to {self.url}: storage kept failing",
                           key=key)
 
+    def replace(self, key: str, data: bytes) -> None:
+        """An unconditional PUT: S3 replaces an object atomically, so the client may retry it."""
+        import obstore
+        check_key(key)
+        self._count("PUT")
+        try:
+            obstore.put(self._store, key, data)
+        except Exception as exc:
+            raise _unavailable("write", key, exc) from None
+
     def delete(self, key: str) -> bool:
         import obstore
         check_key(key)
@@ -185,6 +195,17 @@ class S3Backend:
         except Exception as exc:
             raise _unavailable("list", prefix, exc) from None
         return iter(sorted(k for k in keys if k.startswith(prefix)))
+
+    def modified(self, key: str) -> float:
+        import obstore
+        check_key(key)
+        self._count("HEAD")
+        try:
+            return obstore.head(self._store, key)["last_modified"].timestamp()
+        except FileNotFoundError:
+            raise NotFound(f"no such key {key!r}", key=key) from None
+        except Exception as exc:
+            raise _unavailable("read", key, exc) from None
 
     def exists(self, key: str) -> bool:
         import obstore

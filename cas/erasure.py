@@ -1,0 +1,304 @@
+"""Erasure: delete a person's cases, runs and reviews wherever the repository keeps bytes, and
+retire every version that held one of their cases (docs/concepts.md, docs/format.md).
+
+Finding the data costs what the person holds, not what the repository holds: every pack that
+stores a case or run naming a person is indexed by the keyed digest of that person before the
+pack is written (`persons/<shard>/<pack>`). Carrying it out is journalled: the plan is stored
+first (`erasures/pending/<id>`), then versions are retired, packs rewritten without the objects,
+staged proposals and log records cleaned, and last the erasure record written and the plan
+deleted. Every step is idempotent, and any process that opens the repository finishes a plan it
+finds, so an interrupted erasure is either invisible (no plan) or completed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from . import retirement
+from .digest import person_digest, to_bytes
+from .errors import InvalidArgument, NotFound
+from .objects import (KIND_CODES, Erasure, ErasurePlan, IdempotencyRecord, PersonIndex,
+                      Proposal,
+                      Provenance, ReviewBatch, Run, RunImport, VersionRef, VersionRetirement,
+                      format_record_file, parse_record_file)
+from .refs import DATASETS, read_log_from
+from .store import PERSONS, person_shard
+
+ERASURES = "erasures/"
+PENDING = f"{ERASURES}pending/"
+LOG = f"{ERASURES}log/"
+MAX_PERSON = 512
+
+
+def pending_key(erasure_id: str) -> str:
+    return f"{PENDING}{erasure_id}"
+
+
+def log_key(erasure_id: str) -> str:
+    return f"{LOG}{erasure_id}"
+
+
+def keyed_person(repo, person: str) -> str:
+    if not isinstance(person, str) or not person or len(person) > MAX_PERSON:
+        raise InvalidArgument(f"a person id is 1-{MAX_PERSON} characters, not {person!r}")
+    return person_digest(person, repo.store.person_key)
+
+
+# -- finding a person's data ------------------------------------------------------------------
+def _indexed_objects(repo, person: str) -> set[str]:
+    """Digests of every indexed object of the person (keyed digest `person`)."""
+    backend = repo.backend
+    found = set()
+    for key in backend.list(f"{PERSONS}{person_shard(person)}/"):
+        try:
+            record = parse_record_file(backend.get(key), PersonIndex, key)
+        except NotFound:
+            continue  # its pack was just rewritten
+        found.update(e.digest for e in record.entries if e.person == person)
+    return found
+
+
+def _classify(repo, digests: set[str]) -> tuple[list[str], list[str]]:
+    """(case ids, run digests) among `digests` that are still stored."""
+    cases, runs = [], []
+    for digest in sorted(digests):
+        located = repo.store.locate(digest)
+        if located is not None and located[1].kind == KIND_CODES["case"]:
+            cases.append(digest)
+        elif located is not None and located[1].kind == KIND_CODES["run"]:
+            runs.append(digest)
+    return cases, runs
+
+
+def _live_versions(repo):
+    for name in repo.refs.dataset_names():
+        deleted = set(repo.refs.deleted_numbers(name))
+        for number in repo.refs.version_numbers(name):
+            if number not in deleted:
+                try:
+                    yield repo.refs.read_version(name, number)
+                except NotFound:
+                    continue  # deleted since the listing
+
+
+def holders(repo, cases) -> list:
+    """Version records of every live version holding any of `cases`."""
+    if not cases:
+        return []
+    trie = repo._trie()
+    return [v for v in _live_versions(repo)
+            if any(trie.contains(v.content_digest, c) for c in cases)]
+
+
+def _reviews_of(repo, runs: set[str]) -> list[str]:
+    out = []
+    for _, batch in read_log_from(repo.backend, _review_key, ReviewBatch, 0):
+        out.extend(r.annotation_id for r in batch.reviews if r.run in runs)
+    return sorted(out)
+
+
+def _review_key(n: int) -> str:
+    from .reviews import batch_key
+    return batch_key(n)
+
+
+def _import_key(n: int) -> str:
+    from .runs import import_key
+    return import_key(n)
+
+
+def _proposals(repo):
+    """(key, proposal) of every staged proposal of every dataset."""
+    for key in repo.backend.list(DATASETS):
+        parts = key.split("/")
+        if len(parts) == 4 and parts[2] == "proposals":
+            try:
+                yield key, parse_record_file(repo.backend.get(key), Proposal, key)
+            except NotFound:
+                continue
+
+
+# -- preview and confirm ----------------------------------------------------------------------
+def preview(repo, person: str) -> tuple[dict[str, Any], ErasurePlan]:
+    """What erasing `person` deletes and retires, and the plan a confirmation would carry out."""
+    from .reviews import confirm_token
+    keyed = keyed_person(repo, person)
+    cases, runs = _classify(repo, _indexed_objects(repo, keyed))
+    run_set = set(runs)
+    reviews = _reviews_of(repo, run_set)
+    held = holders(repo, cases)
+    token = confirm_token("erase", {"person": keyed, "cases": cases, "runs": runs,
+                                    "reviews": reviews,
+                                    "versions": [[v.dataset, v.number] for v in held]})
+    case_set, bases = set(cases), {(v.dataset, v.number) for v in held}
+    proposals = sorted(p.dataset + "/" + key.rsplit("/", 1)[1] for key, p in _proposals(repo)
+                       if case_set.intersection(p.add) or (p.dataset, p.base) in bases)
+    run_ids = sorted(repo.store.get(d, Run).run_id for d in runs)
+    versions, scores, experiments = [], [], []
+    for v in held:
+        state = repo.version_state(v.dataset, v.number)
+        versions.append({"dataset": v.dataset, "number": v.number, "state": state,
+                         "item_count": v.item_count, "content_digest": v.content_digest})
+    for name in sorted({v.dataset for v in held}):
+        numbers = {v.number for v in held if v.dataset == name}
+        scores += [{"dataset": name, "version": s.version, "score_id": s.score_id,
+                    "metric": s.metric} for s in repo.scores(name) if s.version in numbers]
+        experiments += [{"dataset": name, "version": e.version, "name": e.name}
+                        for e in repo.experiments(name) if e.version in numbers]
+    plan = ErasurePlan(id=token, person=keyed, cases=cases, runs=runs, reviews=reviews,
+                       author="", started_at="")
+    return {"confirm_token": token, "person": keyed, "cases": cases, "runs": run_ids,
+            "reviews": reviews, "versions_to_retire": versions, "citing_scores": scores,
+            "citing_experiments": experiments, "proposals_to_delete": proposals}, plan
+
+
+def erase(repo, person: str, confirm_token: str | None, author: str, now: str):
+    """Preview (no token) or carry out (the preview's token) the erasure of `person`.
+
+    Returns the preview dict, or the Erasure record. Confirming a token whose erasure already
+    completed returns that record again (a retried command erases nothing twice)."""
+    from .reviews import check_token
+    keyed = keyed_person(repo, person)
+    if confirm_token is not None and isinstance(confirm_token, str) and \
+            confirm_token.isprintable() and "/" not in confirm_token:
+        done = _read_log(repo, confirm_token)
+        if done is not None and done.person == keyed:
+            return done
+    shown, plan = preview(repo, person)
+    if not check_token(confirm_token, plan.id):
+        return shown
+    plan = msgspec.structs.replace(plan, author=author, started_at=now)
+    repo.backend.put_if_absent(pending_key(plan.id), format_record_file(plan))
+    return complete(repo, plan)
+
+
+def _read_log(repo, erasure_id: str) -> Erasure | None:
+    try:
+        key = log_key(erasure_id)
+        return parse_record_file(repo.backend.get(key), Erasure, key)
+    except (NotFound, InvalidArgument):
+        return None
+
+
+# -- carrying it out ---------------------------------------------------------------------------
+def complete(repo, plan: ErasurePlan) -> Erasure:
+    """Carry out (or finish) a stored plan. Each step can be repeated after a crash."""
+    backend = repo.backend
+    cases, runs = set(plan.cases), set(plan.runs)
+    # 1. Retire first: no version is ever active while it lacks a case.
+    retired = _retire_holders(repo, plan)
+    # 2. Everything that holds the bytes: cases, runs, and the provenance naming the runs, of
+    #    staged proposals and of the retired versions.
+    bases = {(v.dataset, v.number) for v in retired}
+    proposals = [(key, p) for key, p in _proposals(repo)
+                 if cases.intersection(p.add) or (p.dataset, p.base) in bases]
+    drop = cases | runs | {p.provenance for _, p in proposals if p.provenance}
+    for version in retired:
+        prov = version.provenance
+        if prov is not None and prov not in drop:
+            try:
+                entries = repo.store.get(prov, Provenance).entries
+            except NotFound:
+                continue  # dropped by an earlier attempt
+            if any(e.case_id in cases for e in entries):
+                drop.add(prov)
+    # 3. Rewrite every pack holding one of them (repeat: another writer may have stored one
+    #    again while we rewrote).
+    rewritten = dropped = written = 0
+    raw_drop = {to_bytes(d) for d in drop}
+    for _ in range(5):
+        repo.store.refresh()
+        packs = set()
+        for digest in sorted(drop):
+            located = repo.store.locate(digest)
+            if located is not None:
+                packs.add(located[0][len("packs/"):-len(".pack")])
+        if not packs:
+            break
+        for pid in sorted(packs):
+            result = repo.store.rewrite_pack(pid, raw_drop)
+            rewritten += 1
+            dropped += result.dropped
+            written += result.bytes_written
+    for digest in drop:
+        repo.store.evict(digest)
+    # 4. Staged proposals that would bring an erased case back (or that hold one through their
+    #    base), and their idempotency keys.
+    for key, p in proposals:
+        from .proposals import idempotency_key
+        ikey = idempotency_key(p.dataset, p.idempotency_key)
+        try:
+            claim = parse_record_file(backend.get(ikey), IdempotencyRecord, ikey)
+            if claim.token == key.rsplit("/", 1)[1]:
+                backend.delete(ikey)
+        except NotFound:
+            pass
+        backend.delete(key)
+    # 5. Log records naming the runs: replaced by copies without them.
+    _redact(repo, _import_key, RunImport, "runs", lambda e: e.run not in runs)
+    _redact(repo, _review_key, ReviewBatch, "reviews", lambda r: r.run not in runs)
+    repo._run_index = repo._review_index = None
+    # 6. Versions sealed on a retired base while we worked, then the record, then the plan.
+    retired = _retire_holders(repo, plan)
+    record = Erasure(id=plan.id, person=plan.person, cases=plan.cases, runs=plan.runs,
+                     reviews=plan.reviews,
+                     retired=[VersionRef(dataset=r.dataset, number=r.number) for r in retired],
+                     proposals_deleted=len(proposals), objects_deleted=dropped,
+                     packs_rewritten=rewritten, bytes_rewritten=written, author=plan.author,
+                     started_at=plan.started_at, erased_at=repo.clock())
+    if not backend.put_if_absent(log_key(plan.id), format_record_file(record)):
+        record = _read_log(repo, plan.id) or record
+    backend.delete(pending_key(plan.id))
+    return record
+
+
+def _retire_holders(repo, plan: ErasurePlan) -> list:
+    """Retire every live version holding an erased case; returns all such versions (those
+    already retired by then keep their first retirement)."""
+    held = holders(repo, plan.cases)
+    for v in held:
+        retirement.write(repo.backend, VersionRetirement(
+            dataset=v.dataset, number=v.number, cause=retirement.PERSON_ERASED,
+            retired_at=plan.started_at, author=plan.author, erasure=plan.id))
+    return held
+
+
+def _redact(repo, key_of, type_, field: str, keep) -> None:
+    for n, record in list(read_log_from(repo.backend, key_of, type_, 0)):
+        entries = getattr(record, field)
+        kept = [e for e in entries if keep(e)]
+        if len(kept) != len(entries):
+            repo.backend.replace(key_of(n), format_record_file(
+                msgspec.structs.replace(record, **{field: kept})))
+
+
+def recover(repo) -> list[Erasure]:
+    """Finish every erasure a crashed process left half done."""
+    done = []
+    for key in repo.backend.list(PENDING):
+        try:
+            plan = parse_record_file(repo.backend.get(key), ErasurePlan, key)
+        except NotFound:
+            continue  # finished by another process meanwhile
+        done.append(complete(repo, plan))
+    return done
+
+
+def erasures(repo) -> list[Erasure]:
+    """Every completed erasure, oldest first."""
+    out = [parse_record_file(repo.backend.get(k), Erasure, k) for k in repo.backend.list(LOG)]
+    return sorted(out, key=lambda e: (e.erased_at, e.id))
+
+
+def erased_cases(repo) -> set[str]:
+    """Ids of every case an erasure deleted (or is deleting)."""
+    out: set[str] = set()
+    for key in repo.backend.list(ERASURES):
+        type_ = ErasurePlan if key.startswith(PENDING) else Erasure
+        try:
+            out.update(parse_record_file(repo.backend.get(key), type_, key).cases)
+        except NotFound:
+            continue
+    return out

@@ -1,0 +1,164 @@
+"""Garbage collection: delete objects nothing reaches, rewriting packs that are mostly garbage.
+
+Reachable: every tree node and case of every live version (retired ones included), their
+provenance, every staged proposal's cases, provenance and tree, and every imported run. Only
+packs older than the grace period are touched, so a writer still filling a batch (whose version
+record is not written yet) never loses an object; and the set is marked again just before
+anything is deleted, so a version sealed while gc ran keeps what it reuses.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+from . import pack as packfmt
+from .digest import to_bytes
+from .errors import InvalidArgument, NotFound
+from .objects import Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
+from .refs import DATASETS, read_log_from
+from .store import PACKS, PERSONS, index_key, pack_key
+
+REWRITE_AT = 0.5  # a pack is rewritten once at least this share of its bytes is garbage
+
+
+class GcReport(NamedTuple):
+    dry_run: bool
+    packs: int               # packs examined
+    packs_rewritten: int
+    packs_deleted: int       # wholly garbage, or never published (no index)
+    objects_deleted: int
+    bytes_reclaimed: int
+    garbage_kept: int        # unreachable objects left: in young packs, or in mostly live ones
+
+
+def parse_grace(text) -> float:
+    """`0`, `90`, `30s`, `15m`, `2h`, `7d` -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if isinstance(text, (int, float)) and not isinstance(text, bool) and text >= 0:
+        return float(text)
+    if isinstance(text, str):
+        t = text.strip().lower()
+        scale = units.get(t[-1:], None)
+        number = t[:-1] if scale else t
+        if number.isdigit():
+            return float(int(number) * (scale or 1))
+    raise InvalidArgument(f"invalid grace period {text!r}; use seconds or a number with s, m, "
+                          "h or d, e.g. 0, 90, 15m, 24h, 7d")
+
+
+def reachable(repo) -> set[bytes]:
+    """Raw digests of every object something in the repository still refers to."""
+    seen: set[bytes] = set()
+    store = repo.store
+
+    def walk(root: str) -> None:
+        stack = [root]
+        while stack:
+            digest = stack.pop()
+            raw = to_bytes(digest)
+            if raw in seen:
+                continue
+            seen.add(raw)
+            try:
+                node = store.get(digest, (TreeLeaf, TreeNode))
+            except NotFound:
+                continue  # fsck reports it; gc only needs to keep what exists
+            if isinstance(node, TreeLeaf):
+                seen.update(to_bytes(c) for c in node.ids)
+            else:
+                stack.extend(c.node for c in node.children)
+
+    backend = repo.backend
+    from .erasure import _live_versions  # every live version of every live dataset
+    for version in _live_versions(repo):
+        walk(version.content_digest)
+        if version.provenance:
+            seen.add(to_bytes(version.provenance))
+    for key in backend.list(DATASETS):
+        parts = key.split("/")
+        if len(parts) == 4 and parts[2] == "proposals":
+            try:
+                p = parse_record_file(backend.get(key), Proposal, key)
+            except NotFound:
+                continue
+            seen.update(to_bytes(c) for c in p.add)
+            if p.provenance:
+                seen.add(to_bytes(p.provenance))
+            walk(p.proposed_root)
+    from .runs import import_key
+    for _, record in read_log_from(backend, import_key, RunImport, 0):
+        seen.update(to_bytes(e.run) for e in record.runs)
+    return seen
+
+
+def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
+    grace = parse_grace(grace)
+    backend = repo.backend
+    store = repo.store
+    store.refresh()
+    cutoff = time.time() - grace
+    keys = list(backend.list(PACKS))
+    indexed = {k[len(PACKS):-len(".idx")] for k in keys if k.endswith(".idx")}
+    live = reachable(repo)
+    plans = []  # (pid, garbage raw digests, garbage bytes, pack bytes)
+    kept = deleted_packs = 0
+    for pid in sorted(indexed):
+        _, entries = packfmt.parse_index(backend.get(index_key(pid)), index_key(pid))
+        garbage = {e.digest: e.length for e in entries if e.digest not in live}
+        if not garbage:
+            continue
+        total = sum(e.length for e in entries)
+        if _modified(backend, pack_key(pid)) > cutoff or \
+                sum(garbage.values()) < REWRITE_AT * total:
+            kept += len(garbage)
+            continue
+        plans.append((pid, garbage))
+    orphans = [k for k in keys if k.endswith(".pack")
+               and k[len(PACKS):-len(".pack")] not in indexed
+               and _modified(backend, k) <= cutoff]
+    stale_persons = [k for k in backend.list(PERSONS)
+                     if k.rsplit("/", 1)[1] not in indexed and _modified(backend, k) <= cutoff]
+    objects = sum(len(g) for _, g in plans)
+    reclaimed = sum(sum(g.values()) for _, g in plans)
+    reclaimed += sum(_size(backend, k) for k in orphans)
+    if dry_run:
+        return GcReport(True, len(indexed), sum(1 for _, g in plans), len(orphans), objects,
+                        reclaimed, kept)
+    # Mark again: anything a writer sealed, staged or imported since is kept after all.
+    live = reachable(repo)
+    rewritten = objects = reclaimed = 0
+    for pid, garbage in plans:
+        drop = {d for d in garbage if d not in live}
+        if not drop:
+            continue
+        result = store.rewrite_pack(pid, drop)
+        if result.new_pack is None:
+            deleted_packs += 1
+        else:
+            rewritten += 1
+        objects += result.dropped
+        reclaimed += result.bytes_before - result.bytes_written
+    for key in orphans:
+        reclaimed += _size(backend, key)
+        backend.delete(key)
+        deleted_packs += 1
+    packs_now = set(store.pack_ids())
+    for key in stale_persons:
+        if key.rsplit("/", 1)[1] not in packs_now:
+            backend.delete(key)
+    return GcReport(False, len(indexed), rewritten, deleted_packs, objects, reclaimed, kept)
+
+
+def _modified(backend, key: str) -> float:
+    try:
+        return backend.modified(key)
+    except NotFound:
+        return time.time()  # being replaced right now: young
+
+
+def _size(backend, key: str) -> int:
+    try:
+        return len(backend.get(key))
+    except NotFound:
+        return 0
