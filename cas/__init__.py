@@ -6,6 +6,8 @@ from .errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
 from .objects import Case, DatasetRecord, VersionRecord
 from .repository import (MAX_PAGE, Diff, DiffPage, EncodedCase, ItemsPage, Repository,
                          VersionsPage, encode_case, find, init, open, read_cases_jsonl)
+from .replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
+                     diff_runs, format_plan, parse_plan, plan_digest, replay_case, replay_item)
 from .scores import Pin, RecordedScore
 from .tree import Proof, verify_proof
 
@@ -16,4 +18,6 @@ __all__ = [
     "MAX_PAGE", "Repository", "VersionsPage", "encode_case", "find", "init", "open",
     "read_cases_jsonl", "Proof", "verify_proof",
     "Pin", "RecordedScore",
+    "Plan", "ReplayRecord", "ReplayResult", "RunDiff", "StepDetail", "ToolEffect", "diff_runs",
+    "format_plan", "parse_plan", "plan_digest", "replay_case", "replay_item",
 ]
