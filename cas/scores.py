@@ -29,6 +29,7 @@ from .digest import parse_digest
 from .errors import (Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound)
 from .objects import (DatasetTombstone, Experiment, Fence, Score, ScoreBatch, VersionRecord,
                       VersionTombstone, format_record_file, parse_record_file_of)
+from .retirement import ACTIVE, RETIRED, refuse_retired
 from .refs import (DATASETS, check_dataset_name, deleted_key, experiment_key, meta_key,
                    score_batch_key, tombstone_key, version_key)
 
@@ -36,7 +37,6 @@ LOGS = ("scores", "experiments")
 MAX_CLAIM_ATTEMPTS = 1000  # contention beyond this is reported (ABORTED), never spun forever
 _PIN_RE = re.compile(r"(?P<dataset>[^@#]+)@(?P<version>[1-9][0-9]*)#(?P<digest>.+)\Z")
 PIN_FORM = "DATASET@VERSION#b3:<64 hex digits>"
-ACTIVE = "ACTIVE"
 
 
 class Pin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -79,6 +79,7 @@ class RecordedScore(msgspec.Struct, frozen=True, kw_only=True):
     experiment: Union[str, None]
     author: str
     recorded_at: str
+    version_state: str = "ACTIVE"  # of the cited version now: a score outlives a retirement
 
     @property
     def pin(self) -> Pin:
@@ -133,12 +134,9 @@ def _live_version(repo, name: str, number: int) -> VersionRecord:
 def _citable(repo, name: str, number: int, check_tombstones: bool = True) -> VersionRecord:
     """A version a pin, score or experiment may cite: it exists and it is ACTIVE."""
     record = _live_version(repo, name, number) if check_tombstones else repo.version(name, number)
-    state = repo.version_state(name, number)
-    if state != ACTIVE:
-        raise FailedPrecondition(f"{name}@{number} is {state}: it can no longer be pinned, "
-                                 "scored or used by an experiment",
-                                 reason="EVALUATION_DATASET_VERSION_RETIRED", dataset=name,
-                                 version=number, state=state)
+    retired = repo.refs.read_retirement(name, number)
+    if retired is not None:
+        raise refuse_retired(name, number, retired, "pinning, scoring or an experiment over it")
     return record
 
 
@@ -272,11 +270,11 @@ def record_scores(repo, pin_: Any, scores: list, author: str, now: str) -> list[
     return [_recorded(key, i, s) for i, s in enumerate(batch_scores)]
 
 
-def _recorded(key: str, index: int, s: Score) -> RecordedScore:
+def _recorded(key: str, index: int, s: Score, state: str = ACTIVE) -> RecordedScore:
     return RecordedScore(score_id=f"{key}#{index}", dataset=s.dataset, version=s.version,
                          content_digest=s.content_digest, metric=s.metric, value=s.value,
                          item=s.item, experiment=s.experiment, author=s.author,
-                         recorded_at=s.recorded_at)
+                         recorded_at=s.recorded_at, version_state=state)
 
 
 def scores(repo, name: str, version: int | None = None) -> list[RecordedScore]:
@@ -285,12 +283,16 @@ def scores(repo, name: str, version: int | None = None) -> list[RecordedScore]:
     if version is not None:
         repo.version(name, version)  # NotFound for a version never sealed, or deleted
     out = []
+    states: dict[int, str] = {}
     for _, key, entry in read_log(repo, name, "scores"):
         if isinstance(entry, Fence):
             continue
         for i, s in enumerate(entry.scores):
             if version is None or s.version == version:
-                out.append(_recorded(key, i, s))
+                if s.version not in states:
+                    retired = repo.refs.read_retirement(name, s.version)
+                    states[s.version] = ACTIVE if retired is None else RETIRED
+                out.append(_recorded(key, i, s, states[s.version]))
     return out
 
 

@@ -74,19 +74,26 @@ def show(ctx: Context, args: tuple[str, ...]) -> None:
     name, number, _ = split_version_args("show", args, ("DATASET VERSION", "DATASET@VERSION"))
     repo = ctx.repo()
     v = repo.version(name, number)
-    state = repo.version_state(name, number)
+    retired = repo.retirement(name, number)
+    state = "ACTIVE" if retired is None else "RETIRED"
+    retirement = {"retirement_cause": retired and retired.cause,
+                  "retired_at": retired and retired.retired_at,
+                  "retirement_note": retired and retired.note,
+                  "retired_by": retired and retired.author}
 
     def human() -> str:
         return "\n".join([
             _version_line(v),
             f"state:     {state}",
+        ] + ([f"retired:   {retired.cause} at {retired.retired_at} by {retired.author}"]
+             + ([f"note:      {retired.note}"] if retired.note else []) if retired else []) + [
             f"parent:    {v.parent if v.parent is not None else '-'}",
             f"operation: {v.operation}",
             f"author:    {v.author}",
             f"sealed at: {v.sealed_at}",
         ] + ([f"message:   {v.message}"] if v.message else []))
 
-    ctx.emit({**to_json(v), "state": state}, human)
+    ctx.emit({**to_json(v), "state": state, **retirement}, human)
 
 
 @cli.command()

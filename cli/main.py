@@ -167,5 +167,5 @@ def to_json(value: Any) -> Any:
 
 from . import commands_repo, commands_dataset, commands_version  # noqa: E402,F401
 from . import commands_promote, commands_runs  # noqa: E402,F401
-from . import commands_scores  # noqa: E402,F401
+from . import commands_scores, commands_erasure  # noqa: E402,F401
 from . import commands_replay  # noqa: E402,F401

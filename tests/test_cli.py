@@ -259,7 +259,8 @@ def test_case_show_and_case_not_in_version(run, repo):
         "code": "NOT_FOUND", "reason": None, "message": f"case {items[0]} is not in evals@2",
         "case_id": items[0], "dataset": "evals", "version": 2}}
     shown = json.loads(run("--json", "show", "evals", "2").stdout)
-    assert shown == {**second, "state": "ACTIVE"}
+    assert shown == {**second, "state": "ACTIVE", "retirement_cause": None, "retired_at": None,
+                     "retirement_note": None, "retired_by": None}
     assert json.loads(run("--json", "show", "evals@2").stdout) == shown
     r = run("show", "evals", "2")
     assert r.exit_code == 0

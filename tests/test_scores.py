@@ -113,18 +113,29 @@ def test_pins_of_missing_or_deleted_versions_are_refused(repo):
     assert "was deleted" in info.value.message
 
 
-def test_retired_versions_cannot_be_pinned_scored_or_experimented_on(repo, monkeypatch):
+def test_retired_versions_cannot_be_pinned_scored_or_experimented_on(repo):
     pin = repo.pin("evals", 1)
-    monkeypatch.setattr(repo, "version_state", lambda name, number: "RETIRED")
-    for call in (lambda: repo.pin("evals", 1),
-                 lambda: repo.record_score(pin, metric="acc", value=1),
-                 lambda: repo.create_experiment("evals", 1, "base")):
+    score = repo.record_score(pin, metric="acc", value=1)
+    retired = repo.retire("evals", 1, "Contaminated", "leaked into a training set")
+    assert (retired.cause, retired.note) == ("CONTAMINATED", "leaked into a training set")
+    before = keys(repo, "datasets/evals/scores/") + keys(repo, "datasets/evals/experiments/")
+    for call, what in ((lambda: repo.pin("evals", 1), "pinning"),
+                       (lambda: repo.record_score(pin, metric="acc", value=1), "pinning"),
+                       (lambda: repo.create_experiment("evals", 1, "base"), "pinning")):
         with pytest.raises(cas.FailedPrecondition) as info:
             call()
         assert info.value.reason == "EVALUATION_DATASET_VERSION_RETIRED"
-        assert info.value.message == ("evals@1 is RETIRED: it can no longer be pinned, scored "
-                                      "or used by an experiment")
-    assert keys(repo, "datasets/evals/scores/") == keys(repo, "datasets/evals/experiments/") == []
+        assert info.value.message == (
+            f"evals@1 is RETIRED (CONTAMINATED at {retired.retired_at}): pinning, scoring or an "
+            "experiment over it is refused, permanently; cut a new version to bring the "
+            "dataset back into use")
+    after = keys(repo, "datasets/evals/scores/") + keys(repo, "datasets/evals/experiments/")
+    assert after == before
+    # the score recorded before stays, and says what became of its version
+    [kept] = repo.scores("evals", 1)
+    assert kept.score_id == score.score_id and kept.version_state == "RETIRED"
+    other = repo.record_score(repo.pin("evals", 2), metric="acc", value=0)
+    assert repo.scores("evals", 2) == [other] and other.version_state == "ACTIVE"
 
 
 # -- scores -------------------------------------------------------------------------------
@@ -560,7 +571,7 @@ def test_cli_scores(run, evals):
     assert t == {"score_id": "datasets/evals/scores/0000000002#0", "dataset": "evals",
                  "version": 1, "content_digest": pin.split("#")[1], "metric": "ok", "value": 1,
                  "item": item, "experiment": "base", "author": "Ada <ada@example.com>",
-                 "recorded_at": t["recorded_at"], "pin": pin}
+                 "recorded_at": t["recorded_at"], "pin": pin, "version_state": "ACTIVE"}
     r = run("score", "list", "evals")
     assert r.stdout == (
         f"datasets/evals/scores/0000000001#0  evals@1  acc=0.5  {s.recorded_at}  "

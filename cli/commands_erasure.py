@@ -1,0 +1,101 @@
+"""`cas retire`, `cas erase`, `cas erasures list`, `cas gc`: retirement, erasure and garbage."""
+
+from __future__ import annotations
+
+import click
+
+from .main import Context, cli, json_option, split_version_args, to_json
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@cli.command()
+@click.argument("args", nargs=-1, metavar="DATASET VERSION")
+@click.option("--cause", required=True, metavar="CAUSE",
+              help="CONTAMINATED, INVALID_LABELS or OPERATOR_REQUEST (any letter case).")
+@click.option("--note", required=True, help="Why, for whoever finds the version retired.")
+@json_option
+@pass_ctx
+def retire(ctx: Context, args: tuple[str, ...], cause: str, note: str) -> None:
+    """Retire DATASET VERSION for good: reads, scores and experiments over it are refused from
+    now on. Deletes nothing (erasing a person is `cas erase`)."""
+    name, number, _ = split_version_args("retire", args, ("DATASET VERSION", "DATASET@VERSION"))
+    r = ctx.repo().retire(name, number, cause, note)
+    ctx.emit({**to_json(r), "state": "RETIRED"},
+             f"retired {r.dataset}@{r.number}: {r.cause} at {r.retired_at}")
+
+
+@cli.command()
+@click.option("--person", required=True, metavar="PERSON_ID",
+              help="The person whose cases, runs and reviews are deleted.")
+@click.option("--confirm-token", default=None, metavar="TOKEN",
+              help="The token of the preview: carries out exactly what it showed.")
+@json_option
+@pass_ctx
+def erase(ctx: Context, person: str, confirm_token: str | None) -> None:
+    """Erase a person: without --confirm-token, preview what would be deleted and retired;
+    with the preview's token, delete it from every version, pack and log."""
+    result = ctx.repo().erase(person, confirm_token)
+    if isinstance(result, dict):
+        ctx.emit(result, lambda: _preview_text(result))
+        return
+    ctx.emit(to_json(result), lambda: _erasure_text(result, "erased"))
+
+
+def _preview_text(p: dict) -> str:
+    lines = [f"erasing {p['person']} would delete {len(p['cases'])} cases, {len(p['runs'])} "
+             f"runs and {len(p['reviews'])} reviews, and retire {len(p['versions_to_retire'])} "
+             "versions:"]
+    lines += [f"  retire {v['dataset']}@{v['number']} ({v['state']}, {v['item_count']} cases)"
+              for v in p["versions_to_retire"]]
+    lines += [f"  run {r}" for r in p["runs"]]
+    lines += [f"  case {c}" for c in p["cases"]]
+    lines += [f"  review {a}" for a in p["reviews"]]
+    lines += [f"  proposal {t} is deleted" for t in p["proposals_to_delete"]]
+    lines += [f"  cited by score {s['score_id']} ({s['metric']})" for s in p["citing_scores"]]
+    lines += [f"  cited by experiment {e['name']} ({e['dataset']}@{e['version']})"
+              for e in p["citing_experiments"]]
+    lines.append(f"confirm with: cas erase --person PERSON_ID --confirm-token "
+                 f"{p['confirm_token']}")
+    return "\n".join(lines)
+
+
+def _erasure_text(e, verb: str) -> str:
+    retired = ", ".join(f"{r.dataset}@{r.number}" for r in e.retired) or "none"
+    return (f"{verb} {e.person} at {e.erased_at}: {len(e.cases)} cases, {len(e.runs)} runs, "
+            f"{len(e.reviews)} reviews; {e.objects_deleted} objects deleted from "
+            f"{e.packs_rewritten} packs; retired: {retired}")
+
+
+@cli.group()
+def erasures() -> None:
+    """The record of completed erasures (keyed digests and counts, no identities)."""
+
+
+@erasures.command("list")
+@json_option
+@pass_ctx
+def erasures_list(ctx: Context) -> None:
+    """List every completed erasure, oldest first."""
+    records = ctx.repo().erasures()
+    ctx.emit({"erasures": to_json(records)},
+             lambda: "\n".join(_erasure_text(e, e.id) for e in records))
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
+@click.option("--grace", default="24h", show_default=True, metavar="DURATION",
+              help="Keep packs younger than this (seconds, or e.g. 30m, 24h, 7d), so writers "
+                   "in flight never lose an object.")
+@json_option
+@pass_ctx
+def gc(ctx: Context, dry_run: bool, grace: str) -> None:
+    """Delete objects no version, run, review, proposal or score reaches, rewriting packs that
+    are mostly garbage. Safe while others write."""
+    report = ctx.repo().gc(dry_run=dry_run, grace=grace)
+    would = "would reclaim" if dry_run else "reclaimed"
+    ctx.emit(report._asdict(),
+             f"{would} {report.bytes_reclaimed} bytes: {report.objects_deleted} objects, "
+             f"{report.packs_rewritten} packs rewritten, {report.packs_deleted} deleted, of "
+             f"{report.packs}; {report.garbage_kept} unreachable objects kept (young packs or "
+             "mostly live ones)")
