@@ -39,14 +39,14 @@ class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
     tools: tuple[ToolEffect, ...] = ()
 
 
-class StepDetail(msgspec.Struct, frozen=True, kw_only=True):
+class StepDetail(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     index: int
     type: Union[str, None]       # the step's recorded type (None if it is not a string)
     tool_name: Union[str, None]  # the exact recorded name of a tool call; None otherwise
     disposition: str
 
 
-class ReplayRecord(msgspec.Struct, frozen=True, kw_only=True):
+class ReplayRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """What the sandbox did: the counts are checkable against `steps_detail`."""
 
     plan_digest: str
@@ -59,7 +59,7 @@ class ReplayRecord(msgspec.Struct, frozen=True, kw_only=True):
     steps_detail: list[StepDetail]
 
 
-class ReplayResult(msgspec.Struct, frozen=True, kw_only=True):
+class ReplayResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     run: Case  # the replayed run: a case, encoded as every case is
     record: ReplayRecord
 
@@ -69,7 +69,7 @@ class ReplayResult(msgspec.Struct, frozen=True, kw_only=True):
         return encoding.encode(self.run)
 
 
-class RunDiff(msgspec.Struct, frozen=True, kw_only=True):
+class RunDiff(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     identical: bool
     differences: list[dict[str, Any]]  # {"path", "frozen"?, "replayed"?}; absent side omitted
 
@@ -116,16 +116,16 @@ def parse_plan(value: Any = None, source: str = "plan") -> Plan:
     """
     if value is None:
         return Plan()
-    if isinstance(value, Plan):
-        # Re-checked: a Plan built by hand may be unsorted, restate its default or hold junk.
-        value = encoding.decode_json(encoding.encode(value))
-    elif isinstance(value, (bytes, bytearray, str)):
+    if isinstance(value, (bytes, bytearray, str)):
         try:
             value = encoding.decode_json(value)
         except InvalidArgument as exc:
             raise InvalidArgument(f"{source}: {exc.message}", reason="INVALID_PLAN") from None
     else:
+        # Python values (a Plan built by hand too, which may be unsorted or restate its
+        # default) are read as their JSON, so tuples and lists, dicts and Structs are alike.
         encoding.check_json(value)
+        value = encoding.decode_json(encoding.encode(value))
     plan = _fields(value, _PLAN_FIELDS, source, "$", "a plan")
     if plan.get("kind", PLAN_KIND) != PLAN_KIND:
         raise _refuse(source, "$.kind", f"{_json_text(plan['kind'])} is not a plan's kind; "

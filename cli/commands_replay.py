@@ -17,10 +17,9 @@ def _record_text(record) -> str:
              f"{record.stubbed} stubbed, {record.unrecorded} unrecorded",
              f"plan: {record.plan_digest}",
              "stubbed tools: " + (", ".join(record.stubbed_tools) or "-")]
-    width = max([len(d.tool_name or "-") for d in record.steps_detail] + [1])
     for d in record.steps_detail:
         lines.append(f"{d.index:>4}  {d.disposition:<10}  {d.type or '-':<9}  "
-                     f"{(d.tool_name or '-'):<{width}}".rstrip())
+                     f"{d.tool_name or '-'}")
     return "\n".join(lines)
 
 

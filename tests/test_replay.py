@@ -319,6 +319,8 @@ def test_unset_and_null_mean_external_and_a_plan_reads_back_from_its_bytes():
     assert cas.parse_plan(messy).tools == (cas.ToolEffect(tool_name="z", effect="external"),)
     with pytest.raises(cas.InvalidArgument, match="declared twice"):
         cas.parse_plan(cas.Plan(tools=(cas.ToolEffect(tool_name="a", effect="none"),) * 2))
+    as_tuples = {"tools": ({"tool_name": "mv", "effect": "none"},)}
+    assert cas.parse_plan(as_tuples) == cas.parse_plan({"tools": [dict(as_tuples["tools"][0])]})
 
 
 # -- the plan digest ----------------------------------------------------------------------
