@@ -222,6 +222,14 @@ def complete(repo, plan: ErasurePlan) -> Erasure:
             rewritten += 1
             dropped += result.dropped
             written += result.bytes_written
+    # A rewrite interrupted between unpublishing a pack and deleting it left the pack behind.
+    for pid in repo.store.unindexed_packs():
+        try:
+            held, shards = repo.store.pack_objects(pid)
+        except NotFound:
+            continue
+        if held & raw_drop:
+            repo.store.drop_pack(pid, shards)
     for digest in drop:
         repo.store.evict(digest)
     # 4. Staged proposals that would bring an erased case back (or that hold one through their
@@ -270,8 +278,11 @@ def _redact(repo, key_of, type_, field: str, keep) -> None:
         entries = getattr(record, field)
         kept = [e for e in entries if keep(e)]
         if len(kept) != len(entries):
+            changes = {field: kept}
+            if isinstance(record, ReviewBatch):  # its preview named an erased run: the same
+                changes["confirm_token"] = None  # request later must save anew, not find this
             repo.backend.replace(key_of(n), format_record_file(
-                msgspec.structs.replace(record, **{field: kept})))
+                msgspec.structs.replace(record, **changes)))
 
 
 def recover(repo) -> list[Erasure]:

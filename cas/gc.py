@@ -125,9 +125,16 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
     if dry_run:
         return GcReport(True, len(indexed), sum(1 for _, g in plans), len(orphans), objects,
                         reclaimed, kept)
+    rewritten = objects = reclaimed = 0
+    # Packs never published (a writer died between a pack and its index), first: a rewrite
+    # below may publish the very same pack (same bytes, same name) again.
+    for key in orphans:
+        if not backend.exists(key[:-len(".pack")] + ".idx"):
+            reclaimed += _size(backend, key)
+            backend.delete(key)
+            deleted_packs += 1
     # Mark again: anything a writer sealed, staged or imported since is kept after all.
     live = reachable(repo)
-    rewritten = objects = reclaimed = 0
     for pid, garbage in plans:
         drop = {d for d in garbage if d not in live}
         if not drop:
@@ -139,10 +146,6 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
             rewritten += 1
         objects += result.dropped
         reclaimed += result.bytes_before - result.bytes_written
-    for key in orphans:
-        reclaimed += _size(backend, key)
-        backend.delete(key)
-        deleted_packs += 1
     packs_now = set(store.pack_ids())
     for key in stale_persons:
         if key.rsplit("/", 1)[1] not in packs_now:

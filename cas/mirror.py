@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+import msgspec
+
 from . import pack as packfmt
 from .digest import digest_of, from_bytes
 from .errors import CorruptData, FailedPrecondition, NotFound
 from .objects import (KIND_BY_CODE, TYPES, RepoConfig, parse_record_file,
                       parse_record_file_of)
 from .refs import DATASETS
-from .store import PACKS
+from .store import PACKS, PERSONS
 
 CONFIG_KEY = "config"
 
@@ -49,13 +51,22 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
     dst_keys = set(dst.list(""))
     records = [k for k in src_keys if k.startswith(DATASETS)]
     logs = sorted(k for k in src_keys if k.startswith(REPOSITORY_LOGS))
+    redacted = []  # log records an erasure at the source rewrote: replaced at the destination
     for key in logs + records:  # refuse divergence up front, before copying anything
-        if key in dst_keys and dst.get(key) != src.get(key):
-            raise FailedPrecondition(f"{dst.url} diverged from {src.url} at {key}",
-                                     reason="DIVERGED", key=key)
+        if key in dst_keys:
+            theirs, ours = dst.get(key), src.get(key)
+            if theirs == ours:
+                continue
+            if not _is_redaction(key, ours, theirs):
+                raise FailedPrecondition(f"{dst.url} diverged from {src.url} at {key}",
+                                         reason="DIVERGED", key=key)
+            redacted.append(key)
     copied = present = bytes_copied = 0
     if dst_cfg is None:
         dst.put_if_absent(CONFIG_KEY, config)
+    # The person index of a pack goes before the pack, as when it was written.
+    for key in (k for k in src_keys if k.startswith(PERSONS) and k not in dst_keys):
+        bytes_copied += _copy_record(src, dst, key)
     packs = [k for k in src_keys if k.startswith(PACKS) and k.endswith(".idx")]
     for n, ikey in enumerate(packs):
         if progress:
@@ -87,6 +98,13 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
     # Repository-wide logs (run imports, review batches, settings) in number order, after the
     # packs holding the runs they name and before the proposals that cite reviews.
     for key in logs:
+        if key in redacted:
+            data = src.get(key)
+            parse_record_file_of(data, tuple(TYPES.values()), f"{src.url}: {key}")
+            dst.replace(key, data)
+            bytes_copied += len(data)
+            rec_copied += 1
+            continue
         if key in dst_keys:
             rec_present += 1
             continue
@@ -125,12 +143,59 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
         for k in doomed:
             dst.delete(k)
             rec_deleted += 1
+    # Erasures last: their records say the deletions below are complete at the source.
+    for key in (k for k in src_keys if k.startswith(ERASURE_LOG) and k not in dst_keys):
+        bytes_copied += _copy_record(src, dst, key)
+        rec_copied += 1
+    rec_deleted += _follow_erasures(src_set, dst)
     return MirrorReport(copied, present, rec_copied, rec_present, bytes_copied, rec_deleted,
                         rec_skipped)
 
 
-_RECORD_RANK = {"tombstone": 0, "meta": 1, "deleted": 2, "versions": 2, "experiments": 3,
-                "scores": 4, "proposals": 5, "keys": 6}
+_RECORD_RANK = {"tombstone": 0, "meta": 1, "deleted": 2, "versions": 2, "retired": 3,
+                "experiments": 4, "scores": 5, "proposals": 6, "keys": 7}
+ERASURE_LOG = "erasures/log/"
+
+
+def _is_redaction(key: str, ours: bytes, theirs: bytes) -> bool:
+    """Whether the source's log record is the destination's with entries erased (and nothing
+    else changed): the only way a record the destination holds may differ."""
+    from .objects import ReviewBatch, RunImport
+    if not key.startswith(("runs/imports/", "reviews/")):
+        return False
+    type_, field = (RunImport, "runs") if key.startswith("runs/") else (ReviewBatch, "reviews")
+    try:
+        new = parse_record_file(ours, type_, key)
+        old = parse_record_file(theirs, type_, key)
+    except CorruptData:
+        return False
+    kept = getattr(new, field)
+    changes = {field: kept}
+    if field == "reviews" and len(kept) < len(old.reviews):
+        changes["confirm_token"] = None  # as cas.erasure redacts a batch
+    return (set(kept) <= set(getattr(old, field))
+            and msgspec.structs.replace(old, **changes) == new)
+
+
+def _follow_erasures(src_set: set[str], dst) -> int:
+    """Delete at the destination what an erasure (or gc) deleted at the source: packs that were
+    rewritten (their multi-pack indexes first, then index, pack, person index), and staged
+    proposals with their keys. Runs after everything the source has was copied."""
+    deleted = 0
+    dst_keys = list(dst.list(""))
+    gone_packs = {k[len(PACKS):-len(".idx")] for k in dst_keys
+                  if k.startswith(PACKS) and k.endswith(".idx") and k not in src_set}
+    doomed = [k for k in dst_keys if k.startswith(PACKS) and k.endswith(".midx")
+              and k not in src_set]
+    doomed += [k for k in dst_keys if k.startswith(PACKS) and not k.endswith(".midx")
+               and k[len(PACKS):].split(".")[0] in gone_packs]
+    doomed += [k for k in dst_keys if k.startswith(PERSONS) and k not in src_set]
+    doomed += [k for k in dst_keys if k.startswith(DATASETS) and k not in src_set
+               and k.split("/")[2:3] in (["proposals"], ["keys"])]
+    for key in sorted(doomed, key=lambda k: (not k.endswith(".midx"), not k.endswith(".idx"))):
+        if dst.delete(key):
+            deleted += 1
+    return deleted
 REPOSITORY_LOGS = ("runs/imports/", "reviews/", "settings/")
 
 

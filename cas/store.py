@@ -268,6 +268,28 @@ class ObjectStore:
             self.evict(from_bytes(raw))
         return Rewrite(new_pid, dropped, bytes_dropped, before, written)
 
+    def unindexed_packs(self) -> list[str]:
+        """Packs without an index: a write in flight, or a deletion interrupted between
+        unpublishing a pack and deleting it."""
+        keys = set(self.backend.list(PACKS))
+        return sorted(k[len(PACKS):-len(".pack")] for k in keys
+                      if k.endswith(".pack") and k[:-len(".pack")] + ".idx" not in keys)
+
+    def pack_objects(self, pid: str) -> tuple[set[bytes], set[str]]:
+        """(raw digests, person shards) of the objects in a pack, read from the pack itself."""
+        pack = self.backend.get(pack_key(pid))
+        digests, shards = set(), set()
+        for off, length, kind in packfmt.parse_pack(pack, pack_key(pid)):
+            data = pack[off:off + length]
+            name = KIND_BY_CODE.get(kind)
+            if name is None:
+                continue
+            digests.add(to_bytes(digest_of(name, data)))
+            person = _read_person(data).person if kind in PERSON_KINDS else None
+            if person is not None and self.person_key is not None:
+                shards.add(person_shard(self.person_digest(person)))
+        return digests, shards
+
     def drop_pack(self, pid: str, shards: Iterable[str] = ()) -> None:
         """Delete a pack: first every multi-pack index covering it (its packs' own indexes
         answer instead), then its index (unpublishing it), the pack, its person index."""

@@ -1,0 +1,551 @@
+"""Erasure and retirement end to end: two people, three datasets, several versions each.
+
+Erasing one person retires exactly the versions that held their cases, leaves every other
+version byte-for-byte as it was, refuses every use of a retired version, lets a new version be
+cut, and leaves none of their bytes in any file of the repository. Runs on both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import cas
+from cas.backends.memory import MemoryBackend
+
+OPERATOR = "Grace <grace@example.com>"
+ALICE = "alice.moreau@example.org"   # the person erased
+BOB = "bob-17"
+# Distinctive strings of Alice's runs: each must be gone from every byte of the repository.
+ALICE_MARKERS = ["Ticket 88231: refund to IBAN FR76-3000-6000-0112-3456-7890-189",
+                 "alice-run-", "moreau.alice@", "14 rue des Lilas", "ALICE-SECRET-7731"]
+
+
+@pytest.fixture(autouse=True)
+def person(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAS_USER", OPERATOR)
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
+
+
+def agent_run(run_id: str, person: str, n: int, secret: str) -> dict:
+    """A realistic multi-turn support-agent run: messages, read-only tools, effectful tools."""
+    return {
+        "run_id": run_id, "tenant": "acme-support", "person": person,
+        "started_at": f"2026-10-{n % 28 + 1:02d}T09:{n % 60:02d}:00Z",
+        "input": {"ticket": f"#{1000 + n}", "message": f"Hello, I need help. {secret}"},
+        "output": f"Your request #{1000 + n} is resolved. ({secret})",
+        "steps": [
+            {"type": "message", "role": "user", "content": f"Customer says: {secret}"},
+            {"type": "tool_call", "tool_name": "crm.search",
+             "arguments": {"query": secret[:20]}, "result": [{"id": n, "match": secret}]},
+            {"type": "tool_call", "tool_name": "kb.read", "arguments": {"doc": "refunds.md"},
+             "result": "Refunds go to the account on file."},
+            {"type": "message", "role": "assistant", "content": "Issuing the refund now."},
+            {"type": "tool_call", "tool_name": "payments.refund",
+             "arguments": {"ticket": n, "note": secret}, "result": {"ok": True}},
+            {"type": "tool_call", "tool_name": "email.send",
+             "arguments": {"to": f"{person}", "body": f"Done: {secret}"}},
+        ],
+        "outcome": {"status": "success" if n % 3 else "failure"},
+        "metadata": {"model": "agent-7", "customer_note": secret},
+    }
+
+
+ALICE_RUNS = [agent_run(f"alice-run-{i}", ALICE, i, f"{ALICE_MARKERS[i % 5]} {ALICE_MARKERS[4]}")
+              for i in range(4)]
+BOB_RUNS = [agent_run(f"bob-run-{i}", BOB, 10 + i, f"bob's order {i} arrived damaged")
+            for i in range(6)]
+
+
+def review(repo, run_id: str) -> str:
+    req = [{"run_id": run_id, "metric": "dataset_eligibility", "label": "good"}]
+    token = repo.add_reviews(req)["confirm_token"]
+    return repo.add_reviews(req, confirm_token=token)["annotation_ids"][0]
+
+
+def promote(repo, name: str, run_ids, key: str):
+    subjects = [{"subject_kind": "agent_run", "subject_ref": r,
+                 "review_annotation_id": review(repo, r)} for r in run_ids]
+    preview = repo.promote(name, subjects, key)
+    return repo.seal(name, preview["confirm_token"]).version
+
+
+def remove(repo, name: str, ids, key: str):
+    preview = repo.remove(name, list(ids), key)
+    return repo.seal(name, preview["confirm_token"]).version
+
+
+def build(repo) -> dict:
+    """Three datasets; Alice's cases enter `support` at v2 and `triage` at v1 (direct commit);
+    `billing` never holds one. Returns the case ids by person."""
+    repo.import_runs(ALICE_RUNS + BOB_RUNS)
+    for name in ("support", "billing", "triage"):
+        repo.create_dataset(name)
+    promote(repo, "support", ["bob-run-0", "bob-run-1"], "s1")          # support@1: bob only
+    promote(repo, "support", ["alice-run-0", "bob-run-2"], "s2")        # support@2: alice
+    promote(repo, "support", ["alice-run-1"], "s3")                     # support@3
+    promote(repo, "billing", ["bob-run-3"], "b1")                       # billing@1
+    promote(repo, "billing", ["bob-run-4", "bob-run-5"], "b2")          # billing@2
+    alice_case = {"run_id": "alice-run-9", "person": ALICE, "tenant": "acme-support",
+                  "input": ALICE_MARKERS[3], "output": ALICE_MARKERS[4]}
+    bob_case = {"run_id": "bob-run-9", "person": BOB, "input": "printer jam", "output": "fixed"}
+    repo.commit("triage", base=None, add=[bob_case, alice_case])        # triage@1: alice
+    repo.commit("triage", base=1, remove=[cas.encode_case(alice_case).case_id])  # triage@2
+    repo.commit("triage", base=2, add=[{"input": "no person", "output": "x"}])   # triage@3
+    return {
+        "alice": sorted({cas.encode_case(alice_case).case_id} |
+                        {_case_of(repo, "support", 3, r) for r in ("alice-run-0", "alice-run-1")}),
+    }
+
+
+def _case_of(repo, name, number, run_id):
+    return next(c for c in all_items(repo, name, number)
+                if repo.case(name, number, c).run_id == run_id)
+
+
+def all_items(repo, name, number) -> list[str]:
+    out, after = [], None
+    while True:
+        page = repo.items(name, number, after=after, limit=2)
+        out += page.items
+        if not page.has_more:
+            return out
+        after = page.next_cursor
+
+
+def snapshot(repo, name, number):
+    """What a reader sees of a version: the record, each case id and its exact bytes."""
+    record = repo.version(name, number)
+    return record, {c: repo.store.get_bytes(c)[1] for c in all_items(repo, name, number)}
+
+
+RETIRED = {("support", 2), ("support", 3), ("triage", 1)}
+UNTOUCHED = {("support", 1), ("billing", 1), ("billing", 2), ("triage", 2), ("triage", 3)}
+
+
+def repository_bytes(repo, location) -> dict[str, bytes]:
+    """Every stored file: the repository directory (local) or every object under the prefix and
+    the local cache directory (S3)."""
+    files = {}
+    roots = [os.path.join(location, ".cas")] if not cas.backends.is_remote(location) else []
+    if cas.backends.is_remote(location):
+        for key in repo.backend.list(""):
+            files[key] = repo.backend.get(key)
+        roots.append(os.environ["CAS_CACHE_DIR"])
+    for root in roots:
+        for dirpath, _, names in os.walk(root):
+            for n in names:
+                with open(os.path.join(dirpath, n), "rb") as f:
+                    files[os.path.join(dirpath, n)] = f.read()
+    return files
+
+
+def decoded_texts(data: bytes) -> list[str]:
+    """The content of a file as text after decoding: each packed object's JSON re-serialised
+    without escapes (so a string stored as \\u escapes is found too), or the JSON file's."""
+    from cas import pack as packfmt
+    texts = []
+    if data[:4] == packfmt.PACK_MAGIC:
+        for off, length, _ in packfmt.parse_pack(data):
+            texts.append(json.dumps(json.loads(data[off:off + length]), ensure_ascii=False))
+    elif data[:1] == b"{":
+        texts.append(json.dumps(json.loads(data), ensure_ascii=False))
+    return texts
+
+
+def assert_no_trace(files: dict[str, bytes], needles: list[str]) -> None:
+    assert files
+    for where, data in files.items():
+        for needle in needles:
+            assert needle.encode() not in data, (where, needle)
+            for text in decoded_texts(data):
+                assert needle not in text, (where, needle)
+
+
+@pytest.fixture
+def repo(location):
+    return cas.init(location)
+
+
+def test_erasing_a_person_end_to_end(repo, location):
+    ids = build(repo)
+    score = repo.record_score(repo.pin("support", 2), metric="resolution", value=0.5)
+    experiment = repo.create_experiment("support", 3, "agent-7-baseline")
+    kept_score = repo.record_score(repo.pin("billing", 2), metric="resolution", value=1.0)
+    before = {v: snapshot(repo, *v) for v in UNTOUCHED}
+    bob_runs = {r["run_id"]: repo.run(r["run_id"]) for r in BOB_RUNS}
+    # The markers really are in the repository before the erasure (the search can fail).
+    files = repository_bytes(repo, location)
+    assert any(ALICE_MARKERS[0].encode() in d for d in files.values())
+    assert any(ALICE.encode() in d for d in files.values())
+
+    # -- preview: names everything, changes nothing ------------------------------------------
+    listing = {k: repo.backend.get(k) for k in repo.backend.list("")}
+    preview = repo.erase(ALICE)
+    assert {k: repo.backend.get(k) for k in repo.backend.list("")} == listing
+    assert preview["cases"] == ids["alice"]
+    assert preview["runs"] == [f"alice-run-{i}" for i in range(4)]
+    assert len(preview["reviews"]) == 2  # only the reviewed runs had reviews
+    assert {(v["dataset"], v["number"]) for v in preview["versions_to_retire"]} == RETIRED
+    assert [(s["dataset"], s["version"], s["score_id"]) for s in preview["citing_scores"]] == \
+        [("support", 2, score.score_id)]
+    assert preview["citing_experiments"] == [{"dataset": "support", "version": 3,
+                                              "name": "agent-7-baseline"}]
+    assert preview["person"].startswith("pk:") and ALICE not in json.dumps(preview["person"])
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.erase(ALICE, "ct-" + "0" * 32)
+    assert info.value.reason == "CONFIRM_TOKEN_MISMATCH"
+    assert {k: repo.backend.get(k) for k in repo.backend.list("")} == listing
+
+    # -- confirm ------------------------------------------------------------------------------
+    record = repo.erase(ALICE, preview["confirm_token"])
+    assert record.cases == ids["alice"] and len(record.runs) == 4
+    assert {(r.dataset, r.number) for r in record.retired} == RETIRED
+    assert record.objects_deleted >= len(ids["alice"]) + 4 and record.packs_rewritten >= 1
+    assert repo.erase(ALICE, preview["confirm_token"]) == record  # a retried confirm: no-op
+    assert repo.erasures() == [record]
+
+    for name, number in RETIRED:
+        retired = repo.retirement(name, number)
+        assert (retired.cause, retired.erasure) == ("PERSON_ERASED", record.id)
+        assert repo.version_state(name, number) == "RETIRED"
+    for name, number in UNTOUCHED:
+        assert repo.version_state(name, number) == "ACTIVE"
+        assert snapshot(repo, name, number) == before[(name, number)]  # byte for byte
+
+    # -- every use of a retired version is refused, permanently ------------------------------
+    v2 = repo.version("support", 2)  # still shows the set as sealed
+    assert v2.item_count == 4
+    refusals = [lambda: repo.items("support", 2), lambda: repo.case("support", 2, ids["alice"][0]),
+                lambda: repo.prove("support", 3, ids["alice"][0]),
+                lambda: repo.diff("support", 1, 2), lambda: repo.provenance("support", 2),
+                lambda: repo.pin("support", 3),
+                lambda: repo.record_score(score.pin, metric="m", value=1),
+                lambda: repo.create_experiment("support", 2, "again"),
+                lambda: repo.items("triage", 1)]
+    for refusal in refusals:
+        with pytest.raises(cas.FailedPrecondition) as info:
+            refusal()
+        assert info.value.reason == "EVALUATION_DATASET_VERSION_RETIRED"
+    # stored scores and experiments stay, and say the version is retired
+    [old] = repo.scores("support", 2)
+    assert old.score_id == score.score_id and old.version_state == "RETIRED"
+    assert repo.scores("billing", 2)[0].version_state == "ACTIVE"
+    assert repo.scores("billing") == [kept_score]
+    assert [e.name for e in repo.experiments("support")] == [experiment.name]
+
+    # -- the person's runs and reviews are gone, the others' are intact -----------------------
+    for r in ALICE_RUNS:
+        with pytest.raises(cas.NotFound):
+            repo.run(r["run_id"])
+    assert repo.runs() == sorted(bob_runs)
+    for run_id, run in bob_runs.items():
+        assert repo.run(run_id) == run and repo.reviews(run_id) is not None
+
+    # -- no trace in any byte ---------------------------------------------------------------
+    assert_no_trace(repository_bytes(repo, location), ALICE_MARKERS + [ALICE])
+    report = repo.fsck()
+    assert report.ok, report.problems
+    assert cas.open(location).fsck().ok
+
+    # -- cutting a new version: an empty removal seals exactly what is left ------------------
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.remove("billing", [], "empty-on-active")
+    assert info.value.reason == "EMPTY_REMOVAL"
+    recut = remove(repo, "support", [], "recut")
+    assert (recut.number, recut.item_count) == (4, 3)
+    assert set(all_items(repo, "support", 4)) == set(all_items(repo, "support", 1)) | {
+        _case_of(repo, "support", 4, "bob-run-2")}
+    assert repo.version_state("support", 4) == "ACTIVE"
+    repo.record_score(repo.pin("support", 4), metric="resolution", value=0.75)
+    # an erased case comes back only if its run is imported and promoted again
+    repo.import_runs([ALICE_RUNS[0]])
+    back = promote(repo, "support", ["alice-run-0"], "again")
+    assert back.item_count == 4
+    assert _case_of(repo, "support", 5, "alice-run-0") in ids["alice"]  # the same content
+    assert repo.version_state("support", 2) == "RETIRED"  # the refusal is permanent
+    assert repo.fsck().ok
+
+
+def test_promotion_on_a_retired_head_leaves_the_erased_cases_out(repo):
+    ids = build(repo)
+    repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])
+    v4 = promote(repo, "support", ["bob-run-5"], "after")
+    assert repo.version_state("support", 4) == "ACTIVE"
+    held = set(all_items(repo, "support", 4))
+    assert not held & set(ids["alice"]) and len(held) == v4.item_count == 4
+    for c in held:
+        repo.case("support", 4, c)  # every case readable
+    # a direct commit on a retired base does the same
+    t = repo.commit("triage", base=3, add=[{"input": "fresh"}])
+    assert t.item_count == 3  # triage@3 never held Alice's case
+    assert repo.fsck().ok
+
+
+def test_a_proposal_staged_before_the_erasure_cannot_seal_it_back(repo):
+    ids = build(repo)
+    staged = repo.promote("support", [{"subject_kind": "agent_run", "subject_ref": "bob-run-5",
+                                       "review_annotation_id": review(repo, "bob-run-5")}], "st")
+    repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])
+    with pytest.raises(cas.NotFound) as info:
+        repo.seal("support", staged["confirm_token"])
+    assert info.value.reason == "PROPOSAL_NOT_FOUND"
+    assert repo.head("support") == 3
+    assert not set(ids["alice"]) & set(repo.store.pack_ids())
+    assert repo.fsck().ok
+
+
+def test_operator_retirement(repo):
+    build(repo)
+    record = repo.version("billing", 2)
+    before = {k: repo.backend.get(k) for k in repo.backend.list("") if not k.startswith("datasets/billing/retired/")}
+    r = repo.retire("billing", 2, "contaminated", "cases appeared in the model-9 training mix")
+    assert (r.cause, r.note, r.author) == ("CONTAMINATED", "cases appeared in the model-9 "
+                                           "training mix", OPERATOR)
+    # it deletes nothing and changes no other file
+    after = {k: repo.backend.get(k) for k in repo.backend.list("")}
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert set(after) - set(before) == {"datasets/billing/retired/0000000002"}
+    assert repo.version("billing", 2) == record
+    for cause in ("Invalid_Labels", "OPERATOR_REQUEST"):
+        with pytest.raises(cas.FailedPrecondition) as info:
+            repo.retire("billing", 2, cause, "again")
+        assert info.value.reason == "VERSION_ALREADY_RETIRED"
+    assert repo.retirement("billing", 2).cause == "CONTAMINATED"  # the first cause stands
+    for cause, reason in (("PERSON_ERASED", "CAUSE_RESERVED"), ("person_erased", "CAUSE_RESERVED"),
+                          ("LEAKED", "CAUSE_INVALID"), ("", "CAUSE_INVALID")):
+        with pytest.raises(cas.InvalidArgument) as info:
+            repo.retire("billing", 1, cause, "why")
+        assert info.value.reason == reason and "OPERATOR_REQUEST" in info.value.message
+    with pytest.raises(cas.InvalidArgument) as info:
+        repo.retire("billing", 1, "invalid_labels", "  ")
+    assert info.value.reason == "NOTE_REQUIRED"
+    with pytest.raises(cas.NotFound):
+        repo.retire("billing", 9, "OPERATOR_REQUEST", "no such version")
+    assert repo.version_state("billing", 1) == "ACTIVE"
+    # an empty removal re-seals the same set as a new, active version
+    recut = remove(repo, "billing", [], "recut")
+    assert (recut.number, recut.content_digest) == (3, record.content_digest)
+    assert repo.version_state("billing", 3) == "ACTIVE"
+    assert len(all_items(repo, "billing", 3)) == 3
+    assert repo.fsck().ok
+
+
+def test_erasing_a_person_with_no_data_is_recorded_and_retires_nothing(repo):
+    build(repo)
+    preview = repo.erase("nobody@example.com")
+    assert preview["cases"] == preview["runs"] == preview["versions_to_retire"] == []
+    record = repo.erase("nobody@example.com", preview["confirm_token"])
+    assert record.retired == [] and record.objects_deleted == 0
+    assert all(repo.version_state(n, v) == "ACTIVE" for n, v in RETIRED | UNTOUCHED)
+    for bad in ("", None, "x" * 513):
+        with pytest.raises(cas.InvalidArgument):
+            repo.erase(bad)
+
+
+def test_mirror_follows_an_erasure(tmp_path):
+    src = cas.init(str(tmp_path / "a"))
+    build(src)
+    from cas.backends import backend_for
+    from cas.mirror import mirror
+    dst_backend = backend_for(str(tmp_path / "b"), create=True)
+    mirror(src.backend, dst_backend)
+    assert any(ALICE.encode() in d for d in repository_bytes(cas.open(str(tmp_path / "b")),
+                                                             str(tmp_path / "b")).values())
+    src.erase(ALICE, src.erase(ALICE)["confirm_token"])
+    mirror(src.backend, dst_backend)
+    dst = cas.open(str(tmp_path / "b"))
+    assert_no_trace(repository_bytes(dst, str(tmp_path / "b")), ALICE_MARKERS + [ALICE])
+    assert dst.fsck().ok, dst.fsck().problems
+    assert {(n, v) for n, v in RETIRED if dst.version_state(n, v) == "RETIRED"} == RETIRED
+    assert dst.erasures() == src.erasures()
+    assert sorted(dst.backend.list("")) == sorted(src.backend.list(""))
+
+
+# -- garbage collection ------------------------------------------------------------------------
+def _deleted_version_garbage(repo):
+    """A pack that is mostly garbage (40 large cases only a deleted version held) with one live
+    case in it, which gc must rewrite rather than delete."""
+    repo.create_dataset("scratch")
+    repo.commit("scratch", base=None, add=[{"input": f"kept {i}"} for i in range(5)])
+    dropped = [{"input": f"dropped {i}", "output": "y" * 2000} for i in range(40)]
+    repo.commit("scratch", base=1, add=dropped + [{"input": "survivor"}])
+    repo.commit("scratch", base=2, remove=[cas.encode_case(c).case_id for c in dropped])
+    repo.delete_version("scratch", 2)
+
+
+def test_gc_deletes_only_unreachable_objects_in_old_packs(repo):
+    build(repo)
+    _deleted_version_garbage(repo)
+    readable = {(n, v): snapshot(repo, n, v) for n, v in RETIRED | UNTOUCHED}
+    listing = {k: repo.backend.get(k) for k in repo.backend.list("")}
+    young = repo.gc()  # default grace: every pack is younger than a day
+    assert young.objects_deleted == 0 and young.garbage_kept >= 40
+    dry = repo.gc(dry_run=True, grace=0)
+    assert dry.dry_run and dry.objects_deleted >= 40 and dry.bytes_reclaimed > 80_000
+    assert {k: repo.backend.get(k) for k in repo.backend.list("")} == listing
+    done = repo.gc(grace="0s")
+    assert done.objects_deleted == dry.objects_deleted and done.packs_rewritten >= 1
+    survivor = cas.encode_case({"input": "survivor"}).case_id
+    assert repo.case("scratch", 3, survivor).input == "survivor"
+    assert done.bytes_reclaimed > 80_000
+    assert not any(b"dropped 1" in repo.backend.get(k) for k in repo.backend.list(""))
+    for (n, v), snap in readable.items():
+        assert snapshot(repo, n, v) == snap
+    assert repo.fsck().ok
+    assert repo.gc(grace=0).objects_deleted == 0  # nothing left to collect
+    with pytest.raises(cas.InvalidArgument):
+        repo.gc(grace="soon")
+
+
+# -- a crash anywhere during erase or gc -------------------------------------------------------
+class InjectedFault(Exception):
+    pass
+
+
+class FaultyBackend:
+    """Fails the k-th mutation (create, replace, delete), before or after it lands."""
+
+    def __init__(self, inner, fail_at=None, after=False):
+        self.inner, self.fail_at, self.after, self.url = inner, fail_at, after, inner.url
+        self.mutations = 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def _mutate(self, call, *args):
+        self.mutations += 1
+        if self.mutations == self.fail_at:
+            if self.after:
+                call(*args)
+            raise InjectedFault(args[0])
+        return call(*args)
+
+    def put_if_absent(self, key, data):
+        return self._mutate(self.inner.put_if_absent, key, data)
+
+    def replace(self, key, data):
+        return self._mutate(self.inner.replace, key, data)
+
+    def delete(self, key):
+        return self._mutate(self.inner.delete, key)
+
+
+_SEED: dict[str, bytes] = {}
+
+
+def _seeded() -> MemoryBackend:
+    if not _SEED:
+        inner = MemoryBackend()
+        repo = cas.Repository.create(inner)
+        build(repo)
+        _deleted_version_garbage(repo)
+        _SEED.update({k: inner.get(k) for k in inner.list("")})
+    inner = MemoryBackend()
+    for k, v in _SEED.items():
+        inner.put_if_absent(k, v)
+    inner._times = dict.fromkeys(inner._times, 0.0)  # old enough for any grace period
+    return inner
+
+
+def _check_after_crash(inner) -> str:
+    """Reopen (which finishes an interrupted erasure) and check: fsck clean, the erasure
+    complete or not started, no active version lost a case. Returns which."""
+    repo = cas.Repository(inner)
+    report = repo.fsck()
+    assert report.ok, report.problems
+    assert not list(inner.list("erasures/pending/"))
+    done = repo.erasures()
+    for name, number in RETIRED | UNTOUCHED:
+        if repo.version_state(name, number) == "ACTIVE":
+            for c in all_items(repo, name, number):
+                repo.case(name, number, c)  # every case of an active version is there
+    if done:
+        assert {(n, v) for n, v in RETIRED if repo.version_state(n, v) == "RETIRED"} == RETIRED
+        everything = b"".join(inner.get(k) for k in inner.list(""))
+        for needle in ALICE_MARKERS + [ALICE]:
+            assert needle.encode() not in everything
+        return "complete"
+    assert all(repo.version_state(n, v) == "ACTIVE" for n, v in RETIRED | UNTOUCHED)
+    assert repo.run("alice-run-0").person == ALICE
+    return "not started"
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-write", "lost-reply"])
+def test_a_fault_at_every_mutation_of_an_erase(after):
+    probe = FaultyBackend(_seeded())
+    repo = cas.Repository(probe)
+    token = repo.erase(ALICE)["confirm_token"]
+    start = probe.mutations
+    repo.erase(ALICE, token)
+    total = probe.mutations - start
+    assert total >= 10
+    outcomes = set()
+    for k in range(1, total + 1):
+        inner = _seeded()
+        faulty = FaultyBackend(inner)
+        repo = cas.Repository(faulty)
+        token = repo.erase(ALICE)["confirm_token"]
+        faulty.fail_at, faulty.after = faulty.mutations + k, after
+        with pytest.raises(InjectedFault):
+            repo.erase(ALICE, token)
+        outcomes.add(_check_after_crash(inner))
+    # the journal is the first write: failing it leaves nothing; once it landed, the next
+    # open completes the erasure
+    assert outcomes == ({"complete"} if after else {"not started", "complete"})
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-write", "lost-reply"])
+def test_a_fault_at_every_mutation_of_gc(after):
+    probe = FaultyBackend(_seeded())
+    cas.Repository(probe).gc(grace=0)
+    total = probe.mutations
+    assert total >= 4  # the new pack and its index, then the old index and pack
+    for k in range(1, total + 1):
+        inner = _seeded()
+        repo = cas.Repository(FaultyBackend(inner, fail_at=k, after=after))
+        with pytest.raises(InjectedFault):
+            repo.gc(grace=0)
+        assert _check_after_crash(inner) == "not started"
+        again = cas.Repository(inner)
+        again.gc(grace=0)  # a later gc finishes the job
+        assert again.fsck().ok and again.gc(grace=0).objects_deleted == 0
+
+
+def test_sigkill_during_erase(tmp_path):
+    """A real process killed at random points of an erasure of a local repository."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+    base = tmp_path / "seed"
+    build(cas.init(str(base)))
+    rng = random.Random(7)
+    outcomes = []
+    for attempt in range(6):
+        where = tmp_path / f"r{attempt}"
+        subprocess.run(["cp", "-a", str(base), str(where)], check=True)
+        token = cas.open(str(where)).erase(ALICE)["confirm_token"]
+        code = (f"import cas; r = cas.open({str(where)!r}); print('go', flush=True); "
+                f"r.erase({ALICE!r}, {token!r}); print('done', flush=True)")
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                 env=dict(os.environ, CAS_USER=OPERATOR))
+        assert child.stdout.readline() == b"go\n"
+        time.sleep(rng.uniform(0, 0.05))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        repo = cas.open(str(where))  # finishes the erasure if the journal was written
+        report = repo.fsck()
+        assert report.ok, report.problems
+        if repo.erasures():
+            assert_no_trace(repository_bytes(repo, str(where)), ALICE_MARKERS + [ALICE])
+            outcomes.append("complete")
+        else:
+            assert all(repo.version_state(n, v) == "ACTIVE" for n, v in RETIRED | UNTOUCHED)
+            outcomes.append("not started")
+        for name, number in UNTOUCHED:
+            all_items(repo, name, number)
+    assert len(outcomes) == 6  # each attempt ended in one of the two states checked above
