@@ -12,6 +12,7 @@ finds, so an interrupted erasure is either invisible (no plan) or completed.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -30,6 +31,7 @@ ERASURES = "erasures/"
 PENDING = f"{ERASURES}pending/"
 LOG = f"{ERASURES}log/"
 MAX_PERSON = 512
+STAGING_AGE = 60.0  # seconds: a staging file this old belongs to no write in flight
 
 
 def pending_key(erasure_id: str) -> str:
@@ -232,6 +234,9 @@ def complete(repo, plan: ErasurePlan) -> Erasure:
             repo.store.drop_pack(pid, shards)
     for digest in drop:
         repo.store.evict(digest)
+    sweep = getattr(backend, "sweep_staging", None)
+    if sweep is not None:  # a write killed before this erasure may have staged their bytes
+        sweep(time.time() - STAGING_AGE)
     # 4. Staged proposals that would bring an erased case back (or that hold one through their
     #    base), and their idempotency keys.
     for key, p in proposals:

@@ -146,6 +146,9 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
             rewritten += 1
         objects += result.dropped
         reclaimed += result.bytes_before - result.bytes_written
+    sweep = getattr(backend, "sweep_staging", None)
+    if sweep is not None:  # staging files of writes killed before they published
+        sweep(cutoff)
     packs_now = set(store.pack_ids())
     for key in stale_persons:
         if key.rsplit("/", 1)[1] not in packs_now:

@@ -316,6 +316,7 @@ def seal(repo, name: str, token: str, author: str, message: str = ""):
             head=head)
     record = msgspec.structs.replace(record, proposal=token, provenance=p.provenance)
     if repo.refs.append_version(record):
+        repo.settle(record)
         return record, False
     existing = _sealed_by(repo, name, p.base, token)
     if existing is not None:

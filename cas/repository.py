@@ -350,6 +350,7 @@ class Repository:
                 record = self._seal(name, base, inserts, removes, writer, message, author,
                                     operation)
                 if self.refs.append_version(record):
+                    self.settle(record)
                     return record
                 head = self.refs.head(name)
                 if not retry:
@@ -423,6 +424,22 @@ class Repository:
         from .erasure import erased_cases
         trie = self._trie()
         return sorted(c for c in erased_cases(self) if trie.contains(record.content_digest, c))
+
+    def settle(self, record: VersionRecord) -> None:
+        """After sealing: if an erasure retired the base while this version was being built on
+        it, this version holds cases whose bytes are gone, and is retired the same way (the
+        erasure's own final sweep covers versions sealed before it ends; this, the rest)."""
+        if not record.parent:
+            return
+        base = self.refs.read_retirement(record.dataset, record.parent)
+        if base is None or base.erasure is None:
+            return
+        if any(not self.store.contains(c) for c in self.lost_cases(record)):
+            from .objects import VersionRetirement
+            from .retirement import PERSON_ERASED, write
+            write(self.backend, VersionRetirement(
+                dataset=record.dataset, number=record.number, cause=PERSON_ERASED,
+                retired_at=self.clock(), author=base.author, erasure=base.erasure))
 
     def retire(self, name: str, number: int, cause: str, note: str,
                author: str | None = None):

@@ -467,6 +467,19 @@ def test_local_racing_writers_leave_no_temporary_files(tmp_path):
     assert _all_files(backend.root) == keys
 
 
+def test_local_sweep_staging_deletes_only_old_staging_files(tmp_path):
+    import time
+    backend = LocalBackend(str(tmp_path / "repo"))
+    backend.put_if_absent("k", b"v")
+    staging = tmp_path / "repo" / "~tmp"
+    (staging / "dead").write_bytes(b"left by a killed writer")
+    os.utime(staging / "dead", (time.time() - 3600, time.time() - 3600))
+    (staging / "live").write_bytes(b"a write in flight")
+    assert backend.sweep_staging(time.time() - 60) == 1
+    assert sorted(os.listdir(staging)) == ["live"]
+    assert backend.get("k") == b"v"
+
+
 def test_local_values_persist_across_instances(tmp_path):
     LocalBackend(str(tmp_path / "repo")).put_if_absent("a/b", b"durable")
     again = LocalBackend(str(tmp_path / "repo"))

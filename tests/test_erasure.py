@@ -549,3 +549,27 @@ def test_sigkill_during_erase(tmp_path):
         for name, number in UNTOUCHED:
             all_items(repo, name, number)
     assert len(outcomes) == 6  # each attempt ended in one of the two states checked above
+
+
+def test_a_version_sealed_on_a_base_erased_meanwhile_is_retired_too(repo, monkeypatch):
+    build(repo)
+    other = cas.Repository(repo.backend)  # another process erasing while this one commits
+    token = other.erase(ALICE)["confirm_token"]
+    append = repo.refs.append_version
+
+    def racing(record):
+        if record.dataset == "support" and not other.erasures():
+            other.erase(ALICE, token)  # completes after this commit read its base, before it lands
+        return append(record)
+
+    monkeypatch.setattr(repo.refs, "append_version", racing)
+    late = repo.commit("support", base=3, add=[{"input": "late case"}])
+    assert late.number == 4 and repo.version_state("support", 4) == "RETIRED"
+    assert repo.retirement("support", 4).erasure == token
+    assert repo.fsck().ok
+    # the next version cut from it leaves the erased cases out and is active
+    recut = repo.commit("support", base=4, add=[{"input": "after"}])
+    assert repo.version_state("support", recut.number) == "ACTIVE"
+    assert recut.item_count == 5  # 3 of bob's, "late case", "after"
+    for c in all_items(repo, "support", recut.number):
+        repo.case("support", recut.number, c)

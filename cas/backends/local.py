@@ -127,6 +127,21 @@ class LocalBackend:
     def exists(self, key: str) -> bool:
         return os.path.isfile(self._path(key))
 
+    def sweep_staging(self, older_than: float) -> int:
+        """Delete staging files last written before `older_than` (epoch seconds): left by a
+        process killed mid-write, they may hold bytes an erasure must not leave behind."""
+        tmp_dir = os.path.join(self.root, _TMP)
+        removed = 0
+        for name in os.listdir(tmp_dir) if os.path.isdir(tmp_dir) else ():
+            path = os.path.join(tmp_dir, name)
+            try:
+                if os.stat(path).st_mtime < older_than:
+                    os.unlink(path)
+                    removed += 1
+            except FileNotFoundError:
+                continue  # its write finished meanwhile
+        return removed
+
     def modified(self, key: str) -> float:
         try:
             st = os.stat(self._path(key))
