@@ -35,7 +35,8 @@ def score_json(s) -> dict:
 
 def _score_line(s) -> str:
     extra = "".join([f"  item={s.item}" if s.item else "",
-                     f"  experiment={s.experiment}" if s.experiment else ""])
+                     f"  experiment={s.experiment}" if s.experiment else "",
+                     f"  (version {s.version_state})" if s.version_state != "ACTIVE" else ""])
     return (f"{s.score_id}  {s.dataset}@{s.version}  {s.metric}={s.value!r}{extra}  "
             f"{s.recorded_at}  {s.author}")
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The main job end to end on a fresh local repository in a temporary directory:
 # recorded runs -> human review -> promotion (preview, then seal with the confirm token) -> sealed
-# versions 1 and 2 -> exact, paged reads -> diff -> pin and score -> fsck.
+# versions 1 and 2 -> exact, paged reads -> diff -> pin and score -> erase a person (v2 is
+# retired) -> cut v3 -> fsck and gc.
 #
 #   PATH="$PWD/.venv/bin:$PATH" sh examples/quickstart.sh
 #
@@ -162,8 +163,24 @@ if cas version delete "$DS" 2 >/dev/null 2>err.txt; then
 fi
 echo "\$ cas version delete $DS 2   -> refused: $(tail -n 1 err.txt)"
 
-say "Check the whole repository"
+say "A person asks to be forgotten: erase them (preview, then confirm)"
+abridged 4 cas erase --person user-95
+runj erase-preview.json cas erase --person user-95
+run cas erase --person user-95 --confirm-token "$(field erase-preview.json confirm_token)"
+run cas show "$DS" 2
+if cas items "$DS" 2 >/dev/null 2>err.txt; then echo "quickstart: a retired version was read" >&2; exit 1; fi
+echo "\$ cas items $DS 2   -> refused: $(tail -n 1 err.txt)"
+run cas score list "$DS" 2
+run cas erasures list
+
+say "Cut version 3 from the cases that are left: an empty removal, accepted on a retired head"
+runj recut.json cas remove "$DS" --idempotency-key quickstart-recut
+run cas seal "$DS" --confirm-token "$(field recut.json confirm_token)" -m "v2 without the erased person"
+run cas show "$DS" 3
+
+say "Check the whole repository, and what garbage collection would reclaim"
 run cas fsck
+run cas gc --dry-run --grace 0
 
 say "Done"
 echo "the repository is in $work/.cas (browse it with: cd $work && cas dataset show $DS)"
