@@ -104,7 +104,42 @@ INPUTS = [
         "author": "Ada <ada@example.com>", "written_at": "2026-11-30T12:00:00.000000Z"}"""),
     ("config", "config", """{"kind": "config", "format": 1,
         "repository_id": "00112233445566778899aabbccddeeff", "created_at": "2026-11-30T12:00:00.000000Z"}"""),
+    ("version-retirement", "version.retirement", """{"kind": "version.retirement", "format": 1,
+        "dataset": "support-evals", "number": 2, "cause": "PERSON_ERASED",
+        "retired_at": "2026-11-30T12:00:00.000000Z", "note": "", "author": "Ada <ada@example.com>",
+        "erasure": "ct-0123456789abcdef0123456789abcdef"}"""),
+    ("person-index", "person.index", """{"kind": "person.index", "format": 1,
+        "pack": "5555555555555555555555555555555555555555555555555555555555555555",
+        "entries": [{"person": "pk:bbe52a6ec46a1d8af332e9c84bcdf4cc773422c8ea6bbc7a34e12337ca4eb1ab",
+        "digest": "b3:2222222222222222222222222222222222222222222222222222222222222222"}]}"""),
+    ("erasure-plan", "erasure.plan", """{"kind": "erasure.plan", "format": 1,
+        "id": "ct-0123456789abcdef0123456789abcdef",
+        "person": "pk:bbe52a6ec46a1d8af332e9c84bcdf4cc773422c8ea6bbc7a34e12337ca4eb1ab",
+        "cases": ["b3:2222222222222222222222222222222222222222222222222222222222222222"],
+        "runs": ["b3:22bad69bb3870becf495c12a2487ebcf8eeb54355a45d4d2b909c1ce0a6d2fff"],
+        "reviews": ["ann-0123456789abcdef0123456789abcdef"], "author": "Ada <ada@example.com>",
+        "started_at": "2026-11-30T12:00:00.000000Z"}"""),
+    ("erasure", "erasure", """{"kind": "erasure", "format": 1,
+        "id": "ct-0123456789abcdef0123456789abcdef",
+        "person": "pk:bbe52a6ec46a1d8af332e9c84bcdf4cc773422c8ea6bbc7a34e12337ca4eb1ab",
+        "cases": ["b3:2222222222222222222222222222222222222222222222222222222222222222"],
+        "runs": ["b3:22bad69bb3870becf495c12a2487ebcf8eeb54355a45d4d2b909c1ce0a6d2fff"],
+        "reviews": ["ann-0123456789abcdef0123456789abcdef"],
+        "retired": [{"dataset": "support-evals", "number": 2}], "proposals_deleted": 0,
+        "objects_deleted": 3, "packs_rewritten": 1, "bytes_rewritten": 4096,
+        "author": "Ada <ada@example.com>", "started_at": "2026-11-30T12:00:00.000000Z",
+        "erased_at": "2026-11-30T12:00:01.000000Z"}"""),
 ]
+
+# The keyed digest of a person id (docs/format.md section 4.8): the key is BLAKE3 of
+# "cas:person-key" NUL + the repository id; the digest is keyed BLAKE3 of the id's UTF-8 bytes.
+PERSON_VECTOR = {"repository_id": "00112233445566778899aabbccddeeff", "person": "user-42"}
+
+
+def person_vector() -> dict:
+    key = blake3(b"cas:person-key\x00" + PERSON_VECTOR["repository_id"].encode()).digest()
+    return {**PERSON_VECTOR, "key_hex": key.hex(),
+            "person_digest": "pk:" + blake3(PERSON_VECTOR["person"].encode(), key=key).hexdigest()}
 
 
 def compute(kind: str, text: str) -> dict:
@@ -117,10 +152,19 @@ def compute(kind: str, text: str) -> dict:
 
 def test_vectors_match_golden_file():
     got = {name: compute(kind, text) for name, kind, text in INPUTS}
+    got["person-digest"] = person_vector()
     if os.environ.get("CAS_UPDATE_VECTORS"):
         VECTORS.write_text(json.dumps(got, indent=2, ensure_ascii=False) + "\n")
     want = json.loads(VECTORS.read_text())
     assert got == want
+
+
+def test_person_digest_vector_agrees_with_library():
+    from cas.digest import person_digest, person_key
+    vec = json.loads(VECTORS.read_text())["person-digest"]
+    key = person_key(vec["repository_id"])
+    assert key.hex() == vec["key_hex"]
+    assert person_digest(vec["person"], key) == vec["person_digest"]
 
 
 @pytest.mark.parametrize("name", [n for n, _, _ in INPUTS])
@@ -138,5 +182,8 @@ def test_empty_tree_root_is_the_empty_leaf_vector():
 def test_format_document_shows_every_vector():
     doc = (pathlib.Path(__file__).parent.parent / "docs" / "format.md").read_text()
     for name, vec in json.loads(VECTORS.read_text()).items():
+        if name == "person-digest":
+            assert vec["key_hex"] in doc and vec["person_digest"] in doc
+            continue
         assert vec["digest"] in doc, name
         assert vec["canonical"] in doc, name
