@@ -113,9 +113,8 @@ def _import_key(n: int) -> str:
 
 def _proposals(repo):
     """(key, proposal) of every staged proposal of every dataset."""
-    for key in repo.backend.list(DATASETS):
-        parts = key.split("/")
-        if len(parts) == 4 and parts[2] == "proposals":
+    for name in repo.refs.dataset_names():
+        for key in repo.backend.list(f"{DATASETS}{name}/proposals/"):
             try:
                 yield key, parse_record_file(repo.backend.get(key), Proposal, key)
             except NotFound:
