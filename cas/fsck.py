@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from . import pack as packfmt
-from .digest import digest_of, from_bytes, is_digest
+from .digest import digest_of, from_bytes, is_digest, to_bytes
 from .errors import CasError
 from .objects import (KIND_BY_CODE, DatasetRecord, RepoConfig, TreeLeaf,
                       VersionRecord, decode_object, parse_record_file,
@@ -133,7 +133,7 @@ def check(repo, progress: Progress | None = None) -> Report:
         by_dataset.setdefault(parts[1], {"versions": [], "meta": []})[parts[2]].append(
             int(parts[3]))
     n_versions = 0
-    retired, erased = _check_erasures(backend, keys, known, problems)
+    retired, erased = _check_erasures(backend, keys, known, problems, indexed)
     lenient: dict[str, int] = {}  # verified subtrees of retired versions (erased cases allowed)
     deleted = _deleted_numbers(keys)  # a deleted version's number stays used (its tombstone)
     gone = {k.split("/")[1] for k in keys if k.startswith(DATASETS) and
@@ -264,7 +264,7 @@ def _check_node(digest, prefix, objects, tree_ok, reachable, error, load, erased
 __all__ = ["Problem", "Report", "check"]
 
 
-def _check_erasures(backend, keys, known, problems) -> tuple[set, set]:
+def _check_erasures(backend, keys, known, problems, indexed) -> tuple[set, set]:
     """Retirements, erasure records and journals, and the person index. Returns the retired
     versions and the ids of every erased case."""
     from .erasure import LOG, PENDING
@@ -320,6 +320,11 @@ def _check_erasures(backend, keys, known, problems) -> tuple[set, set]:
                 problems.append(Problem("notice", key, "person index of a pack that is gone "
                                                        "(left by an interrupted gc or erasure; "
                                                        "gc removes it)"))
+            elif record.pack in indexed:
+                absent = [e.digest for e in record.entries
+                          if to_bytes(e.digest) not in indexed[record.pack]]
+                if absent:
+                    error(key, f"lists {absent[0]}, which pack {record.pack} does not hold")
     return retired, erased
 
 

@@ -573,3 +573,39 @@ def test_a_version_sealed_on_a_base_erased_meanwhile_is_retired_too(repo, monkey
     assert recut.item_count == 5  # 3 of bob's, "late case", "after"
     for c in all_items(repo, "support", recut.number):
         repo.case("support", recut.number, c)
+
+
+def test_fsck_tolerates_erased_cases_only_in_retired_versions(repo):
+    from cas.digest import to_bytes
+    ids = build(repo)
+    repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])
+    assert repo.fsck().ok
+    # a case of an active version deleted the same way is reported, named by its id
+    bob_case = all_items(repo, "billing", 1)[0]
+    pid = repo.store.locate(bob_case)[0][len("packs/"):-len(".pack")]
+    repo.store.rewrite_pack(pid, {to_bytes(bob_case)})
+    problems = [p for p in repo.fsck().problems if p.severity == "error"]
+    assert (bob_case, "case is missing") in {(p.where, p.message) for p in problems}
+    assert not any(p.where in ids["alice"] for p in problems)
+
+
+def test_fsck_checks_retirement_and_person_index_records(repo):
+    build(repo)
+    repo.retire("billing", 1, "operator_request", "superseded")
+    key = "datasets/billing/retired/0000000001"
+    good = repo.backend.get(key)
+    repo.backend.replace(key, good.replace(b"OPERATOR_REQUEST", b"OPERATOR_REQUESU"))
+    assert key in {p.where for p in repo.fsck().problems if p.severity == "error"}
+    repo.backend.replace(key, good)
+    assert repo.fsck().ok
+    # a person index naming an object its pack does not hold is damage, not a leftover
+    from cas.objects import PersonIndex, PersonObject, format_record_file, parse_record_file
+    pkey = next(iter(repo.backend.list("persons/")))
+    record = parse_record_file(repo.backend.get(pkey), PersonIndex, pkey)
+    bogus = PersonObject(person=record.entries[0].person, digest="b3:" + "0" * 64)
+    repo.backend.replace(pkey, format_record_file(PersonIndex(
+        pack=record.pack, entries=sorted([*record.entries, bogus],
+                                         key=lambda e: (e.person, e.digest)))))
+    errors = [p for p in repo.fsck().problems if p.severity == "error"]
+    assert [(p.where, p.message) for p in errors] == [
+        (pkey, f"lists b3:{'0' * 64}, which pack {record.pack} does not hold")]
