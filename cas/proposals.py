@@ -56,9 +56,17 @@ def set_withheld(repo, withheld: list[str], author: str, now: str) -> Settings:
 
 def freeze(run: Run, withheld: list[str]) -> Case:
     """The case a run becomes under a content policy: withheld classes are left out and named."""
+    return withhold(Case(run_id=run.run_id, started_at=run.started_at, input=run.input,
+                         output=run.output, steps=run.steps, outcome=run.outcome,
+                         metadata=run.metadata, tenant=run.tenant, person=run.person),
+                    withheld)
+
+
+def withhold(case: Case, withheld: list[str]) -> Case:
+    """`case` with the content classes `withheld` left out, and named in its `withheld`."""
     w = set(withheld)
     steps = []
-    for step in run.steps:
+    for step in case.steps:
         if step.get("type") == "tool_call":
             step = dict(step)
             if "tool_arguments" in w:
@@ -67,12 +75,11 @@ def freeze(run: Run, withheld: list[str]) -> Case:
                 step.pop("result", None)
                 step.pop("error", None)
         steps.append(step)
-    return Case(run_id=run.run_id, started_at=run.started_at,
-                input=None if "input" in w else run.input,
-                output=None if "output" in w else run.output,
-                steps=steps, outcome=run.outcome,
-                metadata={} if "metadata" in w else run.metadata,
-                tenant=run.tenant, person=run.person, withheld=sorted(w))
+    return msgspec.structs.replace(
+        case, input=None if "input" in w else case.input,
+        output=None if "output" in w else case.output, steps=steps,
+        metadata={} if "metadata" in w else case.metadata,
+        withheld=sorted(w.union(case.withheld)))
 
 
 # -- staging ------------------------------------------------------------------------------------

@@ -238,9 +238,18 @@ def replay_case(case: Any, plan: Any = None) -> ReplayResult:
 
 def replay_item(repo, dataset: str, version: int, item_id: str, plan: Any = None) -> ReplayResult:
     """Replay case `item_id` of `dataset@version` (refused for a retired version by
-    `repo.case`). Reads only; writes nothing to the repository."""
+    `repo.case`). Reads only; writes nothing to the repository.
+
+    The repository's current content policy still controls what a replay can include: classes
+    it withholds now are left out of the replayed run (and named in its `withheld`), so a
+    read-only call whose recorded answer is withheld replays as UNRECORDED."""
+    from .proposals import withhold
     plan = parse_plan(plan)  # a bad plan is refused before anything is read
-    return replay_case(repo.case(dataset, version, item_id), plan)
+    case = repo.case(dataset, version, item_id)
+    settings = repo.settings()
+    if settings is not None and settings.withheld:
+        case = withhold(case, settings.withheld)
+    return replay_case(case, plan)
 
 
 # -- diffs --------------------------------------------------------------------------------

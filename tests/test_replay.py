@@ -785,6 +785,22 @@ def test_a_withheld_tool_results_policy_makes_reads_unrecorded(location, person)
     assert result.run.withheld == ["tool_results"]
 
 
+def test_the_current_content_policy_controls_what_a_replay_includes(location, person):
+    """A policy set after the case was frozen still applies: the replay leaves the class out
+    and names it; the frozen case is unchanged."""
+    repo = cas.init(location)
+    number = promote_all(repo, [organiser_run("with", True)])
+    (case_id,) = repo.items("evals", number).items
+    assert dispositions(cas.replay_item(repo, "evals", number, case_id, PLAN))[2:5] == [R, R, R]
+    repo.set_content_policy(["tool_results", "input"])
+    result = cas.replay_item(repo, "evals", number, case_id, PLAN)
+    assert dispositions(result)[2:5] == [U, U, U]
+    assert (result.run.withheld, result.run.input) == (["input", "tool_results"], None)
+    assert not any("result" in s or "error" in s for s in result.run.steps)
+    frozen = repo.case("evals", number, case_id)
+    assert frozen.withheld == [] and frozen.input is not None
+
+
 def committed(path, frozen: dict):
     """A local repository whose raw@1 holds `frozen`, committed directly; (repo, case id)."""
     repo = cas.init(str(path))
