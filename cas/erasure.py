@@ -94,6 +94,16 @@ def holders(repo, cases) -> list:
             if any(trie.contains(v.content_digest, c) for c in cases)]
 
 
+def _holding_proposals(repo, cases) -> list:
+    """(key, proposal) of the staged proposals whose proposed set holds one of `cases`
+    (sealing one would bring an erased case back, or build on a set that lost one)."""
+    if not cases:
+        return []
+    trie = repo._trie()
+    return [(key, p) for key, p in _proposals(repo)
+            if any(trie.contains(p.proposed_root, c) for c in cases)]
+
+
 def _reviews_of(repo, runs: set[str]) -> list[str]:
     out = []
     for _, batch in read_log_from(repo.backend, _review_key, ReviewBatch, 0):
@@ -130,12 +140,14 @@ def preview(repo, person: str) -> tuple[dict[str, Any], ErasurePlan]:
     run_set = set(runs)
     reviews = _reviews_of(repo, run_set)
     held = holders(repo, cases)
+    # The completed erasures are part of the request: the same data imported again after an
+    # erasure is a new erasure, never mistaken for a retry of the old one.
+    done = sorted(k[len(LOG):] for k in repo.backend.list(LOG))
     token = confirm_token("erase", {"person": keyed, "cases": cases, "runs": runs,
-                                    "reviews": reviews,
+                                    "reviews": reviews, "after": done,
                                     "versions": [[v.dataset, v.number] for v in held]})
-    case_set, bases = set(cases), {(v.dataset, v.number) for v in held}
-    proposals = sorted(p.dataset + "/" + key.rsplit("/", 1)[1] for key, p in _proposals(repo)
-                       if case_set.intersection(p.add) or (p.dataset, p.base) in bases)
+    proposals = sorted(p.dataset + "/" + key.rsplit("/", 1)[1]
+                       for key, p in _holding_proposals(repo, cases))
     run_ids = sorted(repo.store.get(d, Run).run_id for d in runs)
     versions, scores, experiments = [], [], []
     for v in held:
@@ -192,47 +204,20 @@ def complete(repo, plan: ErasurePlan) -> Erasure:
     retired = _retire_holders(repo, plan)
     # 2. Everything that holds the bytes: cases, runs, and the provenance naming the runs, of
     #    staged proposals and of the retired versions.
-    bases = {(v.dataset, v.number) for v in retired}
-    proposals = [(key, p) for key, p in _proposals(repo)
-                 if cases.intersection(p.add) or (p.dataset, p.base) in bases]
-    drop = cases | runs | {p.provenance for _, p in proposals if p.provenance}
-    for version in retired:
-        prov = version.provenance
-        if prov is not None and prov not in drop:
-            try:
-                entries = repo.store.get(prov, Provenance).entries
-            except NotFound:
-                continue  # dropped by an earlier attempt
-            if any(e.case_id in cases for e in entries):
-                drop.add(prov)
-    # 3. Rewrite every pack holding one of them (repeat: another writer may have stored one
-    #    again while we rewrote).
-    rewritten = dropped = written = 0
-    raw_drop = {to_bytes(d) for d in drop}
-    for _ in range(5):
-        repo.store.refresh()
-        packs = set()
-        for digest in sorted(drop):
-            located = repo.store.locate(digest)
-            if located is not None:
-                packs.add(located[0][len("packs/"):-len(".pack")])
-        if not packs:
-            break
-        for pid in sorted(packs):
-            result = repo.store.rewrite_pack(pid, raw_drop)
-            rewritten += 1
-            dropped += result.dropped
-            written += result.bytes_written
-    # A rewrite interrupted between unpublishing a pack and deleting it left the pack behind.
-    for pid in repo.store.unindexed_packs():
-        try:
-            held, shards = repo.store.pack_objects(pid)
-        except NotFound:
+    proposals = _holding_proposals(repo, plan.cases)
+    drop = cases | runs
+    # A provenance object is shared by content: drop one only if it names an erased case.
+    for prov in {p.provenance for _, p in proposals} | {v.provenance for v in retired}:
+        if prov is None or prov in drop:
             continue
-        if held & raw_drop:
-            repo.store.drop_pack(pid, shards)
-    for digest in drop:
-        repo.store.evict(digest)
+        try:
+            entries = repo.store.get(prov, Provenance).entries
+        except NotFound:
+            continue  # dropped by an earlier attempt
+        if any(e.case_id in cases for e in entries):
+            drop.add(prov)
+    # 3. Rewrite every pack holding one of them; delete unpublished packs holding one.
+    rewritten, dropped, written = purge(repo, drop)
     sweep = getattr(backend, "sweep_staging", None)
     if sweep is not None:  # a write killed before this erasure may have staged their bytes
         sweep(time.time() - STAGING_AGE)
@@ -264,6 +249,42 @@ def complete(repo, plan: ErasurePlan) -> Erasure:
         record = _read_log(repo, plan.id) or record
     backend.delete(pending_key(plan.id))
     return record
+
+
+def purge(repo, drop: set[str]) -> tuple[int, int, int]:
+    """Rewrite every pack holding an object of `drop` without it (repeating: another writer
+    may store one again meanwhile, or gc may replace a pack), and delete any unpublished pack
+    holding one. Returns (packs rewritten, objects dropped, bytes written)."""
+    rewritten = dropped = written = 0
+    raw_drop = {to_bytes(d) for d in drop}
+    for _ in range(5):
+        repo.store.refresh()
+        packs = set()
+        for digest in sorted(drop):
+            located = repo.store.locate(digest)
+            if located is not None:
+                packs.add(located[0][len("packs/"):-len(".pack")])
+        if not packs:
+            break
+        for pid in sorted(packs):
+            try:
+                result = repo.store.rewrite_pack(pid, raw_drop)
+            except NotFound:
+                continue  # gc replaced it meanwhile: located again in the next round
+            rewritten += 1
+            dropped += result.dropped
+            written += result.bytes_written
+    # A rewrite interrupted between unpublishing a pack and deleting it left the pack behind.
+    for pid in repo.store.unindexed_packs():
+        try:
+            held, shards = repo.store.pack_objects(pid)
+        except NotFound:
+            continue
+        if held & raw_drop:
+            repo.store.drop_pack(pid, shards)
+    for digest in drop:
+        repo.store.evict(digest)
+    return rewritten, dropped, written
 
 
 def _retire_holders(repo, plan: ErasurePlan) -> list:
@@ -309,11 +330,19 @@ def erasures(repo) -> list[Erasure]:
 
 def erased_cases(repo) -> set[str]:
     """Ids of every case an erasure deleted (or is deleting)."""
+    return erased_objects(repo, runs=False)
+
+
+def erased_objects(repo, runs: bool = True) -> set[str]:
+    """Digests of every case (and run) an erasure deleted or is deleting."""
     out: set[str] = set()
     for key in repo.backend.list(ERASURES):
         type_ = ErasurePlan if key.startswith(PENDING) else Erasure
         try:
-            out.update(parse_record_file(repo.backend.get(key), type_, key).cases)
+            record = parse_record_file(repo.backend.get(key), type_, key)
         except NotFound:
             continue
+        out.update(record.cases)
+        if runs:
+            out.update(record.runs)
     return out

@@ -1,4 +1,5 @@
-"""Garbage collection: delete objects nothing reaches, rewriting packs that are mostly garbage.
+"""Garbage collection: delete objects nothing reaches, rewriting packs that are mostly garbage
+and merging small packs.
 
 Reachable: every tree node and case of every live version (retired ones included), their
 provenance, every staged proposal's cases, provenance and tree, and every imported run. Only
@@ -17,16 +18,18 @@ from .digest import to_bytes
 from .errors import InvalidArgument, NotFound
 from .objects import Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
 from .refs import DATASETS, read_log_from
-from .store import PACKS, PERSONS, index_key, pack_key
+from .store import PACK_MAX_BYTES, PACKS, PERSONS, index_key, pack_key
 
 REWRITE_AT = 0.5  # a pack is rewritten once at least this share of its bytes is garbage
+SMALL_PACK = 4 << 20  # packs smaller than this are merged (one per version adds up)
 
 
 class GcReport(NamedTuple):
     dry_run: bool
     packs: int               # packs examined
-    packs_rewritten: int
-    packs_deleted: int       # wholly garbage, or never published (no index)
+    packs_rewritten: int     # replaced: rewritten without garbage, or merged with others
+    packs_deleted: int       # never published (no index)
+    packs_written: int       # new packs replacing the rewritten ones
     objects_deleted: int
     bytes_reclaimed: int
     garbage_kept: int        # unreachable objects left: in young packs, or in mostly live ones
@@ -98,54 +101,52 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
     store = repo.store
     store.refresh()
     cutoff = time.time() - grace
+    from . import erasure
+    if not dry_run:
+        erasure.recover(repo)  # an erasure in progress finishes before gc copies any object
+    erasures_before = set(backend.list(erasure.ERASURES))
     keys = list(backend.list(PACKS))
     indexed = {k[len(PACKS):-len(".idx")] for k in keys if k.endswith(".idx")}
     live = reachable(repo)
-    plans = []  # (pid, garbage raw digests, garbage bytes, pack bytes)
-    kept = deleted_packs = 0
-    for pid in sorted(indexed):
-        _, entries = packfmt.parse_index(backend.get(index_key(pid)), index_key(pid))
-        garbage = {e.digest: e.length for e in entries if e.digest not in live}
-        if not garbage:
-            continue
-        total = sum(e.length for e in entries)
-        if _modified(backend, pack_key(pid)) > cutoff or \
-                sum(garbage.values()) < REWRITE_AT * total:
-            kept += len(garbage)
-            continue
-        plans.append((pid, garbage))
+    batches, kept = _plan(backend, indexed, live, cutoff)
     orphans = [k for k in keys if k.endswith(".pack")
                and k[len(PACKS):-len(".pack")] not in indexed
                and _modified(backend, k) <= cutoff]
     stale_persons = [k for k in backend.list(PERSONS)
                      if k.rsplit("/", 1)[1] not in indexed and _modified(backend, k) <= cutoff]
-    objects = sum(len(g) for _, g in plans)
-    reclaimed = sum(sum(g.values()) for _, g in plans)
-    reclaimed += sum(_size(backend, k) for k in orphans)
     if dry_run:
-        return GcReport(True, len(indexed), sum(1 for _, g in plans), len(orphans), objects,
-                        reclaimed, kept)
-    rewritten = objects = reclaimed = 0
+        garbage = [g for batch in batches for _, g in batch]
+        return GcReport(True, len(indexed), sum(len(b) for b in batches), len(orphans),
+                        len(batches), sum(len(g) for g in garbage),
+                        sum(sum(g.values()) for g in garbage)
+                        + sum(_size(backend, k) for k in orphans), kept)
+    rewritten = written = deleted = objects = reclaimed = 0
     # Packs never published (a writer died between a pack and its index), first: a rewrite
     # below may publish the very same pack (same bytes, same name) again.
     for key in orphans:
         if not backend.exists(key[:-len(".pack")] + ".idx"):
             reclaimed += _size(backend, key)
             backend.delete(key)
-            deleted_packs += 1
+            deleted += 1
     # Mark again: anything a writer sealed, staged or imported since is kept after all.
     live = reachable(repo)
-    for pid, garbage in plans:
-        drop = {d for d in garbage if d not in live}
-        if not drop:
-            continue
-        result = store.rewrite_pack(pid, drop)
-        if result.new_pack is None:
-            deleted_packs += 1
-        else:
-            rewritten += 1
+    for batch in batches:
+        drop = {d for _, garbage in batch for d in garbage if d not in live}
+        try:
+            result = store.rewrite_packs([pid for pid, _ in batch], drop)
+        except NotFound:
+            continue  # an erasure or another gc replaced one of these packs meanwhile
+        rewritten += len(batch)
+        written += result.new_pack is not None
         objects += result.dropped
         reclaimed += result.bytes_before - result.bytes_written
+    # An erasure that ran while we copied objects into new packs may have missed a copy (it
+    # was still a live object when we read it): purge what it erased once more.
+    for key in sorted(set(backend.list(erasure.ERASURES)) - erasures_before):
+        if key.startswith(erasure.LOG):
+            record = erasure._read_log(repo, key[len(erasure.LOG):])
+            if record is not None:
+                erasure.purge(repo, set(record.cases) | set(record.runs))
     sweep = getattr(backend, "sweep_staging", None)
     if sweep is not None:  # staging files of writes killed before they published
         sweep(cutoff)
@@ -153,7 +154,36 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
     for key in stale_persons:
         if key.rsplit("/", 1)[1] not in packs_now:
             backend.delete(key)
-    return GcReport(False, len(indexed), rewritten, deleted_packs, objects, reclaimed, kept)
+    return GcReport(False, len(indexed), rewritten, deleted, written, objects, reclaimed, kept)
+
+
+def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]], int]:
+    """Which packs to rewrite, in batches that each become one pack: the packs older than the
+    grace period that are mostly garbage or small, grouped up to the pack size. Returns the
+    batches (each a list of (pack id, {garbage digest: length})) and how many unreachable
+    objects stay (in young packs, or in large mostly live ones)."""
+    candidates, kept = [], 0
+    for pid in sorted(indexed):
+        _, entries = packfmt.parse_index(backend.get(index_key(pid)), index_key(pid))
+        garbage = {e.digest: e.length for e in entries if e.digest not in live}
+        total = sum(e.length for e in entries)
+        old = _modified(backend, pack_key(pid)) <= cutoff
+        if old and (sum(garbage.values()) >= REWRITE_AT * total or total < SMALL_PACK):
+            candidates.append((pid, garbage, total - sum(garbage.values())))
+        else:
+            kept += len(garbage)
+    batches, batch, size = [], [], 0
+    for pid, garbage, live_bytes in candidates:
+        if batch and size + live_bytes > PACK_MAX_BYTES:
+            batches.append(batch)
+            batch, size = [], 0
+        batch.append((pid, garbage))
+        size += live_bytes
+    if batch:
+        batches.append(batch)
+    # A lone pack with nothing to drop would be rewritten as itself.
+    kept_batches = [b for b in batches if len(b) > 1 or b[0][1]]
+    return kept_batches, kept
 
 
 def _modified(backend, key: str) -> float:

@@ -234,7 +234,7 @@ def _stage(repo, name, operation, key, request_digest, cases, removes, provenanc
         count = trie.count(root)
     core = dict(dataset=name, operation=operation, base=head, idempotency_key=key,
                 request=request_digest, add=added, carried=(base.item_count if base else 0)
-                - len(removes), remove=removes, provenance=prov_digest, proposed_root=root,
+                - len(removes) - len(set(added).intersection(lost)), remove=removes, provenance=prov_digest, proposed_root=root,
                 proposed_count=count)
     token = "ct-" + digest_of("proposal", encoding.encode(core))[3:35]
     record = Proposal(**core, author=author, created_at=now)
@@ -270,7 +270,7 @@ def preview(repo, p: Proposal, token: str) -> dict[str, Any]:
             withheld[e.case_id] = e.withheld
     carried = []
     if base is not None:
-        removed = set(p.remove)
+        removed = set(p.remove).union(p.add)  # an erased case added again is not carried
         trie = repo._trie()
         for case_id in trie.iterate(base.content_digest):
             if case_id not in removed:

@@ -420,10 +420,12 @@ class Repository:
         return record
 
     def lost_cases(self, record: VersionRecord) -> list[str]:
-        """The erased cases a (retired) version held: a version cut from it leaves them out."""
+        """The erased cases a version holds whose bytes are gone: a version cut from it leaves
+        them out. (An erased case promoted again has its bytes back, and is not lost.)"""
         from .erasure import erased_cases
         trie = self._trie()
-        return sorted(c for c in erased_cases(self) if trie.contains(record.content_digest, c))
+        return sorted(c for c in erased_cases(self) if trie.contains(record.content_digest, c)
+                      and not self.store.contains(c))
 
     def settle(self, record: VersionRecord) -> None:
         """After sealing: if an erasure retired the base while this version was being built on
@@ -434,7 +436,7 @@ class Repository:
         base = self.refs.read_retirement(record.dataset, record.parent)
         if base is None or base.erasure is None:
             return
-        if any(not self.store.contains(c) for c in self.lost_cases(record)):
+        if self.lost_cases(record):
             from .objects import VersionRetirement
             from .retirement import PERSON_ERASED, write
             write(self.backend, VersionRetirement(

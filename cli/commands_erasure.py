@@ -95,7 +95,8 @@ def gc(ctx: Context, dry_run: bool, grace: str) -> None:
     report = ctx.repo().gc(dry_run=dry_run, grace=grace)
     would = "would reclaim" if dry_run else "reclaimed"
     ctx.emit(report._asdict(),
-             f"{would} {report.bytes_reclaimed} bytes: {report.objects_deleted} objects, "
-             f"{report.packs_rewritten} packs rewritten, {report.packs_deleted} deleted, of "
-             f"{report.packs}; {report.garbage_kept} unreachable objects kept (young packs or "
-             "mostly live ones)")
+             f"{would} {report.bytes_reclaimed} bytes: {report.objects_deleted} objects; "
+             f"{report.packs_rewritten} of {report.packs} packs rewritten into "
+             f"{report.packs_written}, {report.packs_deleted} unpublished deleted; "
+             f"{report.garbage_kept} unreachable objects kept (young packs or mostly live "
+             "ones)")

@@ -609,3 +609,24 @@ def test_fsck_checks_retirement_and_person_index_records(repo):
     errors = [p for p in repo.fsck().problems if p.severity == "error"]
     assert [(p.where, p.message) for p in errors] == [
         (pkey, f"lists b3:{'0' * 64}, which pack {record.pack} does not hold")]
+
+
+def test_gc_merges_small_packs_and_an_erasure_still_finds_its_objects(repo):
+    build(repo)
+    packs = len(repo.store.pack_ids())
+    assert packs >= 8  # about one per promotion and commit
+    readable = {(n, v): snapshot(repo, n, v) for n, v in RETIRED | UNTOUCHED}
+    report = repo.gc(grace=0)
+    assert (report.packs_rewritten, report.packs_written, report.objects_deleted) == (packs, 1, 0)
+    assert len(repo.store.pack_ids()) == 1
+    again = cas.Repository(repo.backend)
+    for (n, v), snap in readable.items():
+        assert snapshot(again, n, v) == snap
+    assert again.gc(grace=0).packs_rewritten == 0  # one pack, nothing to drop: left alone
+    # the merged pack's person index lets an erasure find Alice's objects
+    preview = again.erase(ALICE)
+    assert len(preview["cases"]) == 3 and len(preview["runs"]) == 4
+    again.erase(ALICE, preview["confirm_token"])
+    assert_no_trace({k: repo.backend.get(k) for k in repo.backend.list("")},
+                    ALICE_MARKERS + [ALICE])
+    assert again.fsck().ok

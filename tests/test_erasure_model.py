@@ -5,8 +5,7 @@ retires versions by hand, erases people, cuts datasets back into use and collect
 every step each version reads exactly as the model says: an ACTIVE version lists and reads its
 set, a RETIRED one refuses with its cause, and its record still describes the set as sealed.
 
-The strict xfail tests at the end pin bugs found on the way; the machine steps around the states
-that trigger them, and each such place names its test.
+The tests at the end pin, as regressions, the bugs the machine found on the way.
 """
 
 from __future__ import annotations
@@ -92,13 +91,6 @@ def keys(repo) -> list[str]:
     return sorted(repo.backend.list(""))
 
 
-def skipped(known_bug: str) -> bool:
-    """The machine steps around a state a known bug mishandles (the strict xfail test named);
-    `--hypothesis-show-statistics` counts how often."""
-    event(f"stepped around {known_bug}")
-    return True
-
-
 def error_of(call) -> cas.CasError:
     with pytest.raises(cas.CasError) as info:
         call()
@@ -156,14 +148,6 @@ class ErasureMachine(RuleBasedStateMachine):
         """The cases of a version that are still stored: a new version cut from it holds
         exactly these."""
         return v.ids - self.gone if v is not None else frozenset()
-
-    def blocked(self, v: Version | None, adding=frozenset()) -> bool:
-        """A retired version holding a case erased once and stored again since (and not being
-        added by this change): building on it drops that case."""
-        if v is not None and v.retirement is not None and \
-                v.ids & (self.ever_erased - self.gone) - adding:
-            return skipped("test_recut_of_an_operator_retired_version_keeps_a_re_promoted_case")
-        return False
 
     def store_cases(self, ids) -> None:
         for c in ids:
@@ -245,8 +229,6 @@ class ErasureMachine(RuleBasedStateMachine):
         when the head is one a known bug makes unusable. `review_of`: case id -> the
         annotation of the first subject that promotes it."""
         v = self.head_version(name)
-        if self.blocked(v):
-            return None
         base_ids = v.ids if v is not None else frozenset()
         left = self.left(v)
         added = adds - left
@@ -259,11 +241,8 @@ class ErasureMachine(RuleBasedStateMachine):
             "content_digest": v.record.content_digest})
         assert proposed["added"] == sorted(added) and proposed["removed"] == sorted(removed)
         assert proposed["item_count"] == len(result)
-        if added & base_ids:  # an erased case added again is listed as carried too
-            skipped("test_a_promotion_preview_does_not_carry_the_case_it_adds_again")
-        else:
-            assert proposed["carried"] == sorted(left - removes)
-            assert proposed["carried_count"] == len(left - removes)
+        assert proposed["carried"] == sorted(left - removes)
+        assert proposed["carried_count"] == len(left - removes)
         recut = operation == "remove" and not removes
         assert p["changes"] is bool(added or removed or recut)
         token = p["confirm_token"]
@@ -297,8 +276,6 @@ class ErasureMachine(RuleBasedStateMachine):
         if self.head(name) != p["base"]:
             self.refused(lambda: self.repo.seal(name, token), "FAILED_PRECONDITION",
                          "PROPOSAL_STALE")
-            return
-        if self.blocked(self.head_version(name), p["add"]):
             return
         result = self.repo.seal(name, token, author="sealer")
         assert result.already_sealed is False
@@ -346,8 +323,6 @@ class ErasureMachine(RuleBasedStateMachine):
             c = cas.encode_case(case).case_id
             self.owner[c] = who
             adds.add(c)
-        if self.blocked(v, adds):
-            return
         left = self.left(v)
         removes = data.draw(st.sets(st.sampled_from(sorted(left - adds)), max_size=1)) \
             if left - adds else set()
@@ -461,8 +436,9 @@ class ErasureMachine(RuleBasedStateMachine):
         assert preview["citing_scores"] == [
             {"dataset": name, "version": n, "score_id": s, "metric": m}
             for name in DATASETS for n, s, m in self.scores[name] if (name, n) in holders]
-        doomed = sorted(t for t, p in self.proposals.items() if p["live"] and (
-            p["add"] & cases or (p["name"], p["base"]) in holders))
+        # a staged proposal whose proposed set holds one of the cases is deleted with it
+        doomed = sorted(t for t, p in self.proposals.items() if p["live"] and
+                        p["result"] & cases)
         assert preview["proposals_to_delete"] == sorted(
             f"{self.proposals[t]['name']}/{t}" for t in doomed)
         token = preview["confirm_token"]
@@ -471,20 +447,6 @@ class ErasureMachine(RuleBasedStateMachine):
         if how == "wrong_token":
             self.refused(lambda: self.repo.erase(who, "ct-" + "0" * 32), "FAILED_PRECONDITION",
                          "CONFIRM_TOKEN_MISMATCH")
-            return
-        # The provenance of a proposal it deletes is deleted too, even when a version it does
-        # not retire (or a proposal it keeps) names the same provenance object.
-        dropped = {self.proposals[t]["provenance"] for t in doomed} - {None}
-        kept = {v.provenance for name in DATASETS for n, v in enumerate(self.versions[name], 1)
-                if (name, n) not in holders}
-        kept |= {p["provenance"] for t, p in self.proposals.items()
-                 if p["live"] and t not in doomed}
-        if dropped & kept:
-            skipped("test_an_erasure_keeps_the_provenance_of_*")
-            return
-        if token in self.erasure_tokens and (cases or runs):
-            # the preview matches an erasure already done, which is returned instead
-            skipped("test_a_second_erasure_with_the_same_preview_erases_again")
             return
         record = self.repo.erase(who, token)
         self.erasure_tokens.add(token)
@@ -647,7 +609,7 @@ TestErasureModel.settings = settings(max_examples=120, stateful_step_count=40, d
                                      suppress_health_check=[HealthCheck.too_slow])
 
 
-# -- bugs found by the machine (strict xfail: they fail until fixed) --------------------------
+# -- regressions: bugs the machine found, each fixed ---------------------------------------
 @pytest.fixture
 def mem():
     return cas.Repository.create(MemoryBackend())
@@ -657,11 +619,10 @@ def erase(repo, who):
     return repo.erase(who, repo.erase(who)["confirm_token"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cas.erasure.complete deletes every proposal based on a version it retires, sealed ones "
-    "included, and drops their provenance objects: the ACTIVE version such a proposal sealed, "
-    "which the erasure does not retire, loses its provenance (provenance() raises NotFound, "
-    "fsck reports it missing)"))
+# Regression (found by the machine): cas.erasure.complete deletes every proposal based on a
+# version it retires, sealed ones included, and drops their provenance objects: the ACTIVE
+# version such a proposal sealed, which the erasure does not retire, loses its provenance
+# (provenance() raises NotFound, fsck reports it missing)
 def test_an_erasure_keeps_the_provenance_of_a_version_it_does_not_retire(mem):
     for name in ("ds", "other"):
         mem.create_dataset(name)
@@ -680,11 +641,10 @@ def test_an_erasure_keeps_the_provenance_of_a_version_it_does_not_retire(mem):
     assert report.ok, report.problems
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cas.erasure.complete drops the provenance object of every proposal it deletes; the same "
-    "reviewed run promoted into two datasets gives the same provenance object, so erasing "
-    "someone else's case from the second dataset deletes the provenance of the first, ACTIVE "
-    "one"))
+# Regression (found by the machine): cas.erasure.complete drops the provenance object of every
+# proposal it deletes; the same reviewed run promoted into two datasets gives the same
+# provenance object, so erasing someone else's case from the second dataset deletes the
+# provenance of the first, ACTIVE one
 def test_an_erasure_keeps_the_provenance_of_another_dataset(mem):
     for name in ("ds-a", "ds-b"):
         mem.create_dataset(name)
@@ -702,10 +662,9 @@ def test_an_erasure_keeps_the_provenance_of_another_dataset(mem):
     assert report.ok, report.problems
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Repository.lost_cases counts every case an erasure ever deleted, even one stored again "
-    "since: a version cut from an operator-retired version drops a re-promoted case whose "
-    "bytes are there"))
+# Regression (found by the machine): Repository.lost_cases counts every case an erasure ever
+# deleted, even one stored again since: a version cut from an operator-retired version drops a
+# re-promoted case whose bytes are there
 def test_recut_of_an_operator_retired_version_keeps_a_re_promoted_case(mem):
     mem.create_dataset("ds")
     run = person_run("alice-3f9e", 0)
@@ -724,10 +683,10 @@ def test_recut_of_an_operator_retired_version_keeps_a_re_promoted_case(mem):
     assert mem.items("ds", v3.number).items == [case_id]      # got []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cas.erasure.erase: the token names only the preview's content, and confirming a token "
-    "of a completed erasure returns that record; a second erasure whose preview equals the "
-    "first (e.g. the same run imported again, not yet reviewed) erases nothing"))
+# Regression (found by the machine): cas.erasure.erase: the token names only the preview's
+# content, and confirming a token of a completed erasure returns that record; a second erasure
+# whose preview equals the first (e.g. the same run imported again, not yet reviewed) erases
+# nothing
 def test_a_second_erasure_with_the_same_preview_erases_again(mem):
     run = person_run("alice-3f9e", 0)
     mem.import_runs([run])
@@ -740,10 +699,9 @@ def test_a_second_erasure_with_the_same_preview_erases_again(mem):
     assert not any(b"alice-3f9e" in mem.backend.get(k) for k in mem.backend.list(""))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cas.proposals.preview: promoting an erased case again onto the retired version that "
-    "lost it lists the case both as added and as carried (carried_count + added != "
-    "item_count)"))
+# Regression (found by the machine): cas.proposals.preview: promoting an erased case again onto
+# the retired version that lost it lists the case both as added and as carried (carried_count +
+# added != item_count)
 def test_a_promotion_preview_does_not_carry_the_case_it_adds_again(mem):
     mem.create_dataset("ds")
     run = person_run("alice-3f9e", 0)
