@@ -223,39 +223,50 @@ class ObjectStore:
 
     def rewrite_pack(self, pid: str, drop: set[bytes]) -> Rewrite:
         """Replace pack `pid` by one without the objects in `drop` (raw digests), or delete it
-        if nothing is left. The new pack, its index and person index are written before the old
-        ones are deleted, so every kept object stays readable throughout; a crash leaves both
-        (the same objects twice), never neither. Deterministic: the same pack and drop set
-        give the same new pack, so a repeated rewrite is a no-op."""
+        if nothing is left (see `rewrite_packs`)."""
+        return self.rewrite_packs([pid], drop)
+
+    def rewrite_packs(self, pids: list[str], drop: set[bytes]) -> Rewrite:
+        """Replace packs `pids` by one pack holding their objects except those in `drop` (raw
+        digests), or by none if nothing is left. The new pack, its index and person index are
+        written before the old ones are deleted, so every kept object stays readable
+        throughout; a crash leaves both (the same objects twice), never neither.
+        Deterministic: the same packs and drop set give the same new pack, so a repeated
+        rewrite is a no-op."""
         backend = self.backend
-        index = backend.get(index_key(pid))
-        _, entries = packfmt.parse_index(index, index_key(pid))
-        pack = backend.get(pack_key(pid))
-        before = len(pack) + len(index)
-        list(packfmt.parse_pack(pack, pack_key(pid)))  # verify the whole pack before using it
-        kept, old_persons, new_persons = [], set(), {}
-        dropped = bytes_dropped = written = 0
-        for e in sorted(entries, key=lambda e: e.offset):
-            data = pack[e.offset:e.offset + e.length]
-            if digest_of(KIND_BY_CODE[e.kind], data) != from_bytes(e.digest):
-                raise DigestMismatch(from_bytes(e.digest), digest_of(KIND_BY_CODE[e.kind], data),
-                                     pack_key(pid))
-            person = _read_person(data).person if e.kind in PERSON_KINDS else None
-            if person is not None and self.person_key is not None:
-                old_persons.add(person_shard(self.person_digest(person)))
-            if e.digest in drop:
-                dropped += 1
-                bytes_dropped += e.length
-                continue
-            kept.append((e.digest, e.kind, data))
-            if person is not None and self.person_key is not None:
-                new_persons[e.digest] = self.person_digest(person)
+        kept, shards, new_persons, seen = [], {}, {}, set()
+        dropped = bytes_dropped = before = written = 0
+        for pid in pids:
+            index = backend.get(index_key(pid))
+            _, entries = packfmt.parse_index(index, index_key(pid))
+            pack = backend.get(pack_key(pid))
+            before += len(pack) + len(index)
+            list(packfmt.parse_pack(pack, pack_key(pid)))  # verify the whole pack first
+            shards[pid] = set()
+            for e in sorted(entries, key=lambda e: e.offset):
+                data = pack[e.offset:e.offset + e.length]
+                if digest_of(KIND_BY_CODE[e.kind], data) != from_bytes(e.digest):
+                    raise DigestMismatch(from_bytes(e.digest),
+                                         digest_of(KIND_BY_CODE[e.kind], data), pack_key(pid))
+                person = _read_person(data).person if e.kind in PERSON_KINDS else None
+                if person is not None and self.person_key is not None:
+                    shards[pid].add(person_shard(self.person_digest(person)))
+                if e.digest in drop:
+                    dropped += 1
+                    bytes_dropped += e.length
+                    continue
+                if e.digest in seen:  # the same object in two of the packs: keep it once
+                    continue
+                seen.add(e.digest)
+                kept.append((e.digest, e.kind, data))
+                if person is not None and self.person_key is not None:
+                    new_persons[e.digest] = self.person_digest(person)
         new_pid = None
         if kept:
             new_pack, spans = packfmt.format_pack((kind, data) for _, kind, data in kept)
             new_pid = packfmt.pack_id(new_pack)
-            if new_pid == pid:
-                return Rewrite(pid, 0, 0, before, before)
+            if pids == [new_pid]:
+                return Rewrite(new_pid, 0, 0, before, before)
             index = packfmt.format_index(new_pid, [
                 packfmt.Entry(d, off, length, kind)
                 for (d, kind, _), (off, length) in zip(kept, spans)])
@@ -263,7 +274,9 @@ class ObjectStore:
             backend.put_if_absent(pack_key(new_pid), new_pack)
             backend.put_if_absent(index_key(new_pid), index)
             written += len(new_pack) + len(index)
-        self.drop_pack(pid, old_persons)
+        for pid in pids:
+            if pid != new_pid:
+                self.drop_pack(pid, shards[pid])
         for raw in drop:
             self.evict(from_bytes(raw))
         return Rewrite(new_pid, dropped, bytes_dropped, before, written)
