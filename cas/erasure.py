@@ -299,7 +299,7 @@ def _retire_holders(repo, plan: ErasurePlan) -> list:
 
 
 def _redact(repo, key_of, type_, field: str, keep) -> None:
-    for n, record in list(read_log_from(repo.backend, key_of, type_, 0)):
+    for n, record in read_log_from(repo.backend, key_of, type_, 0):  # one record at a time
         entries = getattr(record, field)
         kept = [e for e in entries if keep(e)]
         if len(kept) != len(entries):
