@@ -21,10 +21,12 @@ from . import retirement
 from .digest import person_digest, to_bytes
 from .errors import InvalidArgument, NotFound
 from .objects import (KIND_CODES, Erasure, ErasurePlan, IdempotencyRecord, PersonIndex,
-                      Proposal,
-                      Provenance, ReviewBatch, Run, RunImport, VersionRef, VersionRetirement,
+                      Proposal, Provenance, ReviewBatch, Run, RunImport, VersionRef,
                       format_record_file, parse_record_file)
+from .proposals import idempotency_key
 from .refs import DATASETS, read_log_from
+from .reviews import batch_key, check_token, confirm_token
+from .runs import import_key
 from .store import PERSONS, person_shard
 
 ERASURES = "erasures/"
@@ -74,7 +76,7 @@ def _classify(repo, digests: set[str]) -> tuple[list[str], list[str]]:
     return cases, runs
 
 
-def _live_versions(repo):
+def live_versions(repo):
     for name in repo.refs.dataset_names():
         deleted = set(repo.refs.deleted_numbers(name))
         for number in repo.refs.version_numbers(name):
@@ -90,7 +92,7 @@ def holders(repo, cases) -> list:
     if not cases:
         return []
     trie = repo._trie()
-    return [v for v in _live_versions(repo)
+    return [v for v in live_versions(repo)
             if any(trie.contains(v.content_digest, c) for c in cases)]
 
 
@@ -106,19 +108,9 @@ def _holding_proposals(repo, cases) -> list:
 
 def _reviews_of(repo, runs: set[str]) -> list[str]:
     out = []
-    for _, batch in read_log_from(repo.backend, _review_key, ReviewBatch, 0):
+    for _, batch in read_log_from(repo.backend, batch_key, ReviewBatch, 0):
         out.extend(r.annotation_id for r in batch.reviews if r.run in runs)
     return sorted(out)
-
-
-def _review_key(n: int) -> str:
-    from .reviews import batch_key
-    return batch_key(n)
-
-
-def _import_key(n: int) -> str:
-    from .runs import import_key
-    return import_key(n)
 
 
 def _proposals(repo):
@@ -134,7 +126,6 @@ def _proposals(repo):
 # -- preview and confirm ----------------------------------------------------------------------
 def preview(repo, person: str) -> tuple[dict[str, Any], ErasurePlan]:
     """What erasing `person` deletes and retires, and the plan a confirmation would carry out."""
-    from .reviews import confirm_token
     keyed = keyed_person(repo, person)
     cases, runs = _classify(repo, _indexed_objects(repo, keyed))
     run_set = set(runs)
@@ -172,11 +163,10 @@ def erase(repo, person: str, confirm_token: str | None, author: str, now: str):
 
     Returns the preview dict, or the Erasure record. Confirming a token whose erasure already
     completed returns that record again (a retried command erases nothing twice)."""
-    from .reviews import check_token
     keyed = keyed_person(repo, person)
     if confirm_token is not None and isinstance(confirm_token, str) and \
             confirm_token.isprintable() and "/" not in confirm_token:
-        done = _read_log(repo, confirm_token)
+        done = read_log(repo, confirm_token)
         if done is not None and done.person == keyed:
             return done
     shown, plan = preview(repo, person)
@@ -187,7 +177,7 @@ def erase(repo, person: str, confirm_token: str | None, author: str, now: str):
     return complete(repo, plan)
 
 
-def _read_log(repo, erasure_id: str) -> Erasure | None:
+def read_log(repo, erasure_id: str) -> Erasure | None:
     try:
         key = log_key(erasure_id)
         return parse_record_file(repo.backend.get(key), Erasure, key)
@@ -224,7 +214,6 @@ def complete(repo, plan: ErasurePlan) -> Erasure:
     # 4. Staged proposals that would bring an erased case back (or that hold one through their
     #    base), and their idempotency keys.
     for key, p in proposals:
-        from .proposals import idempotency_key
         ikey = idempotency_key(p.dataset, p.idempotency_key)
         try:
             claim = parse_record_file(backend.get(ikey), IdempotencyRecord, ikey)
@@ -234,8 +223,8 @@ def complete(repo, plan: ErasurePlan) -> Erasure:
             pass
         backend.delete(key)
     # 5. Log records naming the runs: replaced by copies without them.
-    _redact(repo, _import_key, RunImport, "runs", lambda e: e.run not in runs)
-    _redact(repo, _review_key, ReviewBatch, "reviews", lambda r: r.run not in runs)
+    _redact(repo, import_key, RunImport, "runs", lambda e: e.run not in runs)
+    _redact(repo, batch_key, ReviewBatch, "reviews", lambda r: r.run not in runs)
     repo._run_index = repo._review_index = None
     # 6. Versions sealed on a retired base while we worked, then the record, then the plan.
     retired = _retire_holders(repo, plan)
@@ -246,7 +235,7 @@ def complete(repo, plan: ErasurePlan) -> Erasure:
                      packs_rewritten=rewritten, bytes_rewritten=written, author=plan.author,
                      started_at=plan.started_at, erased_at=repo.clock())
     if not backend.put_if_absent(log_key(plan.id), format_record_file(record)):
-        record = _read_log(repo, plan.id) or record
+        record = read_log(repo, plan.id) or record
     backend.delete(pending_key(plan.id))
     return record
 
@@ -292,9 +281,7 @@ def _retire_holders(repo, plan: ErasurePlan) -> list:
     already retired by then keep their first retirement)."""
     held = holders(repo, plan.cases)
     for v in held:
-        retirement.write(repo.backend, VersionRetirement(
-            dataset=v.dataset, number=v.number, cause=retirement.PERSON_ERASED,
-            retired_at=plan.started_at, author=plan.author, erasure=plan.id))
+        retirement.write_erased(repo.backend, v, plan.id, plan.author, plan.started_at)
     return held
 
 
@@ -303,11 +290,16 @@ def _redact(repo, key_of, type_, field: str, keep) -> None:
         entries = getattr(record, field)
         kept = [e for e in entries if keep(e)]
         if len(kept) != len(entries):
-            changes = {field: kept}
-            if isinstance(record, ReviewBatch):  # its preview named an erased run: the same
-                changes["confirm_token"] = None  # request later must save anew, not find this
-            repo.backend.replace(key_of(n), format_record_file(
-                msgspec.structs.replace(record, **changes)))
+            repo.backend.replace(key_of(n), format_record_file(redacted(record, kept)))
+
+
+def redacted(record, kept: list):
+    """A run-import or review-batch record holding only the entries `kept`."""
+    if isinstance(record, ReviewBatch):
+        # Its preview named an erased run: the same request later must save anew, not find
+        # this batch by its token.
+        return msgspec.structs.replace(record, reviews=kept, confirm_token=None)
+    return msgspec.structs.replace(record, runs=kept)
 
 
 def recover(repo) -> list[Erasure]:

@@ -73,8 +73,8 @@ def reachable(repo) -> set[bytes]:
                 stack.extend(c.node for c in node.children)
 
     backend = repo.backend
-    from .erasure import _live_versions  # every live version of every live dataset
-    for version in _live_versions(repo):
+    from .erasure import live_versions  # every live version of every live dataset
+    for version in live_versions(repo):
         walk(version.content_digest)
         if version.provenance:
             seen.add(to_bytes(version.provenance))
@@ -144,7 +144,7 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
     # was still a live object when we read it): purge what it erased once more.
     for key in sorted(set(backend.list(erasure.ERASURES)) - erasures_before):
         if key.startswith(erasure.LOG):
-            record = erasure._read_log(repo, key[len(erasure.LOG):])
+            record = erasure.read_log(repo, key[len(erasure.LOG):])
             if record is not None:
                 erasure.purge(repo, set(record.cases) | set(record.runs))
     sweep = getattr(backend, "sweep_staging", None)

@@ -437,11 +437,8 @@ class Repository:
         if base is None or base.erasure is None:
             return
         if self.lost_cases(record):
-            from .objects import VersionRetirement
-            from .retirement import PERSON_ERASED, write
-            write(self.backend, VersionRetirement(
-                dataset=record.dataset, number=record.number, cause=PERSON_ERASED,
-                retired_at=self.clock(), author=base.author, erasure=base.erasure))
+            from .retirement import write_erased
+            write_erased(self.backend, record, base.erasure, base.author, self.clock())
 
     def retire(self, name: str, number: int, cause: str, note: str,
                author: str | None = None):

@@ -48,6 +48,13 @@ def write(backend, record: VersionRetirement) -> bool:
                                  format_record_file(record))
 
 
+def write_erased(backend, version, erasure: str, author: str, when: str) -> bool:
+    """Retire `version` (a VersionRecord) because erasure `erasure` deleted one of its cases."""
+    return write(backend, VersionRetirement(
+        dataset=version.dataset, number=version.number, cause=PERSON_ERASED, retired_at=when,
+        author=author, erasure=erasure))
+
+
 def retire(repo, name: str, number: int, cause: str, note: str, author: str,
            now: str) -> VersionRetirement:
     """An operator retires `name@number` for a documented cause. Deletes nothing."""

@@ -274,9 +274,7 @@ class ObjectStore:
             backend.put_if_absent(pack_key(new_pid), new_pack)
             backend.put_if_absent(index_key(new_pid), index)
             written += len(new_pack) + len(index)
-        for pid in pids:
-            if pid != new_pid:
-                self.drop_pack(pid, shards[pid])
+        self.drop_packs({pid: shards[pid] for pid in pids if pid != new_pid})
         for raw in drop:
             self.evict(from_bytes(raw))
         return Rewrite(new_pid, dropped, bytes_dropped, before, written)
@@ -304,18 +302,25 @@ class ObjectStore:
         return digests, shards
 
     def drop_pack(self, pid: str, shards: Iterable[str] = ()) -> None:
-        """Delete a pack: first every multi-pack index covering it (its packs' own indexes
-        answer instead), then its index (unpublishing it), the pack, its person index."""
+        self.drop_packs({pid: shards})
+
+    def drop_packs(self, shards_by_pack: dict[str, Iterable[str]]) -> None:
+        """Delete packs: first every multi-pack index covering one (the packs' own indexes
+        answer instead), then per pack its index (unpublishing it), the pack, and its person
+        index (the shards given)."""
+        if not shards_by_pack:
+            return
         backend = self.backend
         for key in list(backend.list(PACKS)):
-            if key.endswith(".midx") and pid in packfmt.IndexReader(backend, key).packs:
+            if key.endswith(".midx") and not shards_by_pack.keys().isdisjoint(
+                    packfmt.IndexReader(backend, key).packs):
                 backend.delete(key)
-        backend.delete(index_key(pid))
-        backend.delete(pack_key(pid))
-        for shard in sorted(set(shards)):
-            backend.delete(person_index_key(shard, pid))
+        for pid, shards in shards_by_pack.items():
+            backend.delete(index_key(pid))
+            backend.delete(pack_key(pid))
+            for shard in sorted(set(shards)):
+                backend.delete(person_index_key(shard, pid))
         self.refresh()
-
 
 class PackWriter:
     """Collects objects and writes them as packs: pack first, then its index (which publishes it).
