@@ -1,22 +1,24 @@
-"""Garbage collection: delete objects nothing reaches, rewriting packs that are mostly garbage
-and merging small packs.
+"""Garbage collection: delete objects nothing reaches, rewriting packs that are mostly garbage,
+merging small packs, and collecting stale proposals.
 
 Reachable: every tree node and case of every live version (retired ones included), their
 provenance, every staged proposal's cases, provenance and tree, and every imported run. Only
-packs older than the grace period are touched, so a writer still filling a batch (whose version
-record is not written yet) never loses an object; and the set is marked again just before
-anything is deleted, so a version sealed while gc ran keeps what it reuses.
+packs and proposals older than the grace period are candidates. Before deleting anything, gc
+publishes a lease naming the packs and proposals it may delete, then waits for the writers
+that started before it (leases.py); writers that start later keep clear of those packs. It
+then marks again, so a version sealed meanwhile keeps what it reuses.
 """
 
 from __future__ import annotations
 
-import time
 from typing import NamedTuple
 
 from . import pack as packfmt
 from .digest import to_bytes
-from .errors import InvalidArgument, NotFound
-from .objects import Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
+from . import leases
+from .errors import Aborted, CasError, InvalidArgument, NotFound
+from .objects import (IdempotencyRecord, Proposal, RunImport, TreeLeaf, TreeNode,
+                      parse_record_file)
 from .refs import DATASETS, read_log_from
 from .store import PACK_MAX_BYTES, PACKS, PERSONS, index_key, pack_key
 
@@ -33,6 +35,10 @@ class GcReport(NamedTuple):
     objects_deleted: int
     bytes_reclaimed: int
     garbage_kept: int        # unreachable objects left: in young packs, or in mostly live ones
+    proposals_deleted: int = 0  # stale unsealed proposals (older than the grace period)
+    records_deleted: int = 0    # person index files of packs that are gone
+    deferred: int = 0        # writers that started first and were still at work: nothing was
+                             # deleted (run gc again)
 
 
 def parse_grace(text) -> float:
@@ -50,8 +56,9 @@ def parse_grace(text) -> float:
                           "h or d, e.g. 0, 90, 15m, 24h, 7d")
 
 
-def reachable(repo) -> set[bytes]:
-    """Raw digests of every object something in the repository still refers to."""
+def reachable(repo, skip: frozenset[str] = frozenset()) -> set[bytes]:
+    """Raw digests of every object something in the repository still refers to (the staged
+    proposals whose keys are in `skip` do not count: gc is collecting them)."""
     seen: set[bytes] = set()
     store = repo.store
 
@@ -80,7 +87,7 @@ def reachable(repo) -> set[bytes]:
             seen.add(to_bytes(version.provenance))
     for key in backend.list(DATASETS):
         parts = key.split("/")
-        if len(parts) == 4 and parts[2] == "proposals":
+        if len(parts) == 4 and parts[2] == "proposals" and key not in skip:
             try:
                 p = parse_record_file(backend.get(key), Proposal, key)
             except NotFound:
@@ -95,19 +102,25 @@ def reachable(repo) -> set[bytes]:
     return seen
 
 
-def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
+def collect(repo, dry_run: bool = False, grace: float = 86400.0,
+            wait: float | None = None) -> GcReport:
+    """Collect garbage (see the module docstring and docs/format.md, section 9). A dry run
+    plans exactly as a real one and reports what it would delete, writing nothing. `wait`:
+    seconds to wait for writers that started before this gc (default leases.GC_WAIT)."""
     grace = parse_grace(grace)
+    wait = leases.GC_WAIT if wait is None else wait
     backend = repo.backend
     store = repo.store
     store.refresh()
-    cutoff = time.time() - grace
+    cutoff = repo.time() - grace
     from . import erasure
     if not dry_run:
         erasure.recover(repo)  # an erasure in progress finishes before gc copies any object
     erasures_before = set(backend.list(erasure.ERASURES))
+    stale = stale_proposals(repo, cutoff)
     keys = list(backend.list(PACKS))
     indexed = {k[len(PACKS):-len(".idx")] for k in keys if k.endswith(".idx")}
-    live = reachable(repo)
+    live = reachable(repo, frozenset(stale))
     batches, kept = _plan(backend, indexed, live, cutoff)
     orphans = [k for k in keys if k.endswith(".pack")
                and k[len(PACKS):-len(".pack")] not in indexed
@@ -115,12 +128,31 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
     stale_persons = [k for k in backend.list(PERSONS)
                      if k.rsplit("/", 1)[1] not in indexed and _modified(backend, k) <= cutoff]
     if dry_run:
-        garbage = [g for batch in batches for _, g in batch]
-        return GcReport(True, len(indexed), sum(len(b) for b in batches), len(orphans),
-                        len(batches), sum(len(g) for g in garbage),
-                        sum(sum(g.values()) for g in garbage)
-                        + sum(_size(backend, k) for k in orphans), kept)
+        return _predict(repo, indexed, batches, orphans, kept, stale, stale_persons)
+    condemned = sorted({pid for batch in batches for pid, _ in batch}
+                       | {k[len(PACKS):-len(".pack")] for k in orphans})
+    # Publish what this gc may delete, then look at who else is at work (leases.py): writers
+    # that started after this point keep clear of these packs and proposals.
+    with leases.acquire(repo, leases.GC, "gc", packs=condemned, proposals=sorted(stale)) as held:
+        rivals = sorted(k for k, r in held.others.items() if r is None or r.role == leases.GC)
+        if rivals:
+            raise Aborted(f"another gc is running ({rivals[0]}); nothing was deleted; retry "
+                          "when it ends", reason="GC_IN_PROGRESS", lease=rivals[0])
+        writers = [k for k, r in held.others.items() if r.role == leases.WRITER]
+        busy = leases.wait_for(repo, writers, wait)
+        if busy:
+            return GcReport(False, len(indexed), 0, 0, 0, 0, 0, kept, 0, 0, len(busy))
+        return _sweep(repo, indexed, batches, orphans, kept, stale, stale_persons, cutoff,
+                      erasures_before)
+
+
+def _sweep(repo, indexed, batches, orphans, kept, stale, stale_persons, cutoff,
+           erasures_before) -> GcReport:
+    """The deleting half of a gc, under its lease once the earlier writers are done."""
+    from . import erasure
+    backend, store = repo.backend, repo.store
     rewritten = written = deleted = objects = reclaimed = 0
+    proposals = sum(delete_proposal(repo, key, p) for key, p in stale.items())
     # Packs never published (a writer died between a pack and its index), first: a rewrite
     # below may publish the very same pack (same bytes, same name) again.
     for key in orphans:
@@ -151,10 +183,66 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0) -> GcReport:
     if sweep is not None:  # staging files of writes killed before they published
         sweep(cutoff)
     packs_now = set(store.pack_ids())
+    records = 0
     for key in stale_persons:
         if key.rsplit("/", 1)[1] not in packs_now:
-            backend.delete(key)
-    return GcReport(False, len(indexed), rewritten, deleted, written, objects, reclaimed, kept)
+            records += backend.delete(key)
+    return GcReport(False, len(indexed), rewritten, deleted, written, objects, reclaimed, kept,
+                    proposals, records)
+
+
+def _predict(repo, indexed, batches, orphans, kept, stale, stale_persons) -> GcReport:
+    """What `_sweep` would delete if nothing changed meanwhile, computed by the same rewrite
+    without writing (so merged packs' saved headers and indexes count, byte for byte)."""
+    rewritten = written = objects = reclaimed = 0
+    for batch in batches:
+        result = repo.store.rewrite_packs([pid for pid, _ in batch],
+                                          {d for _, garbage in batch for d in garbage},
+                                          dry_run=True)
+        rewritten += len(batch)
+        written += result.new_pack is not None
+        objects += result.dropped
+        reclaimed += result.bytes_before - result.bytes_written
+    reclaimed += sum(_size(repo.backend, k) for k in orphans)
+    return GcReport(True, len(indexed), rewritten, len(orphans), written, objects, reclaimed,
+                    kept, len(stale), len(stale_persons))
+
+
+def stale_proposals(repo, cutoff: float) -> dict:
+    """key -> proposal of every staged proposal never sealed and last written before `cutoff`
+    (previews nobody confirmed, or that lost a race and were staged again)."""
+    from .proposals import sealed_by
+    out = {}
+    for key in repo.backend.list(DATASETS):
+        parts = key.split("/")
+        if len(parts) != 4 or parts[2] != "proposals" or _modified(repo.backend, key) > cutoff:
+            continue
+        try:
+            p = parse_record_file(repo.backend.get(key), Proposal, key)
+        except NotFound:
+            continue
+        except CasError:
+            out[key] = None  # damaged: it can never be sealed
+            continue
+        if sealed_by(repo, p.dataset, p.base, parts[3]) is None:
+            out[key] = p
+    return out
+
+
+def delete_proposal(repo, key: str, proposal) -> bool:
+    """Delete a staged proposal and the idempotency claim naming it (the claim first, so a
+    retried request stages anew instead of finding a proposal that is gone)."""
+    from .proposals import idempotency_key
+    token = key.rsplit("/", 1)[1]
+    if proposal is not None:
+        ikey = idempotency_key(proposal.dataset, proposal.idempotency_key)
+        try:
+            claim = parse_record_file(repo.backend.get(ikey), IdempotencyRecord, ikey)
+            if claim.token == token:
+                repo.backend.delete(ikey)
+        except NotFound:
+            pass
+    return repo.backend.delete(key)
 
 
 def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]], int]:
@@ -190,7 +278,7 @@ def _modified(backend, key: str) -> float:
     try:
         return backend.modified(key)
     except NotFound:
-        return time.time()  # being replaced right now: young
+        return float("inf")  # being replaced right now: young
 
 
 def _size(backend, key: str) -> int:

@@ -307,6 +307,22 @@ class Erasure(_Record, tag="erasure", kw_only=True):
     erased_at: str
 
 
+class Lease(_Record, tag="lease", kw_only=True):
+    """Who is writing, collecting or erasing right now (`leases/<role>.<id>`): gc and erasure
+    wait for the writers that started before them, and writers keep clear of what they remove."""
+
+    id: str
+    role: str                   # writer, gc or erasure
+    operation: str              # what the holder is doing: commit, promote, import, gc ...
+    host: str
+    pid: int
+    started_at: str
+    expires_at: str             # renewed while the holder works; past it, the lease is dead
+    packs: list[str] = []       # gc: the packs it may rewrite or delete
+    proposals: list[str] = []   # gc: the keys of the stale proposals it may delete
+    erasure: Union[str, None] = None  # erasure: the id of its plan
+
+
 Object = Union[Case, TreeLeaf, TreeNode, VersionRecord, DatasetRecord, RepoConfig, Run,
                Provenance]
 
@@ -318,7 +334,7 @@ TYPES: dict[str, type] = {
     "score.batch": ScoreBatch, "experiment": Experiment, "version.tombstone": VersionTombstone,
     "dataset.tombstone": DatasetTombstone, "fence": Fence,
     "version.retirement": VersionRetirement, "person.index": PersonIndex,
-    "erasure.plan": ErasurePlan, "erasure": Erasure,
+    "erasure.plan": ErasurePlan, "erasure": Erasure, "lease": Lease,
 }
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
 # Kind codes used inside pack files (one byte per entry).

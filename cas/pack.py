@@ -200,6 +200,8 @@ class IndexReader:
     @property
     def packs(self) -> list[str]:
         """Ids of the packs this index answers for."""
+        if not self.multi:  # named by its key: no read needed
+            return [self.key.rsplit("/", 1)[-1][:-len(".idx")]]
         if self._fanout is None:
             self._open()
         return self._packs

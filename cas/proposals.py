@@ -11,12 +11,13 @@ from typing import Any
 
 import msgspec
 
-from . import encoding
+from . import claims, encoding, leases
 from .digest import digest_of, parse_digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .objects import (Case, IdempotencyRecord, Proposal, Provenance, ProvenanceEntry, Run,
                       Settings, encode_object, format_record_file, parse_record_file)
 from .refs import DATASETS
+from .reviews import require_runs
 from .runs import get_run
 from .tree import EMPTY_ROOT
 
@@ -46,7 +47,7 @@ def set_withheld(repo, withheld: list[str], author: str, now: str) -> Settings:
         if c not in CONTENT_CLASSES:
             raise InvalidArgument(f"unknown content class {c!r}; accepted: "
                                   f"{', '.join(CONTENT_CLASSES)}")
-    while True:
+    for _ in claims.attempts("a settings revision"):
         current = current_settings(repo)
         record = Settings(revision=(current.revision if current else 0) + 1, withheld=classes,
                           author=author, edited_at=now)
@@ -141,6 +142,7 @@ def stage_promotion(repo, name: str, subjects: list[Subject], key: str, author: 
     withheld = settings.withheld if settings else []
     cases: dict[str, tuple[bytes, str | None]] = {}  # id -> (bytes, person)
     provenance: dict[str, ProvenanceEntry] = {}
+    runs: dict[str, str] = {}  # digest -> run id of every run promoted
     request = []
     for i, s in enumerate(subjects):
         where = f"subject {i} ({s.subject_ref!r})"
@@ -166,6 +168,7 @@ def stage_promotion(repo, name: str, subjects: list[Subject], key: str, author: 
             raise FailedPrecondition(f"{where}: review {review.annotation_id} is a review of "
                                      f"run {review.run_id!r}, not of this run",
                                      reason="REVIEW_RUN_MISMATCH")
+        runs[encode_object(run)[2]] = run.run_id
         kind_, data, case_id = encode_object(freeze(run, withheld))
         cases[case_id] = (data, run.person)
         provenance.setdefault(case_id, ProvenanceEntry(
@@ -175,7 +178,8 @@ def stage_promotion(repo, name: str, subjects: list[Subject], key: str, author: 
     request_digest = digest_of("proposal", encoding.encode(
         {"operation": "promote", "subjects": sorted(request), "withheld": sorted(withheld)}))
     return _stage(repo, name, "promote", key, request_digest, cases, [],
-                  Provenance(entries=[provenance[c] for c in sorted(provenance)]), author, now)
+                  Provenance(entries=[provenance[c] for c in sorted(provenance)]), author, now,
+                  runs)
 
 
 def stage_removal(repo, name: str, ids: list[str], key: str, author: str,
@@ -195,7 +199,15 @@ def stage_removal(repo, name: str, ids: list[str], key: str, author: str,
 
 
 def _stage(repo, name, operation, key, request_digest, cases, removes, provenance, author,
-           now) -> dict[str, Any]:
+           now, runs: dict[str, str] | None = None) -> dict[str, Any]:
+    with leases.writing(repo, operation) as lease:
+        require_runs(repo, runs or {})  # the runs promoted were not erased since they were read
+        return _stage_leased(repo, lease, name, operation, key, request_digest, cases, removes,
+                             provenance, author, now)
+
+
+def _stage_leased(repo, lease, name, operation, key, request_digest, cases, removes,
+                  provenance, author, now) -> dict[str, Any]:
     ikey = idempotency_key(name, key)
     try:
         prior = parse_record_file(repo.backend.get(ikey), IdempotencyRecord, ikey)
@@ -212,7 +224,7 @@ def _stage(repo, name, operation, key, request_digest, cases, removes, provenanc
     # A retired base may have lost erased cases: they are not carried, and promoting the same
     # run again adds its case anew (its bytes are stored again).
     lost = repo.lost_cases(base) if base and repo.refs.read_retirement(name, head) else []
-    with repo.store.writer() as writer:
+    with repo.store.writer(lease.avoid_packs) as writer:
         trie = repo._trie(writer.add)
         missing = [r for r in removes if not trie.contains(base_root, r)]
         if missing:
@@ -238,6 +250,7 @@ def _stage(repo, name, operation, key, request_digest, cases, removes, provenanc
                 proposed_count=count)
     token = "ct-" + digest_of("proposal", encoding.encode(core))[3:35]
     record = Proposal(**core, author=author, created_at=now)
+    lease.check()
     repo.backend.put_if_absent(proposal_key(name, token), format_record_file(record))
     claim = IdempotencyRecord(dataset=name, key=key, request=request_digest, token=token)
     if not repo.backend.put_if_absent(ikey, format_record_file(claim)):
@@ -301,10 +314,20 @@ def _recut(p: Proposal) -> bool:
 
 def seal(repo, name: str, token: str, author: str, message: str = ""):
     """Seal a proposal. Returns (version record or None, already_sealed)."""
-    p = load_proposal(repo, name, token)
+    load_proposal(repo, name, token)  # refuse a bad token before taking a lease
+    with leases.writing(repo, "seal") as lease:
+        return _seal_leased(repo, lease, name, token, author, message)
+
+
+def _seal_leased(repo, lease, name: str, token: str, author: str, message: str):
+    if proposal_key(name, token) in lease.doomed_proposals:
+        raise FailedPrecondition(
+            f"the proposal with confirm token {token} is stale and a gc is collecting it; "
+            "preview again to stage it anew", reason="PROPOSAL_STALE")
+    p = load_proposal(repo, name, token)  # again, under the lease: gc may have collected it
     if not (p.add or p.remove or _recut(p)):
         return None, False
-    existing = _sealed_by(repo, name, p.base, token)
+    existing = sealed_by(repo, name, p.base, token)
     if existing is not None:
         return existing, True
     head = repo.refs.head(name)
@@ -313,7 +336,7 @@ def seal(repo, name: str, token: str, author: str, message: str = ""):
             f"this proposal was made on {name}@{p.base}, but the head is now {name}@{head}; "
             "preview again to build on the head", reason="PROPOSAL_STALE", base=p.base,
             head=head)
-    with repo.store.writer() as writer:
+    with repo.store.writer(lease.avoid_packs) as writer:
         record = repo._seal(name, p.base, p.add, p.remove, writer, message, author,
                             p.operation)
     if record.content_digest != p.proposed_root:  # the base lost erased cases since the preview
@@ -322,10 +345,11 @@ def seal(repo, name: str, token: str, author: str, message: str = ""):
             "holds the set it showed; preview again", reason="PROPOSAL_STALE", base=p.base,
             head=head)
     record = msgspec.structs.replace(record, proposal=token, provenance=p.provenance)
+    lease.check()
     if repo.refs.append_version(record):
         repo.settle(record)
         return record, False
-    existing = _sealed_by(repo, name, p.base, token)
+    existing = sealed_by(repo, name, p.base, token)
     if existing is not None:
         return existing, True
     raise FailedPrecondition(
@@ -333,7 +357,7 @@ def seal(repo, name: str, token: str, author: str, message: str = ""):
         reason="PROPOSAL_STALE", base=p.base, head=repo.refs.head(name))
 
 
-def _sealed_by(repo, name, base, token):
+def sealed_by(repo, name, base, token):
     """The version this token sealed, if any: the one built on `base` (base + 1, or the next
     number above it that was not deleted before it was sealed)."""
     try:

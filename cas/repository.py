@@ -7,11 +7,12 @@ import gc
 import getpass
 import os
 import secrets
+import time as _time
 from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
 
 import msgspec
 
-from . import encoding
+from . import claims, encoding, leases
 from .backends import is_remote, remote_backend
 from .backends.local import LocalBackend
 from .digest import digest_of, parse_digest, person_key
@@ -188,10 +189,13 @@ def find(start: str = ".") -> str:
 
 
 class Repository:
-    def __init__(self, backend, clock: Callable[[], str] = now) -> None:
+    def __init__(self, backend, clock: Callable[[], str] = now,
+                 time: Callable[[], float] = _time.time) -> None:
         self.backend = backend
         self.refs = RefsLog(backend)
-        self.clock = clock
+        self.clock = clock  # the timestamps written into records
+        # "Now" in seconds for leases and gc's grace period (a test can run gc in the future).
+        self.time = time
         self.config: RepoConfig = parse_record_file(backend.get(CONFIG_KEY), RepoConfig, CONFIG_KEY)
         self.store = ObjectStore(backend, getattr(backend, "cache_dir", None),
                                  person_key(self.config.repository_id))
@@ -327,7 +331,8 @@ class Repository:
         removes = sorted({parse_digest(r, "case id") for r in remove})
         base = self._check_base(name, base, retry)
         author = author or default_author()
-        with self.store.writer() as writer:
+        with leases.writing(self, operation) as lease, \
+                self.store.writer(lease.avoid_packs) as writer:
             ids = set()
             # The bulk loop allocates millions of small objects and frees none of them: the
             # cyclic garbage collector would only rescan them (about a fifth of ingest time).
@@ -346,9 +351,10 @@ class Repository:
                 raise InvalidArgument(f"case {min(both)} is both added and removed",
                                       case_id=min(both))
             inserts = sorted(ids)
-            while True:
+            for _ in claims.attempts(f"a version of dataset {name!r}", dataset=name):
                 record = self._seal(name, base, inserts, removes, writer, message, author,
                                     operation)
+                lease.check()
                 if self.refs.append_version(record):
                     self.settle(record)
                     return record
@@ -458,10 +464,11 @@ class Repository:
         from .erasure import erasures
         return erasures(self)
 
-    def gc(self, dry_run: bool = False, grace: float = 86400.0):
-        """Delete objects nothing reaches, in packs older than `grace` seconds."""
+    def gc(self, dry_run: bool = False, grace: float = 86400.0, wait: float | None = None):
+        """Delete objects nothing reaches, in packs older than `grace` seconds, once the
+        writers that started before it are done (waiting up to `wait` seconds)."""
         from .gc import collect
-        return collect(self, dry_run=dry_run, grace=grace)
+        return collect(self, dry_run=dry_run, grace=grace, wait=wait)
 
     # -- reads of an exact version ---------------------------------------------------------
     def items(self, name: str, number: int, after: str | None = None,

@@ -6,9 +6,9 @@ from typing import IO, Iterable
 
 import msgspec
 
-from . import encoding
+from . import claims, encoding, leases
 from .digest import digest_of
-from .errors import FailedPrecondition, InvalidArgument
+from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .objects import Review, ReviewBatch, format_record_file
 from .refs import read_log_from
 from .runs import get_run
@@ -82,7 +82,15 @@ def encode_run_digest(run) -> str:
 def save_reviews(repo, rows: list[dict], now: str, token: str | None = None) -> list[Review]:
     """Save a confirmed batch. Confirming the same token again (a retried command) returns the
     reviews it saved the first time instead of saving them twice."""
-    while True:
+    # Under a writer's lease: an erasure of a reviewed run's person waits for this save (and
+    # redacts it), or this save waits for the erasure (and then finds the run gone).
+    with leases.writing(repo, "review"):
+        return _save_leased(repo, rows, now, token)
+
+
+def _save_leased(repo, rows: list[dict], now: str, token: str | None) -> list[Review]:
+    require_runs(repo, {row["run"]: row["run_id"] for row in rows})
+    for _ in claims.attempts("a review batch number"):
         number = repo.review_index.refresh() + 1
         if token is not None and token in repo.review_index.by_token:
             return repo.review_index.by_token[token]
@@ -99,6 +107,17 @@ def save_reviews(repo, rows: list[dict], now: str, token: str | None = None) -> 
         if repo.backend.put_if_absent(batch_key(number), format_record_file(record)):
             repo.review_index.refresh()
             return reviews
+
+
+def require_runs(repo, runs: dict[str, str]) -> None:
+    """Under a writer's lease, before recording anything that names runs (digest -> run id):
+    each must still be stored; an erasure that completed since they were read removed it."""
+    repo.store.refresh()
+    for digest, run_id in runs.items():
+        if not repo.store.contains(digest):
+            raise NotFound(f"run {run_id!r} is no longer stored (an erasure removed it since "
+                           "it was read); nothing was saved", reason="RUN_NOT_FOUND",
+                           run_id=run_id)
 
 
 class ReviewIndex:

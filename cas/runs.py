@@ -6,7 +6,7 @@ from typing import IO, Any, Iterable
 
 import msgspec
 
-from . import encoding
+from . import claims, encoding, leases
 from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .objects import Run, RunEntry, RunImport, encode_object, format_record_file
 from .refs import read_log_from
@@ -138,7 +138,12 @@ def import_runs(repo, runs: list[Run], author: str, now: str) -> tuple[list[str]
             raise InvalidArgument(f"run {run.run_id!r} appears twice with different content",
                                   run_id=run.run_id)
         seen[run.run_id] = (digest, run)
-    while True:
+    with leases.writing(repo, "import") as lease:
+        return _import_leased(repo, lease, index, seen, author, now)
+
+
+def _import_leased(repo, lease, index, seen, author, now) -> tuple[list[str], int]:
+    for _ in claims.attempts("a run import number"):
         checked = index.refresh()  # every import up to this number is checked below
         new = {}
         for run_id, (digest, run) in seen.items():
@@ -151,7 +156,7 @@ def import_runs(repo, runs: list[Run], author: str, now: str) -> tuple[list[str]
                     "names one recording", reason="RUN_ID_CONFLICT", run_id=run_id)
         if not new:
             return [], len(seen)
-        with repo.store.writer() as writer:
+        with repo.store.writer(lease.avoid_packs) as writer:
             for digest, run in new.values():
                 writer.add(run)
         if index.refresh() != checked:
@@ -159,6 +164,7 @@ def import_runs(repo, runs: list[Run], author: str, now: str) -> tuple[list[str]
         number = checked + 1
         record = RunImport(number=number, author=author, imported_at=now,
                            runs=[RunEntry(run_id=r, run=d) for r, (d, _) in sorted(new.items())])
+        lease.check()
         if repo.backend.put_if_absent(import_key(number), format_record_file(record)):
             index.refresh()
             return sorted(new), len(seen) - len(new)

@@ -9,7 +9,7 @@ import msgspec
 
 from . import pack as packfmt
 from .digest import digest_of, from_bytes, person_digest, to_bytes
-from .errors import CorruptData, DigestMismatch, NotFound
+from .errors import Aborted, CorruptData, DigestMismatch, NotFound
 from .objects import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, PersonObject,
                       decode_object, encode_object, format_record_file)
 
@@ -77,10 +77,17 @@ class ObjectStore:
     def indexes(self) -> list[packfmt.IndexReader]:
         """The indexes to search: every multi-pack index, and the pack index of each pack that
         no multi-pack index covers (a lookup then costs a few indexes, not one per pack)."""
-        if self._indexes is None:
+        for attempt in range(3):
+            if self._indexes is not None:
+                break
             keys = list(self.backend.list(PACKS))
             multi = [packfmt.IndexReader(self.backend, k) for k in keys if k.endswith(".midx")]
-            covered = {p for m in multi for p in m.packs}
+            try:
+                covered = {p for m in multi for p in m.packs}
+            except NotFound:  # a multi-pack index was dropped since the listing: list again
+                if attempt == 2:
+                    raise
+                continue
             single = [packfmt.IndexReader(self.backend, k) for k in keys if k.endswith(".idx")
                       and k[len(PACKS):-len(".idx")] not in covered]
             self._indexes = multi + single
@@ -201,8 +208,26 @@ class ObjectStore:
                 want = {d for d in want if idx.lookup(d) is None}
         return want
 
-    def writer(self) -> "PackWriter":
-        return PackWriter(self)
+    def writer(self, avoid_packs: Iterable[str] = ()) -> "PackWriter":
+        """A pack writer; objects in `avoid_packs` (a running gc may delete them) are written
+        again rather than reused."""
+        return PackWriter(self, avoid_packs=avoid_packs)
+
+    def indexes_avoiding(self, packs: frozenset[str]) -> list[packfmt.IndexReader]:
+        """The indexes to search for objects that may be reused: every index, except that no
+        object in `packs` is found (a multi-pack index covering one is replaced by the pack
+        indexes of its other packs)."""
+        if not packs:
+            return list(self.indexes())
+        out, uncovered = [], set()
+        for idx in self.indexes():  # the packs of a multi-pack index were read by indexes()
+            if not packs.isdisjoint(idx.packs):
+                uncovered.update(p for p in idx.packs if p not in packs)
+            else:
+                out.append(idx)
+        have = {p for idx in out for p in idx.packs}
+        out += [packfmt.IndexReader(self.backend, index_key(p)) for p in sorted(uncovered - have)]
+        return out
 
     def pack_ids(self) -> list[str]:
         return [k[len(PACKS):-len(".idx")] for k in self.backend.list(PACKS)
@@ -226,13 +251,13 @@ class ObjectStore:
         if nothing is left (see `rewrite_packs`)."""
         return self.rewrite_packs([pid], drop)
 
-    def rewrite_packs(self, pids: list[str], drop: set[bytes]) -> Rewrite:
+    def rewrite_packs(self, pids: list[str], drop: set[bytes], dry_run: bool = False) -> Rewrite:
         """Replace packs `pids` by one pack holding their objects except those in `drop` (raw
         digests), or by none if nothing is left. The new pack, its index and person index are
         written before the old ones are deleted, so every kept object stays readable
         throughout; a crash leaves both (the same objects twice), never neither.
         Deterministic: the same packs and drop set give the same new pack, so a repeated
-        rewrite is a no-op."""
+        rewrite is a no-op. A dry run computes the same result and writes nothing."""
         backend = self.backend
         kept, shards, new_persons, seen = [], {}, {}, set()
         dropped = bytes_dropped = before = written = 0
@@ -270,10 +295,14 @@ class ObjectStore:
             index = packfmt.format_index(new_pid, [
                 packfmt.Entry(d, off, length, kind)
                 for (d, kind, _), (off, length) in zip(kept, spans)])
+            if dry_run:
+                return Rewrite(new_pid, dropped, bytes_dropped, before, len(new_pack) + len(index))
             self.write_person_index(new_pid, new_persons)
             backend.put_if_absent(pack_key(new_pid), new_pack)
             backend.put_if_absent(index_key(new_pid), index)
             written += len(new_pack) + len(index)
+        if dry_run:
+            return Rewrite(None, dropped, bytes_dropped, before, 0)
         self.drop_packs({pid: shards[pid] for pid in pids if pid != new_pid})
         for raw in drop:
             self.evict(from_bytes(raw))
@@ -329,12 +358,14 @@ class PackWriter:
     reports and gc removes, never a reference to missing data.
     """
 
-    def __init__(self, store: ObjectStore, max_bytes: int | None = None) -> None:
+    def __init__(self, store: ObjectStore, max_bytes: int | None = None,
+                 avoid_packs: Iterable[str] = ()) -> None:
         self.store = store
         self.max_bytes = max_bytes or PACK_MAX_BYTES
+        self.avoid_packs = frozenset(avoid_packs)
         # Deduplicate against the packs that existed when this batch began, plus what it has
         # flushed itself; rereading its own indexes on every flush would cost O(flushes^2).
-        self._known = list(store.indexes())
+        self._known = store.indexes_avoiding(self.avoid_packs)
         self._flushed: set[bytes] = set()
         self._indexes_written: list[bytes] = []  # for the multi-pack index
         self._pending: dict[bytes, tuple[int, bytes]] = {}
@@ -379,7 +410,15 @@ class PackWriter:
     def _flush_pending(self) -> None:
         if not self._pending:
             return
-        absent = self.store.missing(self._pending.keys() - self._flushed, self._known)
+        want = self._pending.keys() - self._flushed
+        try:
+            absent = self.store.missing(want, self._known)
+        except NotFound:
+            # gc or an erasure replaced a pack since this batch began: its live objects are in
+            # the pack that replaced it, so look again in the packs there are now.
+            self.store.refresh()
+            self._known = self.store.indexes_avoiding(self.avoid_packs)
+            absent = self.store.missing(want, self._known)
         items = [(d, self._pending[d]) for d in self._pending if d in absent]
         persons = {d: self._persons[d] for d, _ in items if d in self._persons}
         self._pending = {}
@@ -389,6 +428,12 @@ class PackWriter:
             return
         pack, spans = packfmt.format_pack(obj for _, obj in items)
         pid = packfmt.pack_id(pack)
+        if pid in self.avoid_packs:
+            # The same bytes as a pack a running gc is deleting (unpublished, or rewritten):
+            # publishing our index over it could leave an index whose pack is gone.
+            raise Aborted(f"a gc is deleting pack {pid}, which holds exactly the objects this "
+                          "write stores; nothing was sealed; retry when the gc ends",
+                          reason="GC_IN_PROGRESS", pack=pid)
         entries = [packfmt.Entry(d, off, length, kind)
                    for (d, (kind, _)), (off, length) in zip(items, spans)]
         index = packfmt.format_index(pid, entries)
