@@ -1,5 +1,6 @@
 """cas: content-addressed, versioned evaluation datasets for LLM agents."""
 
+from .encoding import MAX_DEPTH
 from .errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
                      FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
                      UnsupportedFormat, VersionConflict)
@@ -15,7 +16,7 @@ __all__ = [
     "Aborted", "AlreadyExists", "CasError", "DataLoss", "DigestMismatch", "FailedPrecondition",
     "InvalidArgument", "InvalidJSONValue", "NotFound", "UnsupportedFormat", "VersionConflict",
     "Case", "DatasetRecord", "VersionRecord", "Diff", "DiffPage", "EncodedCase", "ItemsPage",
-    "MAX_PAGE", "Repository", "VersionsPage", "encode_case", "find", "init", "open",
+    "MAX_DEPTH", "MAX_PAGE", "Repository", "VersionsPage", "encode_case", "find", "init", "open",
     "read_cases_jsonl", "Proof", "verify_proof",
     "Pin", "RecordedScore",
     "Plan", "ReplayRecord", "ReplayResult", "RunDiff", "StepDetail", "ToolEffect", "diff_runs",

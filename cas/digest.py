@@ -17,7 +17,8 @@ _DIGEST_RE = re.compile(r"b3:[0-9a-f]{64}\Z")
 KINDS = ("case", "tree.leaf", "tree.node", "version", "dataset", "config", "run", "run.import",
          "review.batch", "settings", "proposal", "idempotency", "provenance",
          "score.batch", "experiment", "version.tombstone", "dataset.tombstone", "fence",
-         "version.retirement", "person.index", "erasure.plan", "erasure", "lease")
+         "version.retirement", "person.index", "erasure.plan", "erasure", "lease",
+         "person.shards")
 _BASE = {kind: blake3(b"cas:" + kind.encode("ascii") + b"\x00") for kind in KINDS}
 
 

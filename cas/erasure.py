@@ -17,17 +17,19 @@ from typing import Any
 
 import msgspec
 
-from . import retirement
+from . import leases, retirement
+from . import pack as packfmt
 from .digest import person_digest, to_bytes
-from .errors import InvalidArgument, NotFound
-from .objects import (KIND_CODES, Erasure, ErasurePlan, IdempotencyRecord, PersonIndex,
+from .errors import Aborted, CasError, DataLoss, InvalidArgument, NotFound
+from .objects import (KIND_CODES, Erasure, ErasurePlan, PersonIndex,
                       Proposal, Provenance, ReviewBatch, Run, RunImport, VersionRef,
                       format_record_file, parse_record_file)
-from .proposals import idempotency_key
+from .proposals import delete_proposal
 from .refs import DATASETS, read_log_from
 from .reviews import batch_key, check_token, confirm_token
 from .runs import import_key
-from .store import PERSONS, person_shard
+from .store import (PERSONS, SHARDS, index_key, pack_key, parse_person_shards_key,
+                    person_shard)
 
 ERASURES = "erasures/"
 PENDING = f"{ERASURES}pending/"
@@ -51,29 +53,83 @@ def keyed_person(repo, person: str) -> str:
 
 
 # -- finding a person's data ------------------------------------------------------------------
-def _indexed_objects(repo, person: str) -> set[str]:
-    """Digests of every indexed object of the person (keyed digest `person`)."""
+def _indexed_objects(repo, person: str) -> dict[str, set[str]]:
+    """Digest -> packs said to hold it, of every indexed object of the person (keyed digest
+    `person`)."""
     backend = repo.backend
-    found = set()
-    for key in backend.list(f"{PERSONS}{person_shard(person)}/"):
+    shard = person_shard(person)
+    found: dict[str, set[str]] = {}
+    indexed = set()  # packs whose index file for this shard was read
+    for key in backend.list(f"{PERSONS}{shard}/"):
         try:
             record = parse_record_file(backend.get(key), PersonIndex, key)
         except NotFound:
             continue  # its pack was just rewritten
-        found.update(e.digest for e in record.entries if e.person == person)
+        except CasError:
+            continue  # damaged: its pack is scanned below
+        indexed.add(record.pack)
+        for e in record.entries:
+            if e.person == person:
+                found.setdefault(e.digest, set()).add(record.pack)
+    # A published pack whose person index cannot be trusted for this shard (the file it should
+    # have is missing or damaged, or the pack records no shards at all: written before cas
+    # recorded them) is read whole instead: an erasure never skips data it cannot see.
+    recorded = {}
+    for key in backend.list(SHARDS):
+        parsed = parse_person_shards_key(key)
+        if parsed is not None:
+            recorded[parsed[0]] = parsed[1]
+    for pid in repo.store.pack_ids():
+        shards = recorded.get(pid)
+        if shards is not None and (shard not in shards or pid in indexed):
+            continue
+        try:
+            for digest in repo.store.person_objects(pid, person):
+                found.setdefault(digest, set()).add(pid)
+        except NotFound:
+            continue  # rewritten meanwhile: its replacement has a person index of its own
     return found
 
 
-def _classify(repo, digests: set[str]) -> tuple[list[str], list[str]]:
-    """(case ids, run digests) among `digests` that are still stored."""
-    cases, runs = [], []
+def _classify(repo, digests: dict[str, set[str]]) -> tuple[list[str], list[str], list[str]]:
+    """(case ids, run digests, provenance digests) among `digests` that are still stored.
+    An object the person index places in a pack that is still published, but that no lookup
+    finds, means a damaged index: refused, never counted as absent (the erasure would leave
+    it behind)."""
+    cases, runs, provenance = [], [], []
     for digest in sorted(digests):
         located = repo.store.locate(digest)
-        if located is not None and located[1].kind == KIND_CODES["case"]:
+        if located is None:
+            located = _in_pack_index(repo, digest, digests[digest])
+        if located is None:
+            continue
+        if located[1].kind == KIND_CODES["case"]:
             cases.append(digest)
-        elif located is not None and located[1].kind == KIND_CODES["run"]:
+        elif located[1].kind == KIND_CODES["run"]:
             runs.append(digest)
-    return cases, runs
+        elif located[1].kind == KIND_CODES["provenance"]:
+            provenance.append(digest)
+    return cases, runs, provenance
+
+
+def _in_pack_index(repo, digest: str, packs: set[str]):
+    """Where `digest` is, by the whole index of each pack the person index places it in, when
+    a lookup did not find it: a pack published since the lookup listed the indexes (its person
+    index was written first), or a pack whose index is damaged (`DATA_LOSS`, never absence)."""
+    raw = to_bytes(digest)
+    for pid in sorted(packs):
+        try:
+            data = repo.backend.get(index_key(pid))
+        except NotFound:
+            continue  # not published, or replaced since: its objects are elsewhere, or erased
+        _, entries = packfmt.parse_index(data, index_key(pid))  # DATA_LOSS if damaged
+        for e in entries:
+            if e.digest == raw:
+                return pack_key(pid), e
+        raise DataLoss(f"the person index places {digest} in pack {pid}, whose index does not "
+                       "list it: an index is damaged; run `cas fsck`",
+                       reason="PERSON_INDEX_DAMAGED", digest=digest, pack=pid)
+    return None
 
 
 def live_versions(repo):
@@ -102,8 +158,13 @@ def _holding_proposals(repo, cases) -> list:
     if not cases:
         return []
     trie = repo._trie()
-    return [(key, p) for key, p in _proposals(repo)
-            if any(trie.contains(p.proposed_root, c) for c in cases)]
+
+    def holds(p) -> bool:
+        try:
+            return any(trie.contains(p.proposed_root, c) for c in cases)
+        except CasError:
+            return True  # damaged (a tree node lost): it can never seal; delete it too
+    return [(key, p) for key, p in _proposals(repo) if p is None or holds(p)]
 
 
 def _reviews_of(repo, runs: set[str]) -> list[str]:
@@ -121,13 +182,15 @@ def _proposals(repo):
                 yield key, parse_record_file(repo.backend.get(key), Proposal, key)
             except NotFound:
                 continue
+            except CasError:
+                yield key, None  # a damaged record: never an obstacle to an erasure
 
 
 # -- preview and confirm ----------------------------------------------------------------------
 def preview(repo, person: str) -> tuple[dict[str, Any], ErasurePlan]:
     """What erasing `person` deletes and retires, and the plan a confirmation would carry out."""
     keyed = keyed_person(repo, person)
-    cases, runs = _classify(repo, _indexed_objects(repo, keyed))
+    cases, runs, _ = _classify(repo, _indexed_objects(repo, keyed))
     run_set = set(runs)
     reviews = _reviews_of(repo, run_set)
     held = holders(repo, cases)
@@ -137,7 +200,7 @@ def preview(repo, person: str) -> tuple[dict[str, Any], ErasurePlan]:
     token = confirm_token("erase", {"person": keyed, "cases": cases, "runs": runs,
                                     "reviews": reviews, "after": done,
                                     "versions": [[v.dataset, v.number] for v in held]})
-    proposals = sorted(p.dataset + "/" + key.rsplit("/", 1)[1]
+    proposals = sorted(key.split("/")[1] + "/" + key.rsplit("/", 1)[1]
                        for key, p in _holding_proposals(repo, cases))
     run_ids = sorted(repo.store.get(d, Run).run_id for d in runs)
     versions, scores, experiments = [], [], []
@@ -158,7 +221,8 @@ def preview(repo, person: str) -> tuple[dict[str, Any], ErasurePlan]:
             "citing_experiments": experiments, "proposals_to_delete": proposals}, plan
 
 
-def erase(repo, person: str, confirm_token: str | None, author: str, now: str):
+def erase(repo, person: str, confirm_token: str | None, author: str, now: str,
+          wait: float | None = None):
     """Preview (no token) or carry out (the preview's token) the erasure of `person`.
 
     Returns the preview dict, or the Erasure record. Confirming a token whose erasure already
@@ -169,12 +233,29 @@ def erase(repo, person: str, confirm_token: str | None, author: str, now: str):
         done = read_log(repo, confirm_token)
         if done is not None and done.person == keyed:
             return done
+        pending = _read_plan(repo, confirm_token)
+        if pending is not None and pending.person == keyed:
+            # confirmed before and left waiting for writers: finish that erasure
+            with leases.acquire(repo, leases.ERASURE, "erase", watch=(leases.WRITER,),
+                                erasure=pending.id) as barrier:
+                return complete(repo, pending, barrier, wait)
     shown, plan = preview(repo, person)
     if not check_token(confirm_token, plan.id):
         return shown
     plan = msgspec.structs.replace(plan, author=author, started_at=now)
-    repo.backend.put_if_absent(pending_key(plan.id), format_record_file(plan))
-    return complete(repo, plan)
+    # The barrier first: writers that start from here on see it and wait for this erasure.
+    with leases.acquire(repo, leases.ERASURE, "erase", watch=(leases.WRITER,),
+                        erasure=plan.id) as barrier:
+        repo.backend.put_if_absent(pending_key(plan.id), format_record_file(plan))
+        return complete(repo, plan, barrier, wait)
+
+
+def _read_plan(repo, erasure_id: str) -> ErasurePlan | None:
+    try:
+        key = pending_key(erasure_id)
+        return parse_record_file(repo.backend.get(key), ErasurePlan, key)
+    except (NotFound, InvalidArgument):
+        return None
 
 
 def read_log(repo, erasure_id: str) -> Erasure | None:
@@ -186,18 +267,34 @@ def read_log(repo, erasure_id: str) -> Erasure | None:
 
 
 # -- carrying it out ---------------------------------------------------------------------------
-def complete(repo, plan: ErasurePlan) -> Erasure:
-    """Carry out (or finish) a stored plan. Each step can be repeated after a crash."""
+def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None = None) -> Erasure:
+    """Carry out (or finish) a stored plan, under the erasure's lease `barrier`. Each step can
+    be repeated after a crash."""
     backend = repo.backend
-    cases, runs = set(plan.cases), set(plan.runs)
     # 1. Retire first: no version is ever active while it lacks a case.
+    _retire_holders(repo, plan)
+    # 2. Writers that started before the barrier may be storing the person's data right now
+    #    (a promotion of their run, an import): wait until they are done, then find what they
+    #    stored. Writers that started after it wait for this erasure instead (leases.py).
+    writers = [k for k, r in barrier.others.items() if r is None or r.role == leases.WRITER]
+    busy = leases.wait_for(repo, writers, leases.ERASURE_WAIT if wait is None else wait)
+    if busy:
+        raise Aborted(f"erasure {plan.id} is recorded and waits for {len(busy)} writer(s) that "
+                      f"started before it ({busy[0]}); it completes once they are done: run the "
+                      "same command again (any cas command that opens the repository also "
+                      "finishes it)", reason="ERASURE_WAITING", erasure=plan.id, writers=busy)
+    plan = _extend(repo, plan)
+    cases, runs = set(plan.cases), set(plan.runs)
     retired = _retire_holders(repo, plan)
     # 2. Everything that holds the bytes: cases, runs, and the provenance naming the runs, of
     #    staged proposals and of the retired versions.
     proposals = _holding_proposals(repo, plan.cases)
-    drop = cases | runs
+    # Provenance indexed under the person (it describes one of their cases), wherever it is:
+    # also the provenance of a deleted version or of a proposal gc collected.
+    drop = cases | runs | set(_classify(repo, _indexed_objects(repo, plan.person))[2])
     # A provenance object is shared by content: drop one only if it names an erased case.
-    for prov in {p.provenance for _, p in proposals} | {v.provenance for v in retired}:
+    for prov in {p.provenance for _, p in proposals if p is not None} | \
+            {v.provenance for v in retired}:
         if prov is None or prov in drop:
             continue
         try:
@@ -207,21 +304,14 @@ def complete(repo, plan: ErasurePlan) -> Erasure:
         if any(e.case_id in cases for e in entries):
             drop.add(prov)
     # 3. Rewrite every pack holding one of them; delete unpublished packs holding one.
-    rewritten, dropped, written = purge(repo, drop)
+    rewritten, dropped, written = purge(repo, drop, barrier)
     sweep = getattr(backend, "sweep_staging", None)
     if sweep is not None:  # a write killed before this erasure may have staged their bytes
         sweep(time.time() - STAGING_AGE)
     # 4. Staged proposals that would bring an erased case back (or that hold one through their
     #    base), and their idempotency keys.
     for key, p in proposals:
-        ikey = idempotency_key(p.dataset, p.idempotency_key)
-        try:
-            claim = parse_record_file(backend.get(ikey), IdempotencyRecord, ikey)
-            if claim.token == key.rsplit("/", 1)[1]:
-                backend.delete(ikey)
-        except NotFound:
-            pass
-        backend.delete(key)
+        delete_proposal(repo, key, p)
     # 5. Log records naming the runs: replaced by copies without them.
     _redact(repo, import_key, RunImport, "runs", lambda e: e.run not in runs)
     _redact(repo, batch_key, ReviewBatch, "reviews", lambda r: r.run not in runs)
@@ -240,7 +330,23 @@ def complete(repo, plan: ErasurePlan) -> Erasure:
     return record
 
 
-def purge(repo, drop: set[str]) -> tuple[int, int, int]:
+def _extend(repo, plan: ErasurePlan) -> ErasurePlan:
+    """The plan with whatever the person index names now (what writers stored while the
+    plan was made), journalled before anything of it is deleted, so a crash after the purge
+    still records every case it erased."""
+    cases, runs, _ = _classify(repo, _indexed_objects(repo, plan.person))
+    new_cases, new_runs = set(cases) - set(plan.cases), set(runs) - set(plan.runs)
+    reviews = set(_reviews_of(repo, set(runs) | set(plan.runs))) - set(plan.reviews)
+    if not (new_cases or new_runs or reviews):
+        return plan
+    plan = msgspec.structs.replace(plan, cases=sorted(new_cases.union(plan.cases)),
+                                   runs=sorted(new_runs.union(plan.runs)),
+                                   reviews=sorted(reviews.union(plan.reviews)))
+    repo.backend.replace(pending_key(plan.id), format_record_file(plan))
+    return plan
+
+
+def purge(repo, drop: set[str], lease: leases.Held | None = None) -> tuple[int, int, int]:
     """Rewrite every pack holding an object of `drop` without it (repeating: another writer
     may store one again meanwhile, or gc may replace a pack), and delete any unpublished pack
     holding one. Returns (packs rewritten, objects dropped, bytes written)."""
@@ -256,6 +362,8 @@ def purge(repo, drop: set[str]) -> tuple[int, int, int]:
         if not packs:
             break
         for pid in sorted(packs):
+            if lease is not None:
+                lease.renew()  # a long purge must not look dead to the writers waiting on it
             try:
                 result = repo.store.rewrite_pack(pid, raw_drop)
             except NotFound:
@@ -302,15 +410,22 @@ def redacted(record, kept: list):
     return msgspec.structs.replace(record, runs=kept)
 
 
-def recover(repo) -> list[Erasure]:
-    """Finish every erasure a crashed process left half done."""
+def recover(repo, wait: float = 0.0) -> list[Erasure]:
+    """Finish every erasure a crashed (or waiting) process left half done. One that must still
+    wait for writers that started before it is left for later (it waits at most `wait`)."""
     done = []
     for key in repo.backend.list(PENDING):
         try:
             plan = parse_record_file(repo.backend.get(key), ErasurePlan, key)
         except NotFound:
             continue  # finished by another process meanwhile
-        done.append(complete(repo, plan))
+        with leases.acquire(repo, leases.ERASURE, "erase", watch=(leases.WRITER,),
+                            erasure=plan.id) as barrier:
+            try:
+                done.append(complete(repo, plan, barrier, wait))
+            except Aborted as exc:
+                if exc.reason != "ERASURE_WAITING":
+                    raise
     return done
 
 

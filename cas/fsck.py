@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable, NamedTuple
 
 from . import pack as packfmt
@@ -11,10 +12,12 @@ from .objects import (KIND_BY_CODE, DatasetRecord, RepoConfig, TreeLeaf,
                       VersionRecord, decode_object, parse_record_file,
                       parse_record_file_of)
 from .refs import DATASETS
-from .store import PACKS
+from .store import PACKS, pack_key, person_index_key, person_shard
 from .tree import LEAF_MAX
 
 Progress = Callable[[str, int, int], None]
+GC_HINT = ("`cas gc` reclaims them once the pack is older than the grace period "
+           "(default 24h)")
 
 
 class Problem(NamedTuple):
@@ -29,6 +32,8 @@ class Report(NamedTuple):
     packs: int
     versions: int
     datasets: int
+    unreferenced: int = 0        # objects in indexed packs that nothing reaches (gc's garbage)
+    unreferenced_bytes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -51,7 +56,13 @@ def check(repo, progress: Progress | None = None) -> Report:
     index_keys = {k for k in keys if k.startswith(PACKS) and k.endswith(".idx")}
     multi_keys = sorted(k for k in keys if k.startswith(PACKS) and k.endswith(".midx"))
     known = {"config"} | set(pack_keys) | index_keys | set(multi_keys)
+    _check_leases(backend, keys, known, problems)
     indexed: dict[str, dict[bytes, tuple[int, int, int]]] = {}  # pack id -> rows of its index
+    in_pack: dict[str, dict[str, int]] = {}  # pack id -> digest -> length, objects verified
+    provenances: dict[str, object] = {}  # decoded, to check the reviews they name
+    # (shard, pack id) -> {(keyed person, digest)} of every case and run naming a person: what
+    # the person index of that pack must list (docs/format.md 4.8.2)
+    persons_wanted: dict[tuple[str, str], set[tuple[str, str]]] = {}
 
     try:
         parse_record_file(backend.get("config"), RepoConfig, "config")
@@ -73,8 +84,12 @@ def check(repo, progress: Progress | None = None) -> Report:
             error(pkey, exc.message)
             spans = None
         if ikey not in index_keys:
-            problems.append(Problem("notice", pkey, "pack has no index (an interrupted write); "
-                                                    "its objects are unreferenced"))
+            held = (f"its {_objects(len(spans))} ({sum(n for n, _ in spans.values())} bytes)"
+                    if spans is not None else "its objects")
+            problems.append(Problem("notice", pkey, "pack has no index (an interrupted write "
+                                    f"or pack deletion), so nothing reads {held}; `cas gc` "
+                                    "deletes it once it is older than the grace period "
+                                    "(default 24h)"))
             continue
         try:
             ipid, entries = packfmt.parse_index(backend.get(ikey), ikey)
@@ -105,8 +120,15 @@ def check(repo, progress: Progress | None = None) -> Report:
                 error(digest, exc.message)
                 continue
             objects[digest] = kind
+            in_pack.setdefault(pid, {})[digest] = e.length
             if kind.startswith("tree."):
                 trees[digest] = obj
+            elif kind == "provenance":
+                provenances[digest] = obj
+            elif kind in ("case", "run") and obj.person is not None:
+                keyed = repo.store.person_digest(obj.person)
+                persons_wanted.setdefault((person_shard(keyed), pid), set()).add(
+                    (keyed, digest))
     for ikey in sorted(index_keys):
         if ikey[:-len(".idx")] + ".pack" not in pack_keys:
             error(ikey, "index has no pack: every object it lists is missing")
@@ -133,7 +155,17 @@ def check(repo, progress: Progress | None = None) -> Report:
         by_dataset.setdefault(parts[1], {"versions": [], "meta": []})[parts[2]].append(
             int(parts[3]))
     n_versions = 0
-    retired, erased = _check_erasures(backend, keys, known, problems, indexed)
+    erasures = {"reviews": set(), "runs": set()}  # what erasures deleted besides cases
+    person_records: dict[str, object] = {}  # person index key -> record (None: unreadable)
+    retired, erased = _check_erasures(backend, keys, known, problems, indexed, erasures,
+                                      person_records)
+    # A provenance object may be indexed under the people of the cases it describes.
+    case_person = {d: keyed for want in persons_wanted.values() for keyed, d in want}
+    described = {d: {case_person[e.case_id] for e in obj.entries if e.case_id in case_person}
+                 for d, obj in provenances.items()}
+    _check_person_index(persons_wanted, person_records, in_pack, error, described)
+    sealed: dict[tuple[str, str], int] = {}  # (dataset, proposal token) -> version it sealed
+    cited: dict[str, tuple[str, str]] = {}  # provenance -> (severity, first record naming it)
     lenient: dict[str, int] = {}  # verified subtrees of retired versions (erased cases allowed)
     deleted = _deleted_numbers(keys)  # a deleted version's number stays used (its tombstone)
     gone = {k.split("/")[1] for k in keys if k.startswith(DATASETS) and
@@ -170,18 +202,40 @@ def check(repo, progress: Progress | None = None) -> Report:
                                lenient if was_retired else tree_ok, reachable, error,
                                trees.__getitem__, deleted.get(name, set()),
                                erased if was_retired else frozenset())
+                if record.proposal is not None:
+                    sealed.setdefault((name, record.proposal), number)
+                if record.provenance is not None and not was_retired:
+                    # (a retired version may have lost reviews to an erasure whose record a
+                    # mirror in progress has not copied yet; its provenance cannot be read)
+                    cited.setdefault(record.provenance, ("error", key))
         if not groups["meta"]:
             error(f"{DATASETS}{name}/", "dataset has versions but no metadata record")
 
-    _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, error)
+    seen: dict[str, list] = {"reviews": [], "proposals": []}
+    _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, error, seen,
+                     cited)
+    _check_references(set(keys), seen, sealed, cited, provenances, objects, erased, erasures,
+                      problems)
     _check_citations(backend, keys, trees, known, problems)
     for key in keys:
         if key not in known:
             error(key, "unexpected key in the repository")
-    for digest in sorted(set(objects) - reachable):
-        problems.append(Problem("notice", digest, f"unreferenced {objects[digest]} object"))
+    # One notice per pack, not per object: an interrupted import of 200,000 runs is one line.
+    orphans = orphan_bytes = 0
+    for pid in sorted(in_pack):
+        unreferenced = {d: n for d, n in in_pack[pid].items() if d not in reachable}
+        if not unreferenced:
+            continue
+        kinds = Counter(objects[d] for d in unreferenced)
+        size = sum(unreferenced.values())
+        orphans += len(unreferenced)
+        orphan_bytes += size
+        problems.append(Problem("notice", pack_key(pid), (
+            f"{_objects(len(unreferenced), 'unreferenced ')} ({size} bytes: "
+            + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+            + f"); {GC_HINT}")))
     return Report(problems, len(objects), len(pack_keys), n_versions,
-                  len(set(by_dataset) - gone))
+                  len(set(by_dataset) - gone), orphans, orphan_bytes)
 
 
 def _check_version(key, name, number, record, objects, tree_ok, reachable, error, load,
@@ -264,13 +318,15 @@ def _check_node(digest, prefix, objects, tree_ok, reachable, error, load, erased
 __all__ = ["Problem", "Report", "check"]
 
 
-def _check_erasures(backend, keys, known, problems, indexed) -> tuple[set, set]:
+def _check_erasures(backend, keys, known, problems, indexed, erasures=None,
+                    person_records=None) -> tuple[set, set]:
     """Retirements, erasure records and journals, and the person index. Returns the retired
-    versions and the ids of every erased case."""
+    versions and the ids of every erased case; fills `erasures` ("reviews", "runs": what the
+    erasures deleted) and `person_records` (key -> person index record, None if unreadable)."""
     from .erasure import LOG, PENDING
     from .objects import Erasure, ErasurePlan, PersonIndex, VersionRetirement
     from .retirement import CAUSES
-    from .store import PERSONS, person_shard
+    from .store import PERSONS, SHARDS, person_shard
 
     def error(where: str, message: str) -> None:
         problems.append(Problem("error", where, message))
@@ -292,7 +348,22 @@ def _check_erasures(backend, keys, known, problems, indexed) -> tuple[set, set]:
                 error(key, f"unknown retirement cause {record.cause!r}")
             elif f"{DATASETS}{parts[1]}/versions/{parts[3]}" not in keyset and \
                     f"{DATASETS}{parts[1]}/deleted/{parts[3]}" not in keyset:
-                error(key, "retires a version that does not exist")
+                # A mirror copies a retirement before the version it retires: one numbered
+                # above every version and version tombstone here is a copy in progress.
+                from bisect import bisect_left
+                top = 0
+                for group in ("versions", "deleted"):
+                    prefix = f"{DATASETS}{parts[1]}/{group}/"
+                    i = bisect_left(keys, prefix + "~")  # keys are sorted; '~' after any key
+                    last = keys[i - 1][len(prefix):] if i and keys[i - 1].startswith(prefix) \
+                        else ""
+                    top = max(top, int(last) if last.isdigit() else 0)
+                if number > top:
+                    problems.append(Problem("notice", key, f"retires version {number}, which "
+                                            "is not here yet (a mirror in progress copies "
+                                            "retirements first; mirroring again copies it)"))
+                else:
+                    error(key, "retires a version that does not exist")
             else:
                 retired.add((record.dataset, record.number))
         elif key.startswith(LOG) or key.startswith(PENDING):
@@ -304,13 +375,21 @@ def _check_erasures(backend, keys, known, problems, indexed) -> tuple[set, set]:
             if record.id != key.rsplit("/", 1)[1]:
                 error(key, f"erasure record has id {record.id!r}")
             erased.update(record.cases)
+            if erasures is not None:
+                erasures["reviews"].update(record.reviews)
+                erasures["runs"].update(record.runs)
             if pending:
                 problems.append(Problem("notice", key, "an erasure in progress (the next cas "
                                                        "command that opens the repository "
                                                        "finishes it)"))
+        elif key.startswith(SHARDS):
+            known.add(key)
+            _check_person_shards(backend, key, keyset, problems)
         elif key.startswith(PERSONS):
             known.add(key)
             record = _read(backend, key, PersonIndex, error)
+            if person_records is not None:
+                person_records[key] = record
             if record is None:
                 continue
             if len(parts) != 3 or record.pack != parts[2] or any(
@@ -355,10 +434,15 @@ def _check_multi_index(backend, mkey, indexed, error) -> None:
             return
 
 
-def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, error) -> None:
-    """Run imports, review batches, settings, proposals and idempotency keys."""
+def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, error,
+                     seen=None, cited=None) -> None:
+    """Run imports, review batches, settings, proposals and idempotency keys. Collects into
+    `seen` the reviews ("reviews": (key, review)) and proposals ("proposals": (key, proposal))
+    read, and into `cited` the provenance objects proposals name (for _check_references)."""
     from .objects import IdempotencyRecord, Proposal, ReviewBatch, RunImport, Settings
     from .proposals import idempotency_key
+    seen = {"reviews": [], "proposals": []} if seen is None else seen
+    cited = {} if cited is None else cited
     logs = (("runs/imports/", RunImport), ("reviews/", ReviewBatch), ("settings/", Settings))
     for prefix, type_ in logs:
         mine = sorted(k for k in keys if k.startswith(prefix))
@@ -375,6 +459,8 @@ def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, e
                 continue
             if getattr(record, "number", getattr(record, "revision", None)) != int(tail):
                 error(key, "record number does not match its key")
+            if type_ is ReviewBatch:
+                seen["reviews"].extend((key, r) for r in record.reviews)
             if type_ is RunImport:
                 for entry in record.runs:
                     if objects.get(entry.run) != "run":
@@ -382,7 +468,8 @@ def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, e
                     else:
                         reachable.add(entry.run)
         if numbers != list(range(1, len(numbers) + 1)):
-            error(prefix, "numbers are not contiguous from 1")
+            missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
+            error(prefix, f"numbers are not contiguous from 1; missing {missing}")
     for key in keys:
         parts = key.split("/")
         if not (key.startswith(DATASETS) and len(parts) == 4 and
@@ -401,6 +488,7 @@ def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, e
         except CasError as exc:
             error(key, exc.message)
             continue
+        seen["proposals"].append((key, proposal))
         if proposal.dataset != parts[1]:
             error(key, f"proposal is for dataset {proposal.dataset!r}")
         for digest in proposal.add:
@@ -413,9 +501,96 @@ def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, e
                 error(key, f"provenance {proposal.provenance} is missing")
             else:
                 reachable.add(proposal.provenance)
+                cited.setdefault(proposal.provenance, ("notice", key))
         if _check_node(proposal.proposed_root, "", objects, tree_ok, reachable, error,
                        trees.__getitem__) != proposal.proposed_count:
             error(key, "the proposed tree does not hold proposed_count cases")
+
+
+def _objects(n: int, what: str = "") -> str:
+    return f"{n} {what}object{'' if n == 1 else 's'}"
+
+
+def _check_person_index(wanted, records, in_pack, error, described=None) -> None:
+    """Every case and run naming a person is listed, under its keyed person, by the person index
+    of its pack in that person's shard: an erasure finds a person's data only through these
+    records, so a lost one leaves the person's bytes behind after their erasure."""
+    for (shard, pid), want in sorted(wanted.items()):
+        key = person_index_key(shard, pid)
+        example = min(want)[1]
+        if key not in records:
+            error(key, f"missing: pack {pid} holds {len(want)} objects of people in shard "
+                       f"{shard} (e.g. {example}) that an erasure finds only through it")
+            continue
+        record = records[key]
+        if record is None:
+            error(key, f"unreadable: pack {pid} holds {len(want)} objects of people in shard "
+                       f"{shard} (e.g. {example}) that an erasure finds only through it")
+            continue
+        absent = sorted(want - {(e.person, e.digest) for e in record.entries})
+        if absent:
+            error(key, f"does not list {absent[0][1]} of pack {pid} under its person "
+                       f"{absent[0][0]} (shard {shard}; {len(absent)} of {len(want)} "
+                       "entries missing): an erasure of that person would miss it")
+    # The reverse: an entry for an object of the pack under a person it does not name.
+    for key, record in sorted(records.items()):
+        parts = key.split("/")
+        if record is None or len(parts) != 3 or record.pack not in in_pack:
+            continue
+        held = in_pack[record.pack]
+        want = wanted.get((parts[1], record.pack), set())
+        described = described or {}
+        wrong = [e for e in record.entries if e.digest in held and (e.person, e.digest) not in want
+                 and e.person not in described.get(e.digest, ())]
+        if wrong:
+            error(key, f"lists {wrong[0].digest} under {wrong[0].person}, a person that object "
+                       "does not name")
+
+
+def _check_references(keyset, seen, sealed, cited, provenances, objects, erased, erasures,
+                      problems) -> None:
+    """What logs say of each other, where a deletion leaves no gap in any numbering: reviews
+    name stored runs, provenance names saved reviews, a sealed proposal keeps its idempotency
+    claim. What erasures deleted (their records list it) is allowed to be gone."""
+    from .proposals import idempotency_key
+    for key, review in seen["reviews"]:
+        if objects.get(review.run) != "run" and review.run not in erasures["runs"]:
+            problems.append(Problem("error", key, f"review {review.annotation_id} is of run "
+                                    f"{review.run_id!r} ({review.run}), which is missing"))
+    saved = {review.annotation_id for _, review in seen["reviews"]}
+    for digest, (severity, where) in sorted(cited.items()):
+        prov = provenances.get(digest)
+        if prov is None:
+            continue  # a missing provenance is reported where it is named
+        lost = [e for e in prov.entries if e.annotation_id not in saved
+                and e.annotation_id not in erasures["reviews"] and e.case_id not in erased]
+        if lost:
+            more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+            # Only an active version's is damage for sure: a staged proposal may be one an
+            # erasure is about to delete (a mirror deletes it last); sealing it would tell.
+            problems.append(Problem(severity, where, (
+                f"provenance {digest} names review {lost[0].annotation_id} of run "
+                f"{lost[0].run_id!r}{more}, which no review batch holds")))
+    for key, proposal in seen["proposals"]:
+        name, token = key.split("/")[1], key.rsplit("/", 1)[1]
+        ikey = idempotency_key(name, proposal.idempotency_key)
+        if ikey in keyset:
+            continue  # a claim naming another token: this proposal lost a race, harmless
+        number = sealed.get((name, token))
+        if number is not None:
+            # Its token was handed out only after the claim was stored, and nothing deletes the
+            # claim of a sealed proposal: the claim was lost, and the key can now stage another
+            # request. A notice, not an error, only because a mirror copies versions before
+            # proposals and claims: one in progress looks the same.
+            problems.append(Problem("notice", key, f"sealed as version {number}, but the "
+                                    f"idempotency claim of its key ({ikey}) is missing: it "
+                                    "was deleted (the key can now stage another request), "
+                                    "or a mirror into this repository has not copied it yet"))
+        else:
+            problems.append(Problem("notice", key, f"staged proposal without the idempotency "
+                                    f"claim of its key ({ikey}): staging or a gc was "
+                                    "interrupted (or the claim was deleted); the same key "
+                                    "stages anew"))
 
 
 # -- pins, scores, experiments and deletion (cas/scores.py) -----------------------------------
@@ -570,3 +745,52 @@ def _read(backend, key: str, types, error):
     except CasError as exc:
         error(key, exc.message)
         return None
+
+
+def _check_leases(backend, keys, known, problems) -> None:
+    """Leases (cas/leases.py) are short-lived: each must parse and match its key; one left by a
+    holder that died is harmless once it expires (the next gc or erasure stops waiting)."""
+    from .leases import parse_lease_key
+    from .objects import Lease
+    for key in keys:
+        if not key.startswith("leases/"):
+            continue
+        known.add(key)
+        parsed = parse_lease_key(key)
+        if parsed is None:
+            problems.append(Problem("error", key, "unexpected key under leases/"))
+            continue
+        try:
+            record = parse_record_file(backend.get(key), Lease, key)
+        except CasError as exc:
+            problems.append(Problem("error", key, exc.message))
+            continue
+        if (record.role, record.id) != parsed:
+            problems.append(Problem("error", key, "lease does not match its key"))
+
+
+def _check_person_shards(backend, key, keyset, problems) -> None:
+    """A pack's person-shards record: its name and content agree, and every person index file
+    it promises exists while the pack is published (an erasure trusts exactly these)."""
+    from .objects import PersonShards
+    from .store import parse_person_shards_key, person_index_key
+
+    def error(message: str) -> None:
+        problems.append(Problem("error", key, message))
+    parsed = parse_person_shards_key(key)
+    record = _read(backend, key, PersonShards, lambda where, message: error(message))
+    if record is None:
+        return
+    if parsed is None or parsed != (record.pack, set(record.shards)):
+        error("person-shards record does not match its key")
+        return
+    if f"{PACKS}{record.pack}.idx" not in keyset:
+        problems.append(Problem("notice", key, "person-shards record of a pack that is gone "
+                                               "(left by an interrupted gc or erasure; gc "
+                                               "removes it)"))
+        return
+    for shard in record.shards:
+        if person_index_key(shard, record.pack) not in keyset:
+            error(f"pack {record.pack} has no person index file for shard {shard} "
+                  f"({person_index_key(shard, record.pack)} is missing): an erasure scans the "
+                  "pack instead, but the index is damaged")

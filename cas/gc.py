@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from . import leases
 from . import pack as packfmt
 from .digest import to_bytes
-from . import leases
 from .errors import Aborted, CasError, InvalidArgument, NotFound
-from .objects import (IdempotencyRecord, Proposal, RunImport, TreeLeaf, TreeNode,
-                      parse_record_file)
+from .objects import Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
+from .proposals import delete_proposal, sealed_by
 from .refs import DATASETS, read_log_from
 from .store import PACK_MAX_BYTES, PACKS, PERSONS, index_key, pack_key
 
@@ -126,7 +126,7 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0,
                and k[len(PACKS):-len(".pack")] not in indexed
                and _modified(backend, k) <= cutoff]
     stale_persons = [k for k in backend.list(PERSONS)
-                     if k.rsplit("/", 1)[1] not in indexed and _modified(backend, k) <= cutoff]
+                     if _person_pack(k) not in indexed and _modified(backend, k) <= cutoff]
     if dry_run:
         return _predict(repo, indexed, batches, orphans, kept, stale, stale_persons)
     condemned = sorted({pid for batch in batches for pid, _ in batch}
@@ -142,13 +142,13 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0,
         busy = leases.wait_for(repo, writers, wait)
         if busy:
             return GcReport(False, len(indexed), 0, 0, 0, 0, 0, kept, 0, 0, len(busy))
-        return _sweep(repo, indexed, batches, orphans, kept, stale, stale_persons, cutoff,
-                      erasures_before)
+        return _sweep(repo, held, indexed, batches, orphans, kept, stale, stale_persons,
+                      cutoff, erasures_before)
 
 
-def _sweep(repo, indexed, batches, orphans, kept, stale, stale_persons, cutoff,
+def _sweep(repo, held, indexed, batches, orphans, kept, stale, stale_persons, cutoff,
            erasures_before) -> GcReport:
-    """The deleting half of a gc, under its lease once the earlier writers are done."""
+    """The deleting half of a gc, under its lease `held` once the earlier writers are done."""
     from . import erasure
     backend, store = repo.backend, repo.store
     rewritten = written = deleted = objects = reclaimed = 0
@@ -163,6 +163,7 @@ def _sweep(repo, indexed, batches, orphans, kept, stale, stale_persons, cutoff,
     # Mark again: anything a writer sealed, staged or imported since is kept after all.
     live = reachable(repo)
     for batch in batches:
+        held.check("it rewrote more packs")  # renewed and live: writers keep clear of them
         drop = {d for _, garbage in batch for d in garbage if d not in live}
         try:
             result = store.rewrite_packs([pid for pid, _ in batch], drop)
@@ -185,7 +186,7 @@ def _sweep(repo, indexed, batches, orphans, kept, stale, stale_persons, cutoff,
     packs_now = set(store.pack_ids())
     records = 0
     for key in stale_persons:
-        if key.rsplit("/", 1)[1] not in packs_now:
+        if _person_pack(key) not in packs_now:
             records += backend.delete(key)
     return GcReport(False, len(indexed), rewritten, deleted, written, objects, reclaimed, kept,
                     proposals, records)
@@ -211,7 +212,6 @@ def _predict(repo, indexed, batches, orphans, kept, stale, stale_persons) -> GcR
 def stale_proposals(repo, cutoff: float) -> dict:
     """key -> proposal of every staged proposal never sealed and last written before `cutoff`
     (previews nobody confirmed, or that lost a race and were staged again)."""
-    from .proposals import sealed_by
     out = {}
     for key in repo.backend.list(DATASETS):
         parts = key.split("/")
@@ -227,22 +227,6 @@ def stale_proposals(repo, cutoff: float) -> dict:
         if sealed_by(repo, p.dataset, p.base, parts[3]) is None:
             out[key] = p
     return out
-
-
-def delete_proposal(repo, key: str, proposal) -> bool:
-    """Delete a staged proposal and the idempotency claim naming it (the claim first, so a
-    retried request stages anew instead of finding a proposal that is gone)."""
-    from .proposals import idempotency_key
-    token = key.rsplit("/", 1)[1]
-    if proposal is not None:
-        ikey = idempotency_key(proposal.dataset, proposal.idempotency_key)
-        try:
-            claim = parse_record_file(repo.backend.get(ikey), IdempotencyRecord, ikey)
-            if claim.token == token:
-                repo.backend.delete(ikey)
-        except NotFound:
-            pass
-    return repo.backend.delete(key)
 
 
 def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]], int]:
@@ -272,6 +256,12 @@ def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]],
     # A lone pack with nothing to drop would be rewritten as itself.
     kept_batches = [b for b in batches if len(b) > 1 or b[0][1]]
     return kept_batches, kept
+
+
+def _person_pack(key: str) -> str:
+    """The pack a person index file (`persons/<shard>/<pack>`) or person-shards record
+    (`persons/shards/<pack>.<map>`) belongs to."""
+    return key.rsplit("/", 1)[1].split(".")[0]
 
 
 def _modified(backend, key: str) -> float:

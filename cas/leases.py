@@ -153,14 +153,13 @@ class Held:
         self.repo.backend.replace(self.key, format_record_file(self.record))
         self._renew_at = now + TTL / 3
 
-    def check(self) -> None:
-        """Before a claim: a lease near its end may already look dead to a gc or an erasure,
-        which would then not wait for this writer; give up instead (retryable)."""
+    def check(self, before: str = "it could claim its record (nothing was recorded)") -> None:
+        """Before a claim (or a gc's next deletion): a lease near its end may already look dead
+        to others, who would then not keep clear of its holder; give up instead (retryable)."""
         self.renew()
         if self.repo.time() > seconds_of(self.record.expires_at) - MARGIN:
-            raise Aborted(f"the lease of this {self.record.operation} ran out before it could "
-                          "claim its record; nothing was sealed; retry", reason="LEASE_EXPIRED",
-                          lease=self.key)
+            raise Aborted(f"the lease of this {self.record.operation} ran out before {before}; "
+                          "retry", reason="LEASE_EXPIRED", lease=self.key)
 
     def release(self) -> None:
         self.repo.backend.delete(self.key)
@@ -172,15 +171,16 @@ class Held:
         self.release()
 
 
-def acquire(repo, role: str, operation: str, **fields) -> Held:
-    """Publish a lease, then read the others (in that order: see the module docstring)."""
+def acquire(repo, role: str, operation: str, watch: Iterable[str] = ROLES, **fields) -> Held:
+    """Publish a lease, then read the others of the roles in `watch` (in that order: see the
+    module docstring)."""
     now = repo.time()
     record = Lease(id=secrets.token_hex(8), role=role, operation=operation, host=_HOST,
                    pid=os.getpid(), started_at=iso(now), expires_at=iso(now + TTL), **fields)
     key = lease_key(role, record.id)
     try:
         repo.backend.put_if_absent(key, format_record_file(record))
-        others = live(repo, exclude=key)
+        others = live(repo, watch, exclude=key)
     except BaseException:
         try:  # the write may have landed without an answer: do not leave it to expire
             repo.backend.delete(key)
@@ -194,8 +194,8 @@ def writing(repo, operation: str) -> Held:
     """A writer's lease. If an erasure is in progress, the writer waits for it to finish
     (up to WRITER_WAIT seconds, then ABORTED): what it writes might name the person."""
     deadline = time.monotonic() + WRITER_WAIT
-    while True:
-        held = acquire(repo, WRITER, operation)
+    for _ in range(1000):  # in practice once or twice; never for ever
+        held = acquire(repo, WRITER, operation, watch=(GC, ERASURE))
         erasing = [k for k, r in held.others.items() if k.startswith(lease_key(ERASURE, ""))]
         if not erasing:
             return held
@@ -204,3 +204,5 @@ def writing(repo, operation: str) -> Held:
         if left:
             raise Aborted(f"an erasure is in progress ({left[0]}); nothing was written; retry "
                           "when it completes", reason="ERASURE_IN_PROGRESS", lease=left[0])
+    raise Aborted("erasures kept starting while this writer waited; nothing was written; retry",
+                  reason="ERASURE_IN_PROGRESS")

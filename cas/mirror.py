@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Callable, NamedTuple
 
 from . import pack as packfmt
 from .digest import digest_of, from_bytes
+from .erasure import STAGING_AGE
 from .errors import CorruptData, FailedPrecondition, NotFound
 from .objects import (KIND_BY_CODE, TYPES, RepoConfig, parse_record_file,
                       parse_record_file_of)
@@ -26,12 +28,18 @@ class MirrorReport(NamedTuple):
 
 
 def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) -> MirrorReport:
-    """Copy every pack, index and record of `src` that `dst` lacks (both are backends).
+    """Copy every pack, index and record of `src` that `dst` lacks (both are backends), and
+    follow the deletions made at the source.
 
-    Safe to interrupt and re-run: only create-if-absent is used, packs go before the records
-    that name them, and what is already at the destination is checked, not trusted blindly.
-    `dst` may be empty (it becomes a copy) or a mirror of the same repository; a destination
-    that is another repository, or whose history diverged, is refused before anything is copied.
+    Every prefix of a mirror is a consistent repository (docs/format.md section 9, mirror
+    rules): what it copies goes in dependency order, retirements first, and it deletes only
+    after everything that replaces what it deletes was copied. So a mirror killed anywhere
+    leaves `dst` passing fsck with every ACTIVE version fully readable, and never ACTIVE a
+    version the source retired (one `dst` already held stays ACTIVE only until its retirement,
+    the first thing copied, lands); re-running it finishes the copy. What is already at the
+    destination is checked, not trusted blindly. `dst` may be empty (it becomes a copy) or a
+    mirror of the same repository; a destination that is another repository, or whose history
+    diverged, is refused before anything is copied.
     """
     config = src.get(CONFIG_KEY)
     src_cfg = parse_record_file(config, RepoConfig, f"{src.url}: config")
@@ -59,10 +67,35 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
                 raise FailedPrecondition(f"{dst.url} diverged from {src.url} at {key}",
                                          reason="DIVERGED", key=key)
             redacted.append(key)
+    gone_at_src = {k.split("/")[1] for k in src_set if _is_dataset_tombstone(k)}
+    gone_at_dst = {k.split("/")[1] for k in dst_keys if _is_dataset_tombstone(k)}
+
+    def skipped(key: str) -> bool:
+        """What the destination deleted is not brought back, and neither are the leftovers
+        of an interrupted deletion at the source."""
+        parts = key.split("/")
+        name, group = parts[1], parts[2] if len(parts) > 2 else ""
+        if name in gone_at_src:  # only what outlives it: its tombstone is then followed
+            return not _outlives_dataset(key)
+        return name in gone_at_dst or (
+            group == "versions" and f"{DATASETS}{name}/deleted/{parts[3]}" in dst_keys)
+
     copied = present = bytes_copied = 0
+    rec_copied = rec_present = rec_deleted = rec_skipped = 0
     if dst_cfg is None:
         dst.put_if_absent(CONFIG_KEY, config)
-    # The person index of a pack goes before the pack, as when it was written.
+    # 1. Retirements, first: a version the destination holds that the source retired turns
+    #    RETIRED before anything else is copied, and a version copied below arrives retired.
+    #    (A retirement ahead of its version is what fsck reads as a mirror in progress.)
+    for key in (k for k in records if _is_retirement(k)):
+        if key in dst_keys:
+            rec_present += 1
+        elif skipped(key):
+            rec_skipped += 1
+        else:
+            bytes_copied += _copy_record(src, dst, key)
+            rec_copied += 1
+    # 2. Objects. The person index of a pack goes before the pack, as when it was written.
     for key in (k for k in src_keys if k.startswith(PERSONS) and k not in dst_keys):
         bytes_copied += _copy_record(src, dst, key)
     packs = [k for k in src_keys if k.startswith(PACKS) and k.endswith(".idx")]
@@ -92,9 +125,8 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
         dst.put_if_absent(mkey, data)  # after the packs and indexes it covers
         copied += 1
         bytes_copied += len(data)
-    rec_copied = rec_present = rec_deleted = rec_skipped = 0
-    # Repository-wide logs (run imports, review batches, settings) in number order, after the
-    # packs holding the runs they name and before the proposals that cite reviews.
+    # 3. Repository-wide logs (run imports, review batches, settings) in number order, after
+    #    the packs holding the runs they name and before the proposals that cite reviews.
     for key in logs:
         if key in redacted:
             data = src.get(key)
@@ -108,12 +140,17 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
             continue
         bytes_copied += _copy_record(src, dst, key)
         rec_copied += 1
-    # Per dataset: its tombstone, metadata, versions and version tombstones in number order,
-    # then experiments and scores in number order (they cite versions), so the destination's
-    # logs never have a gap even when the copy is interrupted.
-    records.sort(key=_record_order)
-    gone_at_src = {k.split("/")[1] for k in src_set if _is_dataset_tombstone(k)}
-    gone_at_dst = {k.split("/")[1] for k in dst_keys if _is_dataset_tombstone(k)}
+    # 4. Erasure records, before the version records and the deletions that need them: a
+    #    retired version may lack the cases one lists, which fsck accepts only with the record.
+    for key in (k for k in src_keys if k.startswith(ERASURE_LOG) and k not in dst_keys):
+        bytes_copied += _copy_record(src, dst, key)
+        rec_copied += 1
+    # 5. Per dataset: its tombstone, metadata, then by number its version tombstone and its
+    #    version, then experiments and scores in number order (they cite versions), staged
+    #    proposals and their idempotency claims (which name them); so the destination's logs
+    #    never have a gap even when the copy is interrupted.
+    records = sorted((k for k in records if not _is_retirement(k)), key=_record_order)
+    dst_by_name: dict[str, list[str]] | None = None  # the destination's records by dataset
     for n, key in enumerate(records):
         if progress:
             progress("records", n, len(records))
@@ -121,36 +158,41 @@ def mirror(src, dst, progress: Callable[[str, int, int], None] | None = None) ->
         name, group = parts[1], parts[2] if len(parts) > 2 else ""
         if key in dst_keys:
             rec_present += 1
-            continue
-        # What the destination deleted is not brought back, and neither are the leftovers of
-        # an interrupted deletion at the source.
-        if name in gone_at_dst or (name in gone_at_src and not _outlives_dataset(key)) or (
-                group == "versions" and f"{DATASETS}{name}/deleted/{parts[3]}" in dst_keys):
+        elif skipped(key):
             rec_skipped += 1
             continue
-        bytes_copied += _copy_record(src, dst, key)
-        rec_copied += 1
-        # The tombstone is at the destination now: follow the deletion it records.
+        else:
+            bytes_copied += _copy_record(src, dst, key)
+            rec_copied += 1
+        # The tombstone is at the destination: follow the deletion it records (or finish it,
+        # when a mirror was interrupted doing so). What the source still has stays.
         if _is_dataset_tombstone(key):
-            doomed = [k for k in dst.list(f"{DATASETS}{name}/") if not _outlives_dataset(k)]
+            if dst_by_name is None:
+                dst_by_name = {}
+                for k in sorted(dst_keys):
+                    if k.startswith(DATASETS):
+                        dst_by_name.setdefault(k.split("/")[1], []).append(k)
+            doomed = sorted((k for k in dst_by_name.get(name, ()) if not _outlives_dataset(k)),
+                            key=lambda k: (not k.endswith(f"/meta/{1:010d}"), k))
         elif group == "deleted":
-            vkey = f"{DATASETS}{name}/versions/{parts[3]}"
-            doomed = [vkey] if vkey in dst_keys and vkey not in src_set else []
+            doomed = [f"{DATASETS}{name}/versions/{parts[3]}"]
         else:
             doomed = []
-        for k in doomed:
-            dst.delete(k)
-            rec_deleted += 1
-    # Erasures last: their records say the deletions below are complete at the source.
-    for key in (k for k in src_keys if k.startswith(ERASURE_LOG) and k not in dst_keys):
-        bytes_copied += _copy_record(src, dst, key)
-        rec_copied += 1
-    rec_deleted += _follow_erasures(src_set, dst)
+        for k in doomed:  # for a dataset: meta/0000000001 first, then in key order
+            if k in dst_keys and k not in src_set and dst.delete(k):
+                rec_deleted += 1
+    # 6. Deletions made by an erasure or gc at the source, now that what replaces them is here.
+    rec_deleted += _follow_deletions(src_set, dst)
+    # A write killed at the destination (this mirror's, or any) left a staging file that may
+    # hold bytes erased since; the backend removes those no live writer will publish.
+    sweep = getattr(dst, "sweep_staging", None)
+    if sweep is not None:
+        sweep(time.time() - STAGING_AGE)
     return MirrorReport(copied, present, rec_copied, rec_present, bytes_copied, rec_deleted,
                         rec_skipped)
 
 
-_RECORD_RANK = {"tombstone": 0, "meta": 1, "deleted": 2, "versions": 2, "retired": 3,
+_RECORD_RANK = {"tombstone": 0, "meta": 1, "deleted": 2, "versions": 2,
                 "experiments": 4, "scores": 5, "proposals": 6, "keys": 7}
 ERASURE_LOG = "erasures/log/"
 
@@ -172,25 +214,35 @@ def _is_redaction(key: str, ours: bytes, theirs: bytes) -> bool:
     return set(kept) < set(getattr(old, field)) and redacted(old, kept) == new
 
 
-def _follow_erasures(src_set: set[str], dst) -> int:
-    """Delete at the destination what an erasure (or gc) deleted at the source: packs that were
-    rewritten (their multi-pack indexes first, then index, pack, person index), and staged
-    proposals with their keys. Runs after everything the source has was copied."""
-    deleted = 0
+def _follow_deletions(src_set: set[str], dst) -> int:
+    """Delete at the destination what an erasure or gc deleted at the source, in an order that
+    keeps every prefix consistent: staged proposals (each idempotency claim before the
+    proposal it names), then multi-pack indexes, pack indexes (unpublishing their packs), the
+    packs, and their person indexes. A pack goes when the source does not publish it, indexed
+    here or not: a mirror killed between a pack and its index left it unpublished, and it may
+    hold bytes erased since. Runs after everything the source has was copied."""
     dst_keys = list(dst.list(""))
-    gone_packs = {k[len(PACKS):-len(".idx")] for k in dst_keys
-                  if k.startswith(PACKS) and k.endswith(".idx") and k not in src_set}
-    doomed = [k for k in dst_keys if k.startswith(PACKS) and k.endswith(".midx")
-              and k not in src_set]
-    doomed += [k for k in dst_keys if k.startswith(PACKS) and not k.endswith(".midx")
-               and k[len(PACKS):].split(".")[0] in gone_packs]
+    published = {k[len(PACKS):-len(".idx")] for k in src_set
+                 if k.startswith(PACKS) and k.endswith(".idx")}
+
+    def unpublished(key: str, ext: str) -> bool:
+        return key.endswith(ext) and key[len(PACKS):-len(ext)] not in published
+
+    packs = [k for k in dst_keys if k.startswith(PACKS)]
+    staged = [k for k in dst_keys if k.startswith(DATASETS) and k not in src_set
+              and k.split("/")[2:3] in (["proposals"], ["keys"])]
+    doomed = sorted(staged, key=lambda k: (k.split("/")[2] != "keys", k))  # claims first
+    doomed += [k for k in packs if k.endswith(".midx") and k not in src_set]
+    doomed += [k for k in packs if unpublished(k, ".idx")]
+    doomed += [k for k in packs if unpublished(k, ".pack")]
     doomed += [k for k in dst_keys if k.startswith(PERSONS) and k not in src_set]
-    doomed += [k for k in dst_keys if k.startswith(DATASETS) and k not in src_set
-               and k.split("/")[2:3] in (["proposals"], ["keys"])]
-    for key in sorted(doomed, key=lambda k: (not k.endswith(".midx"), not k.endswith(".idx"))):
+    deleted = 0
+    for key in doomed:
         if dst.delete(key):
             deleted += 1
     return deleted
+
+
 REPOSITORY_LOGS = ("runs/imports/", "reviews/", "settings/")
 
 
@@ -208,6 +260,10 @@ def _record_order(key: str):
     tail = parts[3] if len(parts) > 3 else ""
     # at one number, a version's tombstone goes before the version (an interrupted deletion)
     return parts[1], _RECORD_RANK.get(group, 5), tail, group != "deleted", key
+
+
+def _is_retirement(key: str) -> bool:
+    return key.startswith(DATASETS) and key.split("/")[2:3] == ["retired"]
 
 
 def _is_dataset_tombstone(key: str) -> bool:

@@ -272,6 +272,14 @@ class PersonIndex(_Record, tag="person.index", kw_only=True):
     entries: list[PersonObject]  # sorted
 
 
+class PersonShards(_Record, tag="person.shards", kw_only=True):
+    """Which person index files a pack has (none, for a pack holding no person's objects),
+    written before them: an erasure can tell a lost file from a pack with no one in a shard."""
+
+    pack: str
+    shards: list[str]  # sorted, each two hex digits
+
+
 class VersionRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     dataset: str
     number: int
@@ -334,6 +342,7 @@ TYPES: dict[str, type] = {
     "score.batch": ScoreBatch, "experiment": Experiment, "version.tombstone": VersionTombstone,
     "dataset.tombstone": DatasetTombstone, "fence": Fence,
     "version.retirement": VersionRetirement, "person.index": PersonIndex,
+    "person.shards": PersonShards,
     "erasure.plan": ErasurePlan, "erasure": Erasure, "lease": Lease,
 }
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}

@@ -93,10 +93,12 @@ class Subject(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 def parse_subjects(data: bytes, source: str) -> list[Subject]:
     """A JSON array of subjects, or {"subjects": [...]}."""
+    if not isinstance(source, str):
+        source = "subjects"
     try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise InvalidArgument(f"{source}: {exc}") from None
+        value = encoding.parse_json(data)
+    except InvalidArgument as exc:
+        raise encoding.in_context(exc, source) from None
     if isinstance(value, dict) and set(value) == {"subjects"}:
         value = value["subjects"]
     return convert_subjects(value, source)
@@ -104,14 +106,25 @@ def parse_subjects(data: bytes, source: str) -> list[Subject]:
 
 def convert_subjects(value: Any, source: str) -> list[Subject]:
     """Subjects given as decoded JSON (or Subject objects): a non-empty list, each checked."""
+    if not isinstance(source, str):
+        source = "subjects"
     if not isinstance(value, (list, tuple)) or not value:
         raise InvalidArgument(f"{source}: expected a non-empty JSON array of subjects "
                               '(or {"subjects": [...]})')
     out = []
     for i, item in enumerate(value):
         if isinstance(item, Subject):
+            # A Subject built by hand is not validated: its fields may have any type.
+            if not all(isinstance(getattr(item, f), str) for f in
+                       ("subject_kind", "subject_ref", "review_annotation_id")) or \
+                    not isinstance(item.run_id, (str, type(None))):
+                raise InvalidArgument(f"{source}: subject {i}: its subject_kind, subject_ref "
+                                      "and review_annotation_id must be strings, its run_id a "
+                                      "string or None")
+            _check_subject_json(item, i, source)
             out.append(item)
             continue
+        _check_subject_json(item, i, source)
         try:
             out.append(msgspec.convert(item, Subject))
         except msgspec.ValidationError as exc:
@@ -120,9 +133,20 @@ def convert_subjects(value: Any, source: str) -> list[Subject]:
     return out
 
 
+def _check_subject_json(item: Any, i: int, source: str) -> None:
+    """A subject holds only what canonical JSON can carry, nested at most MAX_DEPTH levels."""
+    try:
+        encoding.check_json(item, f"$[{i}]")
+    except InvalidArgument as exc:
+        raise encoding.in_context(exc, source) from None
+
+
 def _check_key(key: str) -> str:
-    if not isinstance(key, str) or not key or len(key) > 256 or not key.isprintable():
+    if not isinstance(key, str) or not key:
         raise InvalidArgument("an idempotency key is required: 1-256 printable characters")
+    problem = encoding.text_problem(key, 256)
+    if problem is not None:
+        raise InvalidArgument(f"an idempotency key is 1-256 printable characters; it {problem}")
     return key
 
 
@@ -240,7 +264,8 @@ def _stage_leased(repo, lease, name, operation, key, request_digest, cases, remo
         if provenance is not None and added:
             new_ids = set(added)
             kept = Provenance(entries=[e for e in provenance.entries if e.case_id in new_ids])
-            prov_digest = writer.add(kept)
+            prov_digest = writer.add(kept, persons={cases[c][1] for c in added
+                                                    if cases[c][1] is not None})
         root = trie.apply(base_root, added, removes)
         writer.add(trie.node(root))
         count = trie.count(root)
@@ -365,3 +390,19 @@ def sealed_by(repo, name, base, token):
     except NotFound:
         return None
     return record if record.proposal == token else None
+
+
+def delete_proposal(repo, key: str, proposal: Proposal | None) -> bool:
+    """Delete a staged proposal (gc: stale; erasure: it holds an erased case) and the
+    idempotency claim naming it, the claim first, so that a retried request stages anew instead
+    of finding a proposal that is gone. `proposal` is None if its record is damaged."""
+    token = key.rsplit("/", 1)[1]
+    if proposal is not None:
+        ikey = idempotency_key(proposal.dataset, proposal.idempotency_key)
+        try:
+            claim = parse_record_file(repo.backend.get(ikey), IdempotencyRecord, ikey)
+            if claim.token == token:
+                repo.backend.delete(ikey)
+        except NotFound:
+            pass
+    return repo.backend.delete(key)

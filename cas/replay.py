@@ -82,9 +82,11 @@ def _refuse(source: str, path: str, problem: str, reason: str = "INVALID_PLAN",
 
 def _json_text(value: Any) -> str:
     try:
-        return encoding.encode(value).decode("utf-8")
-    except Exception:  # not JSON at all (a Python object): its repr names it well enough
-        return repr(value)
+        encoding.check_json(value)
+        text = encoding.encode(value).decode("utf-8")
+    except Exception:  # not JSON at all (a Python object, or too deep): described instead
+        return encoding.describe(value)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _effect(value: Any, source: str, path: str) -> str:
@@ -114,6 +116,9 @@ def parse_plan(value: Any = None, source: str = "plan") -> Plan:
     (`UNKNOWN_EFFECT`, field `accepted`), a tool declared twice (`DUPLICATE_TOOL`, field
     `tool_name`), a tool name that is not a non-empty string.
     """
+    if not isinstance(source, str):
+        raise InvalidArgument(f"a plan's source is named by a string, not "
+                              f"{encoding.describe(source)}")
     if value is None:
         return Plan()
     if isinstance(value, (bytes, bytearray, str)):
@@ -244,6 +249,10 @@ def replay_item(repo, dataset: str, version: int, item_id: str, plan: Any = None
     it withholds now are left out of the replayed run (and named in its `withheld`), so a
     read-only call whose recorded answer is withheld replays as UNRECORDED."""
     from .proposals import withhold
+    from .repository import Repository
+    if not isinstance(repo, Repository):
+        raise InvalidArgument(f"replay_item reads from a cas.Repository, not "
+                              f"{encoding.describe(repo)}")
     plan = parse_plan(plan)  # a bad plan is refused before anything is read
     case = repo.case(dataset, version, item_id)
     settings = repo.settings()
@@ -262,7 +271,7 @@ def _run_value(run: Any, side: str) -> dict:
         try:
             run = encoding.decode_json(bytes(run))
         except InvalidArgument as exc:
-            raise InvalidArgument(f"{side} run: {exc.message}") from None
+            raise encoding.in_context(exc, f"{side} run") from None
     if not isinstance(run, (Case, EncodedCase, dict)):
         raise InvalidArgument(f"{side} run must be a case (a JSON object), not "
                               f"{_json_text(run)[:40]}")
@@ -271,7 +280,7 @@ def _run_value(run: Any, side: str) -> dict:
     except InvalidJSONValue:
         raise
     except InvalidArgument as exc:
-        raise InvalidArgument(f"{side} run: {exc.message}") from None
+        raise encoding.in_context(exc, f"{side} run") from None
     return encoding.decode_json(data)
 
 
@@ -312,13 +321,31 @@ def diff_runs(frozen: Any, replayed: Any) -> RunDiff:
     return RunDiff(identical=False, differences=list(_differences(a, b, "")))
 
 
+def _reply_one_level_deeper(data: bytes, exc: InvalidArgument, source: str) -> dict:
+    """A `cas replay --json` reply holds its case one level down, so a case as deep as a case
+    may be makes a reply one level deeper than the limit: that one is accepted (only it)."""
+    if exc.reason == "JSON_TOO_DEEP":
+        try:
+            value = encoding.parse_json(data, max_depth=encoding.MAX_DEPTH + 1)
+        except InvalidArgument:
+            value = None
+        if isinstance(value, dict) and set(value) == {"run", "record"}:
+            return value
+    if exc.reason is None:
+        exc = InvalidArgument(f"invalid JSON: {exc.message}")
+    raise encoding.in_context(exc, source) from None
+
+
 def parse_run_document(data: bytes, source: str = "run") -> dict:
     """A run read from JSON: a case object, a `cas replay --json` reply (its `run`), or a
     `cas case --json` reply (its `id` checked against the rest, then dropped)."""
+    if not isinstance(source, str):
+        raise InvalidArgument(f"a run's source is named by a string, not "
+                              f"{encoding.describe(source)}")
     try:
-        value = encoding.decode_json(data)
+        value = encoding.parse_json(data)
     except InvalidArgument as exc:
-        raise InvalidArgument(f"{source}: {exc.message}") from None
+        value = _reply_one_level_deeper(data, exc, source)
     if isinstance(value, dict) and set(value) == {"run", "record"}:
         value = value["run"]  # a case never has these two fields: this is a replay reply
     if not isinstance(value, dict):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import gc
 import getpass
+import inspect
 import os
+import re
 import secrets
 import time as _time
 from typing import IO, Any, Callable, Iterable, Iterator, NamedTuple
@@ -16,10 +19,10 @@ from . import claims, encoding, leases
 from .backends import is_remote, remote_backend
 from .backends.local import LocalBackend
 from .digest import digest_of, parse_digest, person_key
-from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound,
-                     VersionConflict)
-from .objects import (Case, DatasetRecord, Object, RepoConfig, TreeLeaf, TreeNode,
-                      VersionRecord, format_record_file, parse_record_file)
+from .errors import (AlreadyExists, CasError, DataLoss, FailedPrecondition, InvalidArgument,
+                     NotFound, Unavailable, VersionConflict)
+from .objects import (FORMAT, Case, DatasetRecord, Object, RepoConfig, TreeLeaf, TreeNode,
+                      VersionRecord, check_format, format_record_file, parse_record_file)
 from .refs import RefsLog, check_dataset_name, meta_key, version_key
 from .retirement import ACTIVE, RETIRED, refuse_retired
 from .store import ObjectStore
@@ -102,10 +105,18 @@ def default_author() -> str:
 _CASE_DECODER = msgspec.json.Decoder(Case)
 
 
+# The EncodedCases cas's own codec made (encode_case, read_cases_jsonl) are of this subclass
+# and trusted as they are; any other EncodedCase is checked as a caller's input, so a forged
+# one can never store bytes under an id that is not their digest, or bytes that are no case.
+_Encoded = type("EncodedCase", (EncodedCase,), {"__slots__": ()})
+
+
 def encode_case(item: Any) -> EncodedCase:
     """Canonical bytes and id of a case given as a Case, a dict, or an EncodedCase."""
-    if isinstance(item, EncodedCase):
+    if type(item) is _Encoded:
         return item
+    if isinstance(item, EncodedCase):
+        return _check_encoded(item)
     if isinstance(item, dict):
         encoding.check_json(item)
         try:
@@ -114,10 +125,32 @@ def encode_case(item: Any) -> EncodedCase:
             raise InvalidArgument(f"not a case: {exc}") from None
     elif isinstance(item, Case):
         encoding.check_json(item)
+        try:  # a Case built by hand is not validated: its fields may have any type
+            item = _CASE_DECODER.decode(encoding.encode(item))
+        except msgspec.ValidationError as exc:
+            raise InvalidArgument(f"not a case: {exc}") from None
     else:
         raise InvalidArgument(f"a case must be a dict or cas.Case, not {type(item).__name__}")
+    check_format(item, "a case")
     data = encoding.encode(item)
-    return EncodedCase(digest_of("case", data), data, item.person)
+    return _Encoded(digest_of("case", data), data, item.person)
+
+
+def _check_encoded(item: EncodedCase) -> EncodedCase:
+    case_id, data, person = item
+    if not isinstance(data, bytes) or not isinstance(case_id, str):
+        raise InvalidArgument("an EncodedCase holds a case id (str) and canonical bytes")
+    try:
+        case = encoding.decode(data, Case, "the EncodedCase's data")
+    except CasError as exc:
+        raise InvalidArgument(f"not a case: {exc.message}") from None
+    check_format(case, "a case")
+    if encoding.encode(case) != data or digest_of("case", data) != case_id or \
+            case.person != person:
+        raise InvalidArgument(f"EncodedCase {encoding.describe(case_id)} does not hold its own "
+                              "canonical bytes, digest and person (make one with "
+                              "cas.encode_case)")
+    return _Encoded(case_id, data, person)
 
 
 def read_cases_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") -> Iterator[EncodedCase]:
@@ -126,16 +159,26 @@ def read_cases_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input")
     Decoding is strict JSON, so the values can always be written canonically; a bad line is
     refused with its line number and the path of the offending field.
     """
-    decode, encode = _CASE_DECODER.decode, encoding.encode
+    if not isinstance(source, str):
+        raise InvalidArgument(f"source names the input: a string, not "
+                              f"{encoding.describe(source)}")
+    encoding.lines_of(stream, source)  # refuses what is no stream of lines, before any line
+    decode, encode, most = _CASE_DECODER.decode, encoding.encode, encoding.MAX_DEPTH
     for lineno, line in enumerate(stream, 1):
-        try:
-            case = decode(line)
-        except msgspec.DecodeError as exc:
-            if line.isspace() or not line:
+        try:  # a line with more brackets than the depth limit takes the checked path
+            case = decode(line) if line.count(b"[") + line.count(b"{") <= most else None
+        except (msgspec.DecodeError, RecursionError, TypeError, AttributeError):
+            if isinstance(line, (bytes, bytearray, str)) and (not line or line.isspace()):
                 continue
-            raise InvalidArgument(f"{source} line {lineno}: {exc}", line=lineno) from None
+            case = None
+        if case is None or case.format != FORMAT:
+            try:  # the slow path, only for a line refused: name the problem and its place
+                case = check_format(encoding.parse_json(line, _CASE_DECODER), "the case")
+            except CasError as exc:
+                raise encoding.in_context(exc, f"{source} line {lineno}", line=lineno) \
+                    from None
         data = encode(case)
-        yield EncodedCase(digest_of("case", data), data, case.person)
+        yield _Encoded(digest_of("case", data), data, case.person)
 
 
 # -- opening ------------------------------------------------------------------------------
@@ -147,12 +190,19 @@ def _local_root(path: str) -> str:
 def init(path: str = ".") -> "Repository":
     """Create a repository in `path/.cas` (or at an `s3://BUCKET/PREFIX` URL); an existing one
     is refused."""
+    path = _check_path(path, "path")
     if is_remote(path):
         return Repository.create(remote_backend(path))
     root = _local_root(path)
     if os.path.exists(root):
         raise AlreadyExists(f"a repository already exists at {root}", location=root)
-    os.makedirs(root)
+    try:
+        os.makedirs(root)
+    except OSError as exc:  # a file on the way, a name too long: the path; else the storage
+        bad_path = isinstance(exc, (NotADirectoryError, FileExistsError)) or \
+            exc.errno == errno.ENAMETOOLONG
+        raise (InvalidArgument if bad_path else Unavailable)(
+            f"cannot create a repository at {root}: {exc.strerror}", location=root) from None
     backend = LocalBackend(root)
     config = RepoConfig(repository_id=secrets.token_hex(16), created_at=now())
     if not backend.put_if_absent(CONFIG_KEY, format_record_file(config)):
@@ -163,6 +213,7 @@ def init(path: str = ".") -> "Repository":
 def open(path: str = ".") -> "Repository":  # noqa: A001 - the API name is cas.open
     """Open the repository at `path/.cas` (or `path` itself if it is the .cas directory, or an
     `s3://BUCKET/PREFIX` URL)."""
+    path = _check_path(path, "path")
     if is_remote(path):
         backend = remote_backend(path)
         if not backend.exists(CONFIG_KEY):
@@ -177,6 +228,7 @@ def open(path: str = ".") -> "Repository":  # noqa: A001 - the API name is cas.o
 
 def find(start: str = ".") -> str:
     """The nearest directory at or above `start` holding a `.cas` repository."""
+    start = _check_path(start, "start")
     here = os.path.abspath(start)
     while True:
         if os.path.isfile(os.path.join(here, REPO_DIR, CONFIG_KEY)):
@@ -214,12 +266,22 @@ class Repository:
         return self.backend.url
 
     def _trie(self, emit=None) -> Trie:
-        return Trie(lambda d: self.store.get(d, (TreeLeaf, TreeNode)), emit)
+        return Trie(self._tree_node, emit)
+
+    def _tree_node(self, digest: str):
+        """A node of a tree some record names: one that is not stored is data loss."""
+        try:
+            return self.store.get(digest, (TreeLeaf, TreeNode))
+        except NotFound:
+            raise DataLoss(f"tree node {digest} is missing from the repository (run `cas "
+                           "fsck`)", reason="OBJECT_MISSING", digest=digest) from None
 
     # -- datasets -------------------------------------------------------------------------
     def create_dataset(self, name: str, description: str = "", tags: Iterable[str] = (),
                        author: str | None = None) -> DatasetRecord:
-        check_dataset_name(name)
+        _check_name(name)
+        encoding.check_text(description, "description")
+        author = _check_author(author)
         record = DatasetRecord(name=name, revision=1, description=description,
                                tags=_check_tags(tags), author=author or default_author(),
                                edited_at=self.clock())
@@ -249,6 +311,8 @@ class Repository:
 
     def edit_dataset(self, name: str, description: str | None = None,
                      tags: Iterable[str] | None = None, author: str | None = None) -> DatasetRecord:
+        encoding.check_text(description, "description", optional=True)
+        author = _check_author(author)
         current = self.dataset(name)
         record = DatasetRecord(
             name=name, revision=current.revision + 1,
@@ -261,7 +325,7 @@ class Repository:
 
     def dataset(self, name: str) -> DatasetRecord:
         """The dataset's current metadata (its latest revision)."""
-        check_dataset_name(name)
+        _check_name(name)
         head = self.refs.meta_head(name)
         if head == 0:
             raise self._no_dataset(name)
@@ -282,9 +346,8 @@ class Repository:
         return self.refs.head(name)
 
     def version(self, name: str, number: int) -> VersionRecord:
-        check_dataset_name(name)
-        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-            raise InvalidArgument(f"version must be a positive integer, not {number!r}")
+        _check_name(name)
+        check_version_number(number)
         if not self.refs.dataset_exists(name):
             raise self._no_dataset(name)
         return self.refs.read_version(name, number)
@@ -292,11 +355,12 @@ class Repository:
     def versions(self, name: str, before: int | None = None, limit: int = 20) -> VersionsPage:
         """Version records newest first, starting below `before` (a version number)."""
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidArgument(f"limit must be a positive integer, not {limit!r}")
+            raise InvalidArgument(f"limit must be a positive integer, not "
+                                  f"{encoding.describe(limit)}")
         if before is not None and (not isinstance(before, int) or isinstance(before, bool)
                                    or before < 1):
             raise InvalidArgument(f"before must be a positive integer (a version number), "
-                                  f"not {before!r}")
+                                  f"not {encoding.describe(before)}")
         top = self.head(name) if before is None else min(before - 1, self.head(name))
         deleted = set(self.refs.deleted_numbers(name)) if top else set()  # skipped
         records: list[VersionRecord] = []
@@ -325,9 +389,15 @@ class Repository:
         its number, so a crash leaves only unreferenced objects.
         """
         self.dataset(name)
+        if base is not None and base != 0:
+            check_version_number(base, "base")
         base = base or 0
-        if not isinstance(base, int) or base < 0:
-            raise InvalidArgument(f"base must be a version number, not {base!r}")
+        _check_many(add, "add", "cases (dicts, cas.Case or EncodedCase)",
+                    (Case, EncodedCase, str, bytes, bytearray, dict))
+        remove = _check_strings(remove, "remove", "case ids")
+        encoding.check_text(message, "message")
+        encoding.check_text(operation, "operation")
+        author = _check_author(author)
         removes = sorted({parse_digest(r, "case id") for r in remove})
         base = self._check_base(name, base, retry)
         author = author or default_author()
@@ -428,6 +498,7 @@ class Repository:
     def lost_cases(self, record: VersionRecord) -> list[str]:
         """The erased cases a version holds whose bytes are gone: a version cut from it leaves
         them out. (An erased case promoted again has its bytes back, and is not lost.)"""
+        _check_record(record)
         from .erasure import erased_cases
         trie = self._trie()
         return sorted(c for c in erased_cases(self) if trie.contains(record.content_digest, c)
@@ -437,6 +508,7 @@ class Repository:
         """After sealing: if an erasure retired the base while this version was being built on
         it, this version holds cases whose bytes are gone, and is retired the same way (the
         erasure's own final sweep covers versions sealed before it ends; this, the rest)."""
+        _check_record(record)
         if not record.parent:
             return
         base = self.refs.read_retirement(record.dataset, record.parent)
@@ -450,15 +522,30 @@ class Repository:
                author: str | None = None):
         """Retire `name@number` for an operator's cause (CONTAMINATED, INVALID_LABELS,
         OPERATOR_REQUEST; any letter case) with a note. Deletes nothing; permanent."""
-        from .retirement import retire
+        from .retirement import OPERATOR_CAUSES, retire
+        if not isinstance(cause, str):
+            raise InvalidArgument(f"unknown retirement cause {encoding.describe(cause)}; "
+                                  "accepted: " + ", ".join(OPERATOR_CAUSES) + " (any letter "
+                                  "case)", reason="CAUSE_INVALID", accepted=list(OPERATOR_CAUSES))
+        author = _check_author(author)
         return retire(self, name, number, cause, note, _person(author), self.clock())
 
     def erase(self, person: str, confirm_token: str | None = None,
-              author: str | None = None):
+              author: str | None = None, wait: float | None = None):
         """Preview (no token: a dict with `confirm_token`) or carry out the erasure of a
-        person's cases, runs and reviews; returns the Erasure record."""
+        person's cases, runs and reviews; returns the Erasure record. It first waits (up to
+        `wait` seconds) for writers that started before it."""
         from .erasure import erase
-        return erase(self, person, confirm_token, _person(author), self.clock())
+        if not isinstance(person, str):
+            raise InvalidArgument(f"a person id is a string, not {encoding.describe(person)}")
+        encoding.check_text(person, "person id")
+        if confirm_token is not None and (not isinstance(confirm_token, str)
+                                          or not _TOKEN_RE.match(confirm_token)):
+            raise InvalidArgument(f"{encoding.describe(confirm_token)} is not a confirm token "
+                                  "(ct- and 32 hex digits)")
+        _check_seconds(wait, "wait", optional=True)
+        author = _check_author(author)
+        return erase(self, person, confirm_token, _person(author), self.clock(), wait)
 
     def erasures(self) -> list:
         from .erasure import erasures
@@ -468,6 +555,14 @@ class Repository:
         """Delete objects nothing reaches, in packs older than `grace` seconds, once the
         writers that started before it are done (waiting up to `wait` seconds)."""
         from .gc import collect
+        if isinstance(grace, str):
+            if not _GRACE_RE.match(grace):
+                raise InvalidArgument(f"invalid grace period {encoding.describe(grace)}; use "
+                                      "seconds or a number with s, m, h or d, e.g. 0, 90, 15m, "
+                                      "24h, 7d")
+        else:
+            _check_seconds(grace, "grace period")
+        _check_seconds(wait, "wait", optional=True)
         return collect(self, dry_run=dry_run, grace=grace, wait=wait)
 
     # -- reads of an exact version ---------------------------------------------------------
@@ -478,6 +573,7 @@ class Repository:
         `limit` is 1..MAX_PAGE (500); anything else is refused, never clamped. `after` need
         not be a member: the page starts strictly after it in id order."""
         _check_page_limit(limit)
+        _check_digest(after, "cursor", optional=True)
         record = self._active(name, number, "listing its cases")
         after = parse_digest(after, "cursor") if after is not None else None
         ids = self._trie().page(record.content_digest, after, limit + 1)
@@ -487,18 +583,27 @@ class Repository:
 
     def case(self, name: str, number: int, case_id: str) -> Case:
         """A case of `name@number`; refused if the version does not hold it."""
+        _check_digest(case_id, "case id")
         record = self._active(name, number, "reading its cases")
         case_id = parse_digest(case_id, "case id")
         if not self._trie().contains(record.content_digest, case_id):
             raise NotFound(f"case {case_id} is not in {name}@{number}", case_id=case_id,
                            dataset=name, version=number)
-        return self.store.get(case_id, Case)
+        try:
+            return self.store.get(case_id, Case)
+        except NotFound:  # the version holds it: its absence is damage, not an answer
+            raise DataLoss(f"case {case_id} of {name}@{number} is missing from the repository "
+                           "(run `cas fsck`)", reason="OBJECT_MISSING", case_id=case_id,
+                           dataset=name, version=number) from None
 
     def object(self, digest: str) -> Object:
         """Any stored object by digest, verified."""
+        _check_digest(digest, "digest")
         return self.store.get(parse_digest(digest))
 
     def diff(self, name: str, old: int, new: int, new_dataset: str | None = None) -> Diff:
+        if new_dataset is not None:
+            _check_name(new_dataset)
         a = self._active(name, old, "listing its cases")
         b = self._active(new_dataset or name, new, "listing its cases")
         return Diff(*self._trie().diff(a.content_digest, b.content_digest))
@@ -509,6 +614,9 @@ class Repository:
         id-ordered list of added and removed ids, strictly after `cursor`, up to `limit`
         (1..500) changes. Costs O(page x depth), not O(diff)."""
         _check_page_limit(limit)
+        _check_digest(cursor, "cursor", optional=True)
+        if new_dataset is not None:
+            _check_name(new_dataset)
         a = self._active(name, old, "listing its cases")
         b = self._active(new_dataset or name, new, "listing its cases")
         cursor = parse_digest(cursor, "cursor") if cursor is not None else None
@@ -526,6 +634,7 @@ class Repository:
     def prove(self, name: str, number: int, case_id: str) -> Proof:
         """An inclusion proof of `case_id` in `name@number`; refused if the version does not
         hold it (there is nothing to prove)."""
+        _check_digest(case_id, "case id")
         record = self._active(name, number, "proving its cases")
         case_id = parse_digest(case_id, "case id")
         trie = self._trie()
@@ -553,10 +662,12 @@ class Repository:
         """Import runs from a binary JSON Lines stream (or a list of dicts): all or nothing.
         An identical run again is a no-op; a known run id with other content is refused."""
         from .runs import import_runs, parse_run, read_runs_jsonl
-        if isinstance(source, list):
+        author = _check_author(author)
+        if isinstance(source, (list, tuple)):
             runs = [parse_run(obj, f"$[{i}]") for i, obj in enumerate(source)]
         else:
-            runs = read_runs_jsonl(source, getattr(source, "name", "input"))
+            name = getattr(source, "name", "input")
+            runs = read_runs_jsonl(source, name if isinstance(name, str) else "input")
         new, unchanged = import_runs(self, runs, author or default_author(), self.clock())
         return RunImportResult(new, unchanged)
 
@@ -565,6 +676,8 @@ class Repository:
 
     def run(self, run_id: str):
         from .runs import get_run
+        if not isinstance(run_id, str):
+            raise InvalidArgument(f"a run id is a string, not {encoding.describe(run_id)}")
         return get_run(self, run_id)
 
     def add_reviews(self, requests: list, confirm_token: str | None = None,
@@ -575,6 +688,10 @@ class Repository:
 
         from .reviews import ReviewRequest, check_token, plan_reviews, save_reviews
         from .userconfig import require_person
+        _check_many(requests, "requests", 'reviews ({"run_id", "metric", "label"})',
+                    (str, bytes, bytearray, dict, ReviewRequest))
+        encoding.check_text(confirm_token, "confirm token", optional=True)
+        encoding.check_text(reviewer, "reviewer", optional=True)
         reviewer = reviewer or require_person("a review")
         try:
             reqs = [r if isinstance(r, ReviewRequest) else _m.convert(r, ReviewRequest)
@@ -598,12 +715,15 @@ class Repository:
 
     def set_content_policy(self, withheld: list[str], author: str | None = None):
         from .proposals import set_withheld
+        withheld = _check_strings(withheld, "withheld", "content classes")
+        author = _check_author(author)
         return set_withheld(self, withheld, author or default_author(), self.clock())
 
     def promote(self, name: str, subjects, idempotency_key: str,
                 author: str | None = None) -> dict:
         """Stage a promotion and return its preview (with `confirm_token`); seals nothing."""
         from .proposals import convert_subjects, stage_promotion
+        author = _check_author(author)
         subs = convert_subjects(subjects, "subjects")
         return stage_promotion(self, name, subs, idempotency_key, author or default_author(),
                                self.clock())
@@ -611,12 +731,18 @@ class Repository:
     def remove(self, name: str, item_ids: list[str], idempotency_key: str,
                author: str | None = None) -> dict:
         from .proposals import stage_removal
-        return stage_removal(self, name, list(item_ids), idempotency_key,
+        item_ids = _check_strings(item_ids, "item_ids", "case ids")
+        author = _check_author(author)
+        return stage_removal(self, name, item_ids, idempotency_key,
                              author or default_author(), self.clock())
 
     def seal(self, name: str, confirm_token: str, author: str | None = None,
              message: str = "") -> "SealResult":
         from .proposals import seal
+        _check_name(name)
+        encoding.check_text(confirm_token, "confirm token")
+        encoding.check_text(message, "message")
+        author = _check_author(author)
         record, already = seal(self, name, confirm_token, author or default_author(), message)
         return SealResult(record, already)
 
@@ -651,6 +777,7 @@ class Repository:
         """Store many scores citing `pin` as one batch (dicts of metric, value, item,
         experiment); all are checked before any is stored."""
         from .scores import record_scores
+        author = _check_author(author)
         return record_scores(self, pin, scores, _person(author), self.clock())
 
     def scores(self, name: str, version: int | None = None) -> list:
@@ -661,6 +788,7 @@ class Repository:
     def create_experiment(self, name: str, version: int, experiment_name: str,
                           author: str | None = None):
         from .scores import create_experiment
+        author = _check_author(author)
         return create_experiment(self, name, version, experiment_name, _person(author),
                                  self.clock())
 
@@ -671,22 +799,35 @@ class Repository:
     def delete_version(self, name: str, number: int, author: str | None = None):
         """Delete a version no score or experiment cites; its number is never used again."""
         from .scores import delete_version
+        author = _check_author(author)
         return delete_version(self, name, number, _person(author), self.clock())
 
     def delete_dataset(self, name: str, author: str | None = None):
         """Delete a dataset none of whose versions is cited; its name is never used again."""
         from .scores import delete_dataset
+        _check_name(name)
+        author = _check_author(author)
         return delete_dataset(self, name, _person(author), self.clock())
 
     def fsck(self, progress: Callable[[str, int, int], None] | None = None):
         from .fsck import check
+        if progress is not None:
+            try:
+                if not callable(progress):
+                    raise TypeError
+                inspect.signature(progress).bind("", 0, 0)
+            except TypeError:
+                raise InvalidArgument(f"progress must be a function of (stage, done, total), "
+                                      f"not {encoding.describe(progress)}") from None
+            except ValueError:
+                pass  # no signature to check (some builtins): trusted
         return check(self, progress)
 
 
 def _check_page_limit(limit: Any) -> None:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE:
         raise InvalidArgument(f"limit must be a positive integer from 1 to {MAX_PAGE}, "
-                              f"not {limit!r}", minimum=1, maximum=MAX_PAGE)
+                              f"not {encoding.describe(limit)}", minimum=1, maximum=MAX_PAGE)
 
 
 def _person(author: str | None) -> str:
@@ -698,8 +839,91 @@ def _person(author: str | None) -> str:
 def _check_tags(tags: Iterable[str]) -> list[str]:
     if isinstance(tags, str):
         raise InvalidArgument("tags must be a list of strings, not one string")
-    out = sorted(set(tags))
-    for t in out:
-        if not isinstance(t, str) or not t or len(t) > 64 or not t.isprintable():
-            raise InvalidArgument(f"invalid tag {t!r}: 1-64 printable characters")
+    tags = _check_strings(tags, "tags", "strings")
+    for t in tags:
+        problem = encoding.text_problem(t, 64)
+        if problem is not None:
+            raise InvalidArgument(f"invalid tag {encoding.describe(t)}: 1-64 printable "
+                                  f"characters; it {problem}")
+    return sorted(set(tags))
+
+
+# -- argument checks: every public method refuses a bad argument with a CasError -------------
+MAX_VERSION = 9_999_999_999  # version numbers are written with 10 digits in keys
+_TOKEN_RE = re.compile(r"ct-[0-9a-f]{32}\Z")
+_GRACE_RE = re.compile(r"\s*[0-9]{1,12}[smhdSMHD]?\s*\Z")
+
+
+def check_version_number(number: Any, what: str = "version") -> int:
+    """A version number: an int from 1 to MAX_VERSION (a bool, a float or a digit string is
+    refused; the CLI reads only ASCII digits)."""
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise InvalidArgument(f"{what} must be a positive integer, not "
+                              f"{encoding.describe(number)}")
+    if number > MAX_VERSION:
+        raise InvalidArgument(f"{what} must be a positive integer of at most 10 digits (up to "
+                              f"{MAX_VERSION}), not {encoding.describe(number)}")
+    return number
+
+
+def _check_path(path: Any, what: str) -> str:
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise InvalidArgument(f"{what} must be a path (a str or os.PathLike), not "
+                              f"{encoding.describe(path)}")
+    if "\x00" in path:
+        raise InvalidArgument(f"{what} {encoding.describe(path)} holds a NUL character")
+    return encoding.check_text(path, what)
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str):
+        shown = encoding.describe(name)
+        raise InvalidArgument(f"invalid dataset name {shown}: a dataset name is a string of "
+                              "1-128 characters from a-z, 0-9, '.', '_', '-'", name=shown)
+    return check_dataset_name(name)
+
+
+def _check_digest(value: Any, what: str, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        shown = encoding.describe(value)
+        raise InvalidArgument(f"{what} {shown} is not a digest; expected 'b3:' followed by 64 "
+                              "hex digits", value=shown)
+
+
+def _check_author(author: Any) -> str | None:
+    return encoding.check_text(author, "author", optional=True)
+
+
+def _check_record(record: Any) -> None:
+    if not isinstance(record, VersionRecord):
+        raise InvalidArgument(f"expected a cas.VersionRecord, not {encoding.describe(record)}")
+
+
+def _check_many(values: Any, what: str, items: str, single: tuple) -> None:
+    """`values` is an iterable of items (not one item, a string or a dict by mistake)."""
+    if isinstance(values, single) or not hasattr(values, "__iter__"):
+        raise InvalidArgument(f"{what} must be an iterable of {items}, not "
+                              f"{encoding.describe(values)}")
+
+
+def _check_strings(values: Any, what: str, items: str) -> list[str]:
+    _check_many(values, what, items, (str, bytes, bytearray, dict))
+    out = list(values)
+    for v in out:
+        if not isinstance(v, str):
+            raise InvalidArgument(f"{what} must be an iterable of {items} (strings), but holds "
+                                  f"{encoding.describe(v)}")
     return out
+
+
+def _check_seconds(value: Any, what: str, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not 0 <= value <= 10 ** 9:  # NaN and a bigint that overflows a float too
+        raise InvalidArgument(f"{what} must be a number of seconds from 0 to 10**9, not "
+                              f"{encoding.describe(value)}")

@@ -7,6 +7,7 @@ set as sealed. The first retirement of a version stands; the state never goes ba
 
 from __future__ import annotations
 
+from .encoding import check_json
 from .errors import FailedPrecondition, InvalidArgument
 from .objects import VersionRetirement, format_record_file
 from .refs import retired_key
@@ -36,9 +37,13 @@ def parse_cause(cause: str) -> str:
 
 
 def check_note(note: str) -> str:
-    if not isinstance(note, str) or not note.strip() or len(note) > MAX_NOTE:
+    if not isinstance(note, str) or not note.strip():
         raise InvalidArgument(f"a retirement needs a note saying why: 1-{MAX_NOTE} characters",
                               reason="NOTE_REQUIRED")
+    if len(note) > MAX_NOTE:
+        raise InvalidArgument(f"a retirement note is at most {MAX_NOTE} characters; this one has "
+                              f"{len(note)}", reason="NOTE_TOO_LONG", maximum=MAX_NOTE)
+    check_json(note, "note")  # e.g. a lone surrogate, which no record can hold
     return note
 
 

@@ -26,16 +26,21 @@ class ReviewRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     label: str
 
 
+_REQUEST_DECODER = msgspec.json.Decoder(ReviewRequest)
+
+
 def read_review_requests(stream: IO[bytes] | Iterable[bytes], source: str) -> list[ReviewRequest]:
     out = []
-    for lineno, line in enumerate(stream, 1):
+    for lineno, line in enumerate(encoding.lines_of(stream, source), 1):
         if not line.strip():
             continue
         try:
-            out.append(msgspec.json.decode(line, type=ReviewRequest))
-        except msgspec.DecodeError as exc:
-            raise InvalidArgument(f"{source} line {lineno}: {exc} (a line is "
-                                  '{"run_id", "metric", "label"})', line=lineno) from None
+            out.append(encoding.parse_json(line, _REQUEST_DECODER))
+        except InvalidArgument as exc:
+            if exc.reason is None:  # the decoder's own message: say what a line is
+                exc = InvalidArgument(f'{exc.message} (a line is {{"run_id", "metric", '
+                                      '"label"})')
+            raise encoding.in_context(exc, f"{source} line {lineno}", line=lineno) from None
     if not out:
         raise InvalidArgument(f"{source} holds no reviews")
     return out
@@ -66,8 +71,12 @@ def plan_reviews(repo, requests: list[ReviewRequest], reviewer: str) -> tuple[li
     for r in requests:
         for field in ("run_id", "metric", "label"):
             value = getattr(r, field)
-            if not value or not value.isprintable() or len(value) > 256:
+            if not isinstance(value, str) or not value:
                 raise InvalidArgument(f"review {field} must be 1-256 printable characters")
+            problem = encoding.text_problem(value, 256)
+            if problem is not None:
+                raise InvalidArgument(f"review {field} must be 1-256 printable characters; "
+                                      f"it {problem}")
         run = get_run(repo, r.run_id)
         rows.append({"run_id": r.run_id, "run": encode_run_digest(run), "metric": r.metric,
                      "label": r.label, "reviewer": reviewer})

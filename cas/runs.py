@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import IO, Any, Iterable
 
-import msgspec
-
 from . import claims, encoding, leases
-from .errors import FailedPrecondition, InvalidArgument, NotFound
+from .errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
 from .objects import Run, RunEntry, RunImport, encode_object, format_record_file
 from .refs import read_log_from
 
@@ -28,9 +26,10 @@ def _text(value: Any, where: str, *, optional: bool = False, limit: int = 512) -
     if not isinstance(value, str) or not value:
         raise InvalidArgument(f"{where}: must be a non-empty string"
                               + (" or null" if optional else ""))
-    if len(value) > limit or not value.isprintable():
-        raise InvalidArgument(f"{where}: must be at most {limit} printable characters "
-                              "(no control characters)")
+    problem = encoding.text_problem(value, limit)
+    if problem is not None:
+        raise InvalidArgument(f"{where}: must be at most {limit} printable characters; it "
+                              f"{problem}")
     return value
 
 
@@ -38,7 +37,7 @@ def parse_run(obj: Any, where: str) -> Run:
     """Validate one run given as a decoded JSON object; errors name `where` and the field."""
     if not isinstance(obj, dict):
         raise InvalidArgument(f"{where}: a run must be a JSON object")
-    encoding.check_json(obj, where)
+    encoding.check_json(obj, where)  # and nested at most MAX_DEPTH levels
     for required in ("run_id", "tenant", "steps"):
         if required not in obj:
             raise InvalidArgument(f"{where}.{required}: required field is missing")
@@ -68,7 +67,7 @@ def _check_step(step: Any, where: str) -> None:
     kind = step.get("type")
     if kind not in STEP_TYPES:
         raise InvalidArgument(f"{where}.type: must be one of {', '.join(STEP_TYPES)}, "
-                              f"not {kind!r}")
+                              f"not {encoding.describe(kind)}")
     if kind == "message":
         if not isinstance(step.get("role"), str) or not step["role"]:
             raise InvalidArgument(f"{where}.role: a message needs a non-empty string role")
@@ -81,19 +80,15 @@ def _check_step(step: Any, where: str) -> None:
 def read_runs_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") -> list[Run]:
     """Every run of a JSON Lines file, validated; the first bad line is refused by number."""
     runs = []
-    for lineno, line in enumerate(stream, 1):
+    for lineno, line in enumerate(encoding.lines_of(stream, source), 1):
         if len(line) > MAX_LINE:
             raise InvalidArgument(f"{source} line {lineno}: longer than {MAX_LINE} bytes")
         if not line.strip():
             continue
         try:
-            obj = msgspec.json.decode(line)
-        except msgspec.DecodeError as exc:
-            raise InvalidArgument(f"{source} line {lineno}: {exc}", line=lineno) from None
-        try:
-            runs.append(parse_run(obj, "$"))
+            runs.append(parse_run(encoding.parse_json(line), "$"))
         except InvalidArgument as exc:
-            raise InvalidArgument(f"{source} line {lineno}: {exc.message}", line=lineno) from None
+            raise encoding.in_context(exc, f"{source} line {lineno}", line=lineno) from None
     return runs
 
 
@@ -111,6 +106,11 @@ class RunIndex:
                 self._by_id[entry.run_id] = entry.run
             self._loaded = n
         return self._loaded
+
+    def reload(self) -> None:
+        """Read every import record again (an erasure rewrites records already read)."""
+        self._by_id, self._loaded = {}, 0
+        self.refresh()
 
     def get(self, run_id: str) -> str | None:
         if run_id not in self._by_id:
@@ -173,7 +173,19 @@ def _import_leased(repo, lease, index, seen, author, now) -> tuple[list[str], in
 
 def get_run(repo, run_id: str) -> Run:
     digest = repo.run_index.get(run_id)
-    if digest is None:
-        raise NotFound(f"no recorded run {run_id!r} (import it with `cas runs import`)",
-                       reason="RUN_NOT_FOUND", run_id=run_id)
-    return repo.store.get(digest, Run)
+    if digest is not None:
+        try:
+            return repo.store.get(digest, Run)
+        except NotFound:
+            # An erasure (in another process) deleted the run and redacted the import record
+            # this index read: read the log again. A run the log still names is damage.
+            repo.run_index.reload()
+            digest = repo.run_index.get(run_id)
+            if digest is not None:
+                try:
+                    return repo.store.get(digest, Run)
+                except NotFound:
+                    raise DataLoss(f"run {run_id!r} ({digest}) is recorded as imported but "
+                                   "its object is missing", run_id=run_id, digest=digest) from None
+    raise NotFound(f"no recorded run {run_id!r} (import it with `cas runs import`)",
+                   reason="RUN_NOT_FOUND", run_id=run_id)

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Union
 
 import msgspec
 
-from . import encoding
+from . import claims, encoding
 from .digest import parse_digest
 from .errors import (Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound)
 from .objects import (DatasetTombstone, Experiment, Fence, Score, ScoreBatch, VersionRecord,
@@ -34,7 +34,6 @@ from .refs import (DATASETS, check_dataset_name, deleted_key, experiment_key, me
                    score_batch_key, tombstone_key, version_key)
 
 LOGS = ("scores", "experiments")
-MAX_CLAIM_ATTEMPTS = 1000  # contention beyond this is reported (ABORTED), never spun forever
 _PIN_RE = re.compile(r"(?P<dataset>[^@#]+)@(?P<version>[1-9][0-9]*)#(?P<digest>.+)\Z")
 PIN_FORM = "DATASET@VERSION#b3:<64 hex digits>"
 
@@ -54,9 +53,11 @@ class Pin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         """The pin written as `DATASET@VERSION#b3:<64 hex>` (uppercase hex is folded)."""
         m = _PIN_RE.match(text.strip()) if isinstance(text, str) else None
         if m is None:
-            raise InvalidArgument(f"{text!r} is not a pin; expected {PIN_FORM}, e.g. "
+            shown = encoding.describe(text) if isinstance(text, str) else \
+                f"a {type(text).__name__}"
+            raise InvalidArgument(f"{shown} is not a pin; expected {PIN_FORM}, e.g. "
                                   f"evals@3#b3:{'0' * 64}", reason="INVALID_PIN",
-                                  value=str(text))
+                                  value=text if isinstance(text, str) else shown)
         try:
             name = check_dataset_name(m["dataset"])
             digest = parse_digest(m["digest"], "pin digest")
@@ -89,6 +90,15 @@ class RecordedScore(msgspec.Struct, frozen=True, kw_only=True):
 # -- pins ---------------------------------------------------------------------------------
 def as_pin(pin: Any) -> Pin:
     if isinstance(pin, Pin):
+        # A Pin built by hand is not validated: its fields may have any type.
+        if not (isinstance(pin.dataset, str) and isinstance(pin.version, int)
+                and isinstance(pin.content_digest, str)):
+            raise InvalidArgument("a cas.Pin holds a dataset name (str), a version number (int) "
+                                  "and a content_digest (str), not "
+                                  f"{encoding.describe(pin.dataset)}, "
+                                  f"{encoding.describe(pin.version)}, "
+                                  f"{encoding.describe(pin.content_digest)}",
+                                  reason="INVALID_PIN")
         return pin
     if isinstance(pin, str):
         return Pin.parse(pin)
@@ -186,15 +196,12 @@ def _claim(repo, name: str, log: str, make, check) -> tuple[int, str]:
     """Claim the next number of a citation log for `make(number)`, after `check(head)`
     (which refuses by raising) has seen everything below it. Returns (number, key)."""
     key_of = _key_of(name, log)
-    for _ in range(MAX_CLAIM_ATTEMPTS):
+    for _ in claims.attempts(f"a number in {DATASETS}{name}/{log}/", dataset=name):
         head = repo.refs.citation_head(name, log)
         check(head)
         key = key_of(head + 1)
         if repo.backend.put_if_absent(key, format_record_file(make(head + 1))):
             return head + 1, key
-    raise Aborted(f"could not claim a number in {DATASETS}{name}/{log}/ after "
-                  f"{MAX_CLAIM_ATTEMPTS} attempts (too many concurrent writers); retry",
-                  dataset=name)
 
 
 # -- scores ---------------------------------------------------------------------------------
@@ -220,16 +227,19 @@ def record_scores(repo, pin_: Any, scores: list, author: str, now: str) -> list[
         if not isinstance(s, dict):
             raise InvalidArgument(f"{where} must be a dict {{metric, value, item, experiment}}, "
                                   f"not {type(s).__name__}", index=i)
-        unknown = sorted(set(s) - _SCORE_FIELDS, key=str)
+        unknown = sorted(set(s) - _SCORE_FIELDS, key=encoding.describe)
         if unknown:
-            raise InvalidArgument(f"{where} has unknown field {unknown[0]!r}; accepted: metric, "
-                                  "value, item, experiment", index=i)
+            raise InvalidArgument(f"{where} has unknown field {encoding.describe(unknown[0])}; "
+                                  "accepted: metric, value, item, experiment", index=i)
         if "metric" not in s or "value" not in s:
             raise InvalidArgument(f"{where} needs a metric and a value", index=i)
         metric = check_label(s["metric"], "metric")
         value = check_value(s["value"])
         item = s.get("item")
         if item is not None:
+            if not isinstance(item, str):
+                raise InvalidArgument(f"item {encoding.describe(item)} is not a case id; "
+                                      "expected 'b3:' followed by 64 hex digits", index=i)
             item = parse_digest(item, "item")
             items.add(item)
         experiment = s.get("experiment")
@@ -299,22 +309,30 @@ def scores(repo, name: str, version: int | None = None) -> list[RecordedScore]:
 def check_value(value: Any) -> Union[int, float]:
     """A score's value: an int or a finite float (numpy scalars and the like are converted)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidArgument(f"a score's value must be a number, not {value!r}",
-                              reason="INVALID_SCORE_VALUE")
-    value = int(value) if isinstance(value, numbers.Integral) else float(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidArgument(f"a score's value must be a finite number, not {value!r}",
-                              reason="INVALID_SCORE_VALUE")
+        raise InvalidArgument(f"a score's value must be a number, not "
+                              f"{encoding.describe(value)}", reason="INVALID_SCORE_VALUE")
+    try:
+        value = int(value) if isinstance(value, numbers.Integral) else float(value)
+    except (ArithmeticError, ValueError, TypeError):  # e.g. a Fraction beyond any float
+        value = math.inf
+    if isinstance(value, float) and not math.isfinite(value) or \
+            isinstance(value, int) and not -10 ** encoding.MAX_INT_DIGITS < value < \
+            10 ** encoding.MAX_INT_DIGITS:
+        raise InvalidArgument(f"a score's value must be a finite number, not "
+                              f"{encoding.describe(value)}", reason="INVALID_SCORE_VALUE")
     return value
 
 
 def check_label(text: Any, what: str) -> str:
     """Metric and experiment names: 1-128 printable characters, no surrounding spaces."""
     if not isinstance(text, str) or not text:
-        raise InvalidArgument(f"{what} must be a non-empty string, not {text!r}")
-    if len(text) > 128 or not text.isprintable() or text != text.strip():
-        raise InvalidArgument(f"invalid {what} {text!r}: use 1-128 printable characters "
-                              "without leading or trailing spaces")
+        raise InvalidArgument(f"{what} must be a non-empty string, not "
+                              f"{encoding.describe(text)}")
+    problem = encoding.text_problem(text, 128)
+    if problem is not None or text != text.strip():
+        raise InvalidArgument(f"invalid {what} {encoding.describe(text)}: use 1-128 printable "
+                              "characters without leading or trailing spaces"
+                              + (f"; it {problem}" if problem else ""))
     return text
 
 
@@ -416,13 +434,23 @@ def _fence(repo, name: str, target: int | None, heads: dict[str, int], reason: s
     for log in LOGS:
         n = heads[log]
         key_of = _key_of(name, log)
+        attempts = claims.attempts(f"a fence in {DATASETS}{name}/{log}/", dataset=name)
         while True:
+            try:
+                next(attempts)
+            except Aborted:
+                rollback()  # contended beyond the bound: withdraw the deletion, then refuse
+                raise
             fence = Fence(dataset=name, log=log, number=n + 1, reason=reason, author=author,
                           written_at=now)
             key = key_of(n + 1)
             if repo.backend.put_if_absent(key, format_record_file(fence)):
                 break
-            entry = parse_record_file_of(repo.backend.get(key), (_entry_type(log), Fence), key)
+            try:
+                data = repo.backend.get(key)
+            except NotFound:
+                continue  # the claim that won was withdrawn meanwhile: this number again
+            entry = parse_record_file_of(data, (_entry_type(log), Fence), key)
             found = _citation(name, log, key, entry, target)
             if found:
                 rollback()
@@ -436,7 +464,8 @@ def delete_version(repo, name: str, number: int, author: str, now: str) -> Versi
     interrupted deletion is completed by running it again."""
     repo.dataset(name)
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-        raise InvalidArgument(f"version must be a positive integer, not {number!r}")
+        raise InvalidArgument(f"version must be a positive integer, not "
+                              f"{encoding.describe(number)}")
     vkey, dkey = version_key(name, number), deleted_key(name, number)
     tomb = repo.refs.read_version_tombstone(name, number)
     if tomb is not None and not repo.backend.exists(vkey):

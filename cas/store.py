@@ -11,11 +11,13 @@ from . import pack as packfmt
 from .digest import digest_of, from_bytes, person_digest, to_bytes
 from .errors import Aborted, CorruptData, DigestMismatch, NotFound
 from .objects import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, PersonObject,
-                      decode_object, encode_object, format_record_file)
+                      PersonShards, decode_object, encode_object, format_record_file,
+                      parse_record_file)
 
 PACKS = "packs/"
 PERSONS = "persons/"
 PACK_MAX_BYTES = 64 << 20  # a batch is flushed as one pack once it holds this much
+LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
 PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"])  # the objects that name a person
 
 
@@ -38,6 +40,31 @@ def person_index_key(shard: str, pid: str) -> str:
 
 def person_shard(person: str) -> str:
     return person[3:5]
+
+
+SHARDS = f"{PERSONS}shards/"
+
+
+def person_shards_key(pid: str, shards: Iterable[str]) -> str:
+    """The record of which person index files pack `pid` has. Its name carries the same set as
+    a 256-bit map (bit s set for shard s), so that one listing tells an erasure every pack's
+    shards without reading a record per pack."""
+    bits = 0
+    for shard in shards:
+        bits |= 1 << int(shard, 16)
+    return f"{SHARDS}{pid}.{bits:064x}"
+
+
+def parse_person_shards_key(key: str) -> tuple[str, set[str]] | None:
+    """(pack id, shards) of a person-shards key, or None if `key` is not one."""
+    if not key.startswith(SHARDS):
+        return None
+    pid, dot, bitmap = key[len(SHARDS):].partition(".")
+    if len(pid) != 64 or len(bitmap) != 64 or not all(
+            c in "0123456789abcdef" for c in pid + bitmap):
+        return None
+    bits = int(bitmap, 16)
+    return pid, {f"{s:02x}" for s in range(256) if bits >> s & 1}
 
 
 class _PersonOnly(msgspec.Struct):
@@ -68,6 +95,7 @@ class ObjectStore:
         self.person_key = person_key
         self._person_digests: dict[str, str] = {}
         self._indexes: list[packfmt.IndexReader] | None = None
+        self._verified: set[str] = set()  # index keys checked whole (verify_indexes)
         self._cache: dict[str, Object] = {}
         # For remote repositories: object bytes cached on local disk by digest. They are
         # immutable, so a cached copy never goes stale; it is verified on every read anyway.
@@ -104,8 +132,11 @@ class ObjectStore:
         return found
 
     def locate(self, digest: str) -> tuple[str, packfmt.Entry] | None:
+        """Where an object is, or None once a whole pass over a fresh listing of the indexes
+        found it nowhere (a pass cut short by an index that was replaced does not count)."""
         raw = to_bytes(digest)
-        for _ in range(2):
+        fresh = self._indexes is None
+        for _ in range(LOCATE_ATTEMPTS):
             indexes = self.indexes()
             try:
                 for i, idx in enumerate(indexes):
@@ -114,10 +145,32 @@ class ObjectStore:
                         if i:  # move to front: objects read together tend to share a pack
                             indexes.insert(0, indexes.pop(i))
                         return pack_key(found[0]), found[1]
-            except NotFound:
-                pass  # gc or an erasure replaced a pack since we listed: list again
+            except NotFound:  # gc or an erasure replaced a pack since we listed: list again
+                self.refresh()
+                fresh = True
+                continue
+            if fresh:
+                return None
             self.refresh()  # another writer may have added a pack since we listed
-        return None
+            fresh = True
+        raise Aborted(f"the packs kept being replaced while looking for {digest}; retry",
+                      reason="PACKS_CHANGING", digest=digest)
+
+    def verify_indexes(self) -> None:
+        """Check every index searched, whole (checksum, order, fan-out table), once per
+        process: a damaged index must be DATA_LOSS, never read as the absence of an object."""
+        for idx in list(self.indexes()):
+            if idx.key in self._verified:
+                continue
+            try:
+                data = self.backend.get(idx.key)
+            except NotFound:
+                continue  # replaced since it was listed
+            if idx.multi:
+                packfmt.parse_multi_index(data, idx.key)
+            else:
+                packfmt.parse_index(data, idx.key)
+            self._verified.add(idx.key)
 
     def contains(self, digest: str) -> bool:
         return self.locate(digest) is not None
@@ -131,6 +184,9 @@ class ObjectStore:
         for attempt in range(2):
             found = self.locate(digest)
             if found is None:
+                # A lookup reads a few bytes of each index and cannot see a flipped byte in
+                # them: before answering "absent", check the indexes whole (once each).
+                self.verify_indexes()
                 raise NotFound(f"object {digest} is not in the repository", digest=digest)
             key, entry = found
             try:
@@ -233,15 +289,21 @@ class ObjectStore:
         return [k[len(PACKS):-len(".idx")] for k in self.backend.list(PACKS)
                 if k.endswith(".idx")]
 
-    def write_person_index(self, pid: str, persons: dict[bytes, str]) -> int:
-        """Write the person index of pack `pid` (raw digest -> keyed person); returns bytes."""
+    def write_person_index(self, pid: str, persons: dict[bytes, Iterable[str]]) -> int:
+        """Write the person index of pack `pid` (raw digest -> keyed persons: one for a case or
+        a run, those of its cases for a provenance object): first the record of which shards it
+        has (possibly none), then one file per shard. Returns bytes."""
         shards: dict[str, list[PersonObject]] = {}
-        for raw, person in persons.items():
-            shards.setdefault(person_shard(person), []).append(
-                PersonObject(person=person, digest=from_bytes(raw)))
-        written = 0
+        for raw, keyed in persons.items():
+            for person in set(keyed):
+                shards.setdefault(person_shard(person), []).append(
+                    PersonObject(person=person, digest=from_bytes(raw)))
+        data = format_record_file(PersonShards(pack=pid, shards=sorted(shards)))
+        self.backend.put_if_absent(person_shards_key(pid, shards), data)
+        written = len(data)
         for shard, entries in sorted(shards.items()):
-            data = format_record_file(PersonIndex(pack=pid, entries=sorted(entries, key=_person_order)))
+            data = format_record_file(PersonIndex(pack=pid,
+                                                  entries=sorted(entries, key=_person_order)))
             self.backend.put_if_absent(person_index_key(shard, pid), data)
             written += len(data)
         return written
@@ -261,6 +323,8 @@ class ObjectStore:
         backend = self.backend
         kept, shards, new_persons, seen = [], {}, {}, set()
         dropped = bytes_dropped = before = written = 0
+        # Objects that do not name their people (provenance) keep the entries they had.
+        carried = self._person_entries(pids)
         for pid in pids:
             index = backend.get(index_key(pid))
             _, entries = packfmt.parse_index(index, index_key(pid))
@@ -285,7 +349,9 @@ class ObjectStore:
                 seen.add(e.digest)
                 kept.append((e.digest, e.kind, data))
                 if person is not None and self.person_key is not None:
-                    new_persons[e.digest] = self.person_digest(person)
+                    new_persons[e.digest] = {self.person_digest(person)}
+                elif e.kind not in PERSON_KINDS and e.digest in carried:
+                    new_persons[e.digest] = carried[e.digest]
         new_pid = None
         if kept:
             new_pack, spans = packfmt.format_pack((kind, data) for _, kind, data in kept)
@@ -315,6 +381,20 @@ class ObjectStore:
         return sorted(k[len(PACKS):-len(".pack")] for k in keys
                       if k.endswith(".pack") and k[:-len(".pack")] + ".idx" not in keys)
 
+    def person_objects(self, pid: str, person: str) -> set[str]:
+        """Digests of the objects in pack `pid` that name the person with keyed digest
+        `person`, read from the pack itself (when its person index cannot be trusted)."""
+        pack = self.backend.get(pack_key(pid))
+        found = set()
+        for off, length, kind in packfmt.parse_pack(pack, pack_key(pid)):
+            if kind not in PERSON_KINDS:
+                continue
+            data = pack[off:off + length]
+            named = _read_person(data).person
+            if named is not None and self.person_digest(named) == person:
+                found.add(digest_of(KIND_BY_CODE[kind], data))
+        return found
+
     def pack_objects(self, pid: str) -> tuple[set[bytes], set[str]]:
         """(raw digests, person shards) of the objects in a pack, read from the pack itself."""
         pack = self.backend.get(pack_key(pid))
@@ -330,16 +410,42 @@ class ObjectStore:
                 shards.add(person_shard(self.person_digest(person)))
         return digests, shards
 
+    def _person_entries(self, pids: list[str]) -> dict[bytes, set[str]]:
+        """Raw digest -> keyed persons, as the person index files of packs `pids` say."""
+        out: dict[bytes, set[str]] = {}
+        for pid, shards in self.recorded_shards(pids).items():
+            for shard in sorted(shards):
+                key = person_index_key(shard, pid)
+                try:
+                    record = parse_record_file(self.backend.get(key), PersonIndex, key)
+                except (NotFound, CorruptData, DigestMismatch):
+                    continue  # lost or damaged: the rewrite indexes cases and runs anew
+                for e in record.entries:
+                    out.setdefault(to_bytes(e.digest), set()).add(e.person)
+        return out
+
+    def recorded_shards(self, pids: Iterable[str]) -> dict[str, set[str]]:
+        """Pack id -> the shards its person-shards record names, for those of `pids` that have
+        one (one listing)."""
+        wanted = set(pids)
+        out: dict[str, set[str]] = {}
+        for key in self.backend.list(SHARDS):
+            parsed = parse_person_shards_key(key)
+            if parsed is not None and parsed[0] in wanted:
+                out.setdefault(parsed[0], set()).update(parsed[1])
+        return out
+
     def drop_pack(self, pid: str, shards: Iterable[str] = ()) -> None:
         self.drop_packs({pid: shards})
 
     def drop_packs(self, shards_by_pack: dict[str, Iterable[str]]) -> None:
         """Delete packs: first every multi-pack index covering one (the packs' own indexes
         answer instead), then per pack its index (unpublishing it), the pack, and its person
-        index (the shards given)."""
+        index (the shards given, and those its person-shards record names)."""
         if not shards_by_pack:
             return
         backend = self.backend
+        recorded = self.recorded_shards(shards_by_pack)
         for key in list(backend.list(PACKS)):
             if key.endswith(".midx") and not shards_by_pack.keys().isdisjoint(
                     packfmt.IndexReader(backend, key).packs):
@@ -347,8 +453,12 @@ class ObjectStore:
         for pid, shards in shards_by_pack.items():
             backend.delete(index_key(pid))
             backend.delete(pack_key(pid))
-            for shard in sorted(set(shards)):
+            named = recorded.get(pid, set())
+            for shard in sorted(set(shards) | named):
                 backend.delete(person_index_key(shard, pid))
+            backend.delete(person_shards_key(pid, named))
+            if set(shards) != named:
+                backend.delete(person_shards_key(pid, shards))
         self.refresh()
 
 class PackWriter:
@@ -369,25 +479,28 @@ class PackWriter:
         self._flushed: set[bytes] = set()
         self._indexes_written: list[bytes] = []  # for the multi-pack index
         self._pending: dict[bytes, tuple[int, bytes]] = {}
-        self._persons: dict[bytes, str] = {}  # pending object -> keyed digest of its person
+        self._persons: dict[bytes, set[str]] = {}  # pending object -> keyed digests of people
         self._size = 0
         self.objects_written = 0
         self.bytes_written = 0
         self.packs_written = 0
 
-    def add(self, obj: Object) -> str:
+    def add(self, obj: Object, persons: Iterable[str] = ()) -> str:
+        """Add a record; `persons`: the people an object names without a `person` field (the
+        cases a provenance object describes), so that their erasure finds it too."""
         kind, data, digest = encode_object(obj)
-        self.add_encoded(kind, data, digest, getattr(obj, "person", None))
+        self.add_encoded(kind, data, digest, getattr(obj, "person", None), persons)
         return digest
 
     def add_encoded(self, kind: str, data: bytes, digest: str,
-                    person: str | None = None) -> None:
+                    person: str | None = None, persons: Iterable[str] = ()) -> None:
         raw = to_bytes(digest)
         if raw in self._pending:
             return
         self._pending[raw] = (KIND_CODES[kind], data)
-        if person is not None and self.store.person_key is not None:
-            self._persons[raw] = self.store.person_digest(person)
+        named = {p for p in (person, *persons) if p is not None}
+        if named and self.store.person_key is not None:
+            self._persons[raw] = {self.store.person_digest(p) for p in named}
         self._size += len(data) + 5
         if self._size >= self.max_bytes:
             self._flush_pending()
@@ -411,14 +524,18 @@ class PackWriter:
         if not self._pending:
             return
         want = self._pending.keys() - self._flushed
-        try:
-            absent = self.store.missing(want, self._known)
-        except NotFound:
-            # gc or an erasure replaced a pack since this batch began: its live objects are in
-            # the pack that replaced it, so look again in the packs there are now.
-            self.store.refresh()
-            self._known = self.store.indexes_avoiding(self.avoid_packs)
-            absent = self.store.missing(want, self._known)
+        for _ in range(LOCATE_ATTEMPTS):
+            try:
+                absent = self.store.missing(want, self._known)
+                break
+            except NotFound:
+                # gc or an erasure replaced a pack since this batch began: its live objects
+                # are in the pack that replaced it, so look again in the packs there are now.
+                self.store.refresh()
+                self._known = self.store.indexes_avoiding(self.avoid_packs)
+        else:
+            raise Aborted("the packs kept being replaced while this write checked what is "
+                          "stored; nothing was sealed; retry", reason="PACKS_CHANGING")
         items = [(d, self._pending[d]) for d in self._pending if d in absent]
         persons = {d: self._persons[d] for d, _ in items if d in self._persons}
         self._pending = {}
@@ -438,8 +555,8 @@ class PackWriter:
                    for (d, (kind, _)), (off, length) in zip(items, spans)]
         index = packfmt.format_index(pid, entries)
         backend = self.store.backend
-        if persons:  # before the pack: a person's bytes are never stored unindexed
-            self.bytes_written += self.store.write_person_index(pid, persons)
+        # Before the pack: a person's bytes are never stored unindexed.
+        self.bytes_written += self.store.write_person_index(pid, persons)
         backend.put_if_absent(pack_key(pid), pack)
         backend.put_if_absent(index_key(pid), index)
         self.objects_written += len(items)

@@ -15,6 +15,7 @@ import msgspec
 
 from . import encoding
 from .digest import digest_of, is_digest
+from .errors import CasError, InvalidArgument
 from .objects import TreeChild, TreeLeaf, TreeNode, encode_object
 
 LEAF_MAX = 64
@@ -262,14 +263,48 @@ class Proof(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 _NODE_TYPES = Union[TreeLeaf, TreeNode]
+_PROOF_DECODER = msgspec.json.Decoder(Proof)
+
+
+def parse_proof(data: Any, source: str = "proof") -> Proof:
+    """A proof given as a `Proof`, as its JSON (bytes or str, e.g. the output of `cas prove`),
+    or as that JSON decoded (a dict). What has not the shape of a proof is refused
+    (`InvalidArgument`, reason `INVALID_PROOF`); whether it proves anything is `verify_proof`'s
+    question."""
+    if isinstance(data, Proof):
+        return data
+    if not isinstance(source, str):
+        source = "proof"
+    try:
+        if isinstance(data, (bytes, bytearray, memoryview, str)):
+            return encoding.parse_json(data, _PROOF_DECODER)
+        if isinstance(data, dict):
+            encoding.check_json(data)
+            return msgspec.convert(data, Proof)
+    except CasError as exc:
+        raise InvalidArgument(f"{source} is not a proof: {exc.message}", reason="INVALID_PROOF",
+                              **exc.fields) from None
+    except msgspec.ValidationError as exc:
+        raise InvalidArgument(f"{source} is not a proof: {exc}", reason="INVALID_PROOF") from None
+    raise InvalidArgument(f"a proof is a cas.Proof or its JSON (root, case_id, nodes), not "
+                          f"{encoding.describe(data)}", reason="INVALID_PROOF")
 
 
 def verify_proof(proof: Proof, root: str | None = None, case_id: str | None = None) -> bool:
     """True only if `proof` shows `case_id` is in the tree whose root is `root`.
 
     Needs no repository: each node is re-encoded canonically and hashed, and must be the
-    digest its parent (or the root) names. Any malformed proof is simply not a proof.
+    digest its parent (or the root) names. `proof` is a `Proof` or its JSON (`parse_proof`);
+    one whose fields or nodes are malformed is simply not a proof (False).
     """
+    proof = parse_proof(proof)
+    for what, given in (("root", root), ("case_id", case_id)):
+        if given is not None and not isinstance(given, str):
+            raise InvalidArgument(f"{what} must be a digest string or None, not "
+                                  f"{encoding.describe(given)}")
+    if not (isinstance(proof.root, str) and isinstance(proof.case_id, str)
+            and isinstance(proof.nodes, (list, tuple))):
+        return False  # a Proof built by hand with fields of other types
     root = proof.root if root is None else root
     case_id = proof.case_id if case_id is None else case_id
     if root != proof.root or case_id != proof.case_id or not is_digest(case_id):
@@ -281,7 +316,7 @@ def verify_proof(proof: Proof, root: str | None = None, case_id: str | None = No
             kind = "tree.leaf" if isinstance(node, TreeLeaf) else "tree.node"
             if node.format != 1 or digest_of(kind, encoding.encode(node)) != expected:
                 return False
-        except (msgspec.ValidationError, TypeError):
+        except Exception:  # (ValidationError, TypeError, an int the codec cannot write ...)
             return False
         if isinstance(node, TreeLeaf):
             return i == len(proof.nodes) - 1 and case_id in node.ids

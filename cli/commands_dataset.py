@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from .main import Context, cli, json_option, to_json
+from .main import INTEGER, Context, VersionOption, cli, json_option, to_json
 
 pass_ctx = click.make_pass_decorator(Context)
 
 
 @cli.group()
+@json_option
 def dataset() -> None:
     """Create, list, show and edit datasets."""
 
@@ -43,8 +44,9 @@ def list_(ctx: Context) -> None:
 
 @dataset.command("show")
 @click.argument("name")
-@click.option("--limit", default=20, show_default=True, help="Versions per page.")
-@click.option("--before", type=int, default=None, help="Continue below this version number.")
+@click.option("--limit", type=INTEGER, default=20, show_default=True, help="Versions per page.")
+@click.option("--before", type=VersionOption(), default=None,
+              help="Continue below this version number.")
 @json_option
 @pass_ctx
 def show(ctx: Context, name: str, limit: int, before: int | None) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from .main import Context, cli, json_option, split_version_args, to_json
+from .main import VERSION_ARGS, Context, cli, json_option, split_version_args, to_json
 
 pass_ctx = click.make_pass_decorator(Context)
 
 
-@cli.command()
+@cli.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @click.option("--cause", required=True, metavar="CAUSE",
               help="CONTAMINATED, INVALID_LABELS or OPERATOR_REQUEST (any letter case).")
@@ -68,6 +68,7 @@ def _erasure_text(e, verb: str) -> str:
 
 
 @cli.group()
+@json_option
 def erasures() -> None:
     """The record of completed erasures (keyed digests and counts, no identities)."""
 
@@ -85,18 +86,28 @@ def erasures_list(ctx: Context) -> None:
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
 @click.option("--grace", default="24h", show_default=True, metavar="DURATION",
-              help="Keep packs younger than this (seconds, or e.g. 30m, 24h, 7d), so writers "
-                   "in flight never lose an object.")
+              help="Keep packs and staged proposals younger than this (seconds, or e.g. 30m, "
+                   "24h, 7d).")
+@click.option("--wait", default="60s", show_default=True, metavar="DURATION",
+              help="How long to wait for writers that started before this gc; if they are "
+                   "still at work, nothing is deleted (run gc again).")
 @json_option
 @pass_ctx
-def gc(ctx: Context, dry_run: bool, grace: str) -> None:
+def gc(ctx: Context, dry_run: bool, grace: str, wait: str) -> None:
     """Delete objects no version, run, review, proposal or score reaches, rewriting packs that
-    are mostly garbage. Safe while others write."""
-    report = ctx.repo().gc(dry_run=dry_run, grace=grace)
+    are mostly garbage, and stale proposals. Safe while others write."""
+    from cas.gc import parse_grace
+    report = ctx.repo().gc(dry_run=dry_run, grace=grace, wait=parse_grace(wait))
     would = "would reclaim" if dry_run else "reclaimed"
-    ctx.emit(report._asdict(),
-             f"{would} {report.bytes_reclaimed} bytes: {report.objects_deleted} objects; "
-             f"{report.packs_rewritten} of {report.packs} packs rewritten into "
-             f"{report.packs_written}, {report.packs_deleted} unpublished deleted; "
-             f"{report.garbage_kept} unreachable objects kept (young packs or mostly live "
-             "ones)")
+
+    def human() -> str:
+        if report.deferred:
+            return (f"deleted nothing: {report.deferred} writer(s) that started before this gc "
+                    "are still at work; run `cas gc` again")
+        return (f"{would} {report.bytes_reclaimed} bytes: {report.objects_deleted} objects; "
+                f"{report.packs_rewritten} of {report.packs} packs rewritten into "
+                f"{report.packs_written}, {report.packs_deleted} unpublished deleted; "
+                f"{report.proposals_deleted} stale proposals and {report.records_deleted} "
+                f"person index records deleted; {report.garbage_kept} unreachable objects kept "
+                "(young packs or mostly live ones)")
+    ctx.emit(report._asdict(), human)

@@ -6,7 +6,8 @@ import json
 
 import click
 
-from .main import Context, cli, json_option, read_usage_error, split_version_args, to_json
+from .main import (VERSION_ARGS, Context, cli, json_option, read_usage_error,
+                   split_version_args, to_json)
 
 pass_ctx = click.make_pass_decorator(Context)
 FORMS = ("DATASET VERSION ITEM_ID", "DATASET@VERSION ITEM_ID")
@@ -37,7 +38,7 @@ def _diff_text(diff) -> str:
     return "\n".join(lines)
 
 
-@cli.command()
+@cli.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION ITEM_ID")
 @click.option("--plan", "plan_file", type=click.File("rb"), default=None,
               help="Plan JSON: default_effect and tools [{tool_name, effect}] ('-' for "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
@@ -34,14 +35,19 @@ def fsck(ctx: Context) -> None:
     problems = [p._asdict() for p in report.problems]
 
     def human() -> str:
-        lines = [f"{p['severity']}: {p['where']}: {p['message']}" for p in problems]
+        # errors first: leftovers (one notice per pack, however many objects) come after
+        lines = [f"{p['severity']}: {p['where']}: {p['message']}"
+                 for p in sorted(problems, key=lambda p: p["severity"] != "error")]
         lines.append(f"checked {report.objects} objects in {report.packs} packs, "
                      f"{report.versions} versions of {report.datasets} datasets: "
                      + ("ok" if report.ok else "DAMAGED"))
         return "\n".join(lines)
 
     ctx.emit({"ok": report.ok, "objects": report.objects, "packs": report.packs,
-              "versions": report.versions, "datasets": report.datasets, "problems": problems},
+              "versions": report.versions, "datasets": report.datasets,
+              "unreferenced": {"objects": report.unreferenced,
+                               "bytes": report.unreferenced_bytes},
+              "problems": problems},
              human)
     if not report.ok:
         raise SystemExit(7)
@@ -73,6 +79,14 @@ def mirror(ctx: Context, src: str, dst: str) -> None:
     import cas
     from cas.backends import backend_for
     from cas.mirror import mirror as run_mirror
+    for what, location in (("SRC", src), ("DST", dst)):
+        try:
+            os.fsencode(location)  # the bytes of a path (undecodable ones come back as such)
+        except UnicodeEncodeError:
+            location = "\x00"
+        if "\x00" in location:  # no path holds these
+            raise cas.InvalidArgument(f"{what} is not a location: it holds a NUL character or "
+                                      "a lone surrogate")
     source = cas.open(src).backend  # refuses a location that holds no repository
     report = run_mirror(source, backend_for(dst, create=True), progress=ctx.progress)
     if not ctx.as_json:

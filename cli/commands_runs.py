@@ -10,6 +10,7 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 @cli.group()
+@json_option
 def runs() -> None:
     """Import, list and show recorded agent runs."""
 
@@ -46,6 +47,7 @@ def runs_show(ctx: Context, run_id: str) -> None:
 
 
 @cli.group()
+@json_option
 def review() -> None:
     """Record and read human reviews of runs (preview, then confirm)."""
 
@@ -116,6 +118,7 @@ def config(ctx: Context, key: str, value: str | None) -> None:
 
 
 @cli.group()
+@json_option
 def settings() -> None:
     """Repository settings: which content classes promotion may copy into cases."""
 

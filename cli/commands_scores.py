@@ -7,7 +7,8 @@ import re
 
 import click
 
-from .main import Context, cli, json_option, split_version_args, to_json
+from .main import (VERSION_ARGS, Context, cli, json_option, refuse_unknown_options,
+                   split_version_args, to_json)
 
 pass_ctx = click.make_pass_decorator(Context)
 
@@ -25,7 +26,11 @@ def parse_value(text: str):
         raise cas.InvalidArgument(f"--value {text!r} is not a number (write it as JSON writes "
                                   "numbers, e.g. 3, 0.25 or 1e-3)", reason="INVALID_SCORE_VALUE",
                                   value=text)
-    number = float(m.group(0)) if m["frac"] or m["exp"] else int(m.group(0))
+    try:
+        number = float(m.group(0)) if m["frac"] or m["exp"] else int(m.group(0))
+    except ValueError:  # an integer of more digits than Python converts
+        raise cas.InvalidArgument(f"--value {text[:40]!r}... is out of range: an integer has at "
+                                  "most 4300 digits", reason="INVALID_SCORE_VALUE") from None
     return check_value(number)  # refuses a float that overflows to infinity
 
 
@@ -42,7 +47,7 @@ def _score_line(s) -> str:
 
 
 # -- pins ---------------------------------------------------------------------------------
-@cli.command("pin")
+@cli.command("pin", context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @json_option
 @pass_ctx
@@ -72,11 +77,12 @@ def pin_verify(ctx: Context, pin_text: str) -> None:
 
 # -- scores -------------------------------------------------------------------------------
 @cli.group()
+@json_option
 def score() -> None:
     """Record and list scores that cite an exact version."""
 
 
-@score.command("add")
+@score.command("add", context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @click.option("--metric", required=True, help="What was measured, e.g. task_success.")
 @click.option("--value", "value_text", required=True, metavar="NUMBER",
@@ -98,13 +104,14 @@ def score_add(ctx: Context, args: tuple[str, ...], metric: str, value_text: str,
     ctx.emit(score_json(s), f"recorded {s.score_id}: {s.metric}={s.value!r} on {s.pin}")
 
 
-@score.command("list")
+@score.command("list", context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET [VERSION]")
 @json_option
 @pass_ctx
 def score_list(ctx: Context, args: tuple[str, ...]) -> None:
     """List the scores of a dataset, or of one of its versions, in the order recorded."""
     import cas
+    refuse_unknown_options(args)
     if len(args) == 1 and "@" not in args[0]:
         name, number = args[0], None
     elif not args:
@@ -119,6 +126,7 @@ def score_list(ctx: Context, args: tuple[str, ...]) -> None:
 
 # -- experiments --------------------------------------------------------------------------
 @cli.group()
+@json_option
 def experiment() -> None:
     """Create and list experiments, each over an exact version."""
 
@@ -128,7 +136,7 @@ def _experiment_line(e) -> str:
             f"{e.author}")
 
 
-@experiment.command("create")
+@experiment.command("create", context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @click.option("--name", "experiment_name", required=True, help="Unique within the dataset.")
 @json_option
@@ -154,11 +162,12 @@ def experiment_list(ctx: Context, name: str) -> None:
 
 # -- deletion -----------------------------------------------------------------------------
 @cli.group("version")
+@json_option
 def version_group() -> None:
     """Delete versions (reads are `cas show`, `cas items`, `cas case`)."""
 
 
-@version_group.command("delete")
+@version_group.command("delete", context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET N")
 @json_option
 @pass_ctx

@@ -6,7 +6,8 @@ import json
 
 import click
 
-from .main import (Context, cli, json_option, read_usage_error, split_version_args, to_json,
+from .main import (INTEGER, VERSION_ARGS, Context, VersionOption, cli, json_option,
+                   read_usage_error, split_version_args, to_json, version_number,
                    version_summary)
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -19,7 +20,7 @@ def _version_line(v) -> str:
 
 @cli.command()
 @click.argument("dataset_name", metavar="DATASET")
-@click.option("--base", type=int, default=None,
+@click.option("--base", type=VersionOption(minimum=0), default=None,
               help="The version this one is built on (required once the dataset has versions).")
 @click.option("--add", "add_file", type=click.File("rb"), default=None,
               help="JSON Lines file of cases to add ('-' for stdin).")
@@ -48,7 +49,7 @@ def commit(ctx: Context, dataset_name: str, base: int | None, add_file, removes,
 
 
 def _limit_option(f):
-    return click.option("--limit", type=int, default=100, show_default=True,
+    return click.option("--limit", type=INTEGER, default=100, show_default=True,
                         help="Entries per page, 1 to 500 (more is refused, not clamped).")(f)
 
 
@@ -65,7 +66,7 @@ def _more(page) -> list[str]:
     return [f"# more: --cursor {page.next_cursor}"] if page.has_more else []
 
 
-@cli.command()
+@cli.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @json_option
 @pass_ctx
@@ -96,7 +97,7 @@ def show(ctx: Context, args: tuple[str, ...]) -> None:
     ctx.emit({**to_json(v), "state": state, **retirement}, human)
 
 
-@cli.command()
+@cli.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @_cursor_option
 @_limit_option
@@ -113,7 +114,7 @@ def items(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) -
              lambda: "\n".join(page.items + _more(page)))
 
 
-@cli.command()
+@cli.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION CASE_ID")
 @json_option
 @pass_ctx
@@ -127,7 +128,7 @@ def case(ctx: Context, args: tuple[str, ...]) -> None:
     ctx.emit(value, lambda: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
 
 
-@cli.command()
+@cli.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET A B")
 @_cursor_option
 @_limit_option
@@ -139,9 +140,9 @@ def diff(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) ->
     forms = ("DATASET A B", "DATASET@A [DATASET@]B")
     name, a, (new,) = split_version_args("diff", args, forms, rest_are_versions=True)
     other, at, b = new.rpartition("@") if "@" in new else (name, "", new)
-    if not other or not b.isdigit() or int(b) < 1:
+    b = version_number(b) if other else None
+    if b is None:
         raise read_usage_error("diff", forms, f"{new!r} is not a version number")
-    b = int(b)
     repo = ctx.repo()
     page = repo.diff_page(name, a, b, cursor=cursor, limit=limit, new_dataset=other)
     data = {"from": version_summary(repo, repo.version(name, a)),
@@ -155,7 +156,7 @@ def diff(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) ->
     ctx.emit(data, human)
 
 
-@cli.command()
+@cli.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION CASE_ID")
 @json_option
 @pass_ctx
@@ -176,14 +177,10 @@ def prove(ctx: Context, args: tuple[str, ...]) -> None:
 @pass_ctx
 def verify_proof(ctx: Context, proof_file, root: str | None, case_id: str | None) -> None:
     """Check a membership proof without any repository."""
-    import msgspec
-
     import cas
     from cas.digest import parse_digest
-    try:
-        proof = msgspec.json.decode(proof_file.read(), type=cas.Proof)
-    except msgspec.DecodeError as exc:
-        raise cas.InvalidArgument(f"{proof_file.name} is not a proof: {exc}") from None
+    from cas.tree import parse_proof
+    proof = parse_proof(proof_file.read(), getattr(proof_file, "name", "stdin"))
     root = parse_digest(root, "root") if root else None
     case_id = parse_digest(case_id, "case id") if case_id else None
     valid = cas.verify_proof(proof, root=root, case_id=case_id)

@@ -50,28 +50,71 @@ class Context:
             click.echo(f"\r{stage}: {done}{of}   ", nl=False, err=True)
 
 
+def _json_requested(argv: list[str]) -> bool:
+    """Whether `--json` is on the command line (before any `--`): known before it is parsed,
+    so that a usage error (an unknown command, a bad option value) is JSON too."""
+    words = argv[:argv.index("--")] if "--" in argv else argv
+    return "--json" in words
+
+
+def _usage_error_json(exc: click.ClickException) -> dict[str, Any]:
+    """The framework's own refusals (unknown command or option, bad option value, missing
+    argument, unreadable file) as the documented error object: INVALID_ARGUMENT, USAGE."""
+    message = exc.format_message()
+    if "\n" in message or message == "Missing command.":  # a group given no command
+        # (click shows its whole help for some): one line naming where to look
+        where = getattr(exc, "ctx", None)
+        message = f"missing command (see: {where.command_path if where else 'cas'} --help)"
+    return {"code": "INVALID_ARGUMENT", "reason": "USAGE", "message": message}
+
+
+def _fail_json(error: dict[str, Any]) -> None:
+    click.echo(json.dumps({"error": error}, ensure_ascii=False, sort_keys=True), err=True)
+    raise click.exceptions.Exit(EXIT_CODES.get(error["code"], 1))
+
+
 class CasGroup(click.Group):
-    """Turns every CasError into one line on stderr (or a JSON error object) and an exit code."""
+    """Turns every CasError into one line on stderr (or a JSON error object) and an exit code;
+    with --json, click's own usage errors become the same JSON error object (exit 2)."""
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        argv = list(args)
+        try:
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as exc:  # e.g. `cas --json --bogus`
+            if _json_requested(argv):
+                _fail_json(_usage_error_json(exc))
+            raise
+        ctx.meta.setdefault("cas.argv", argv)
+        return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
+        from cas.errors import CasError
         try:
             return super().invoke(ctx)
         except click.exceptions.Exit:
             raise
-        except click.ClickException:
+        except click.ClickException as exc:
+            if self._as_json(ctx):
+                _fail_json(_usage_error_json(exc))
             raise
-        except Exception as exc:
-            from cas.errors import CasError
-            if not isinstance(exc, CasError):
-                raise
-            obj = ctx.find_object(Context)
-            as_json = bool(obj and obj.as_json) or "--json" in sys.argv[1:]
-            if as_json:
-                click.echo(json.dumps({"error": exc.to_json()}, ensure_ascii=False, sort_keys=True),
-                           err=True)
-            else:
-                click.echo(f"cas: error: {exc.message}", err=True)
-            ctx.exit(EXIT_CODES.get(exc.code, 1))
+        except CasError as exc:
+            self._fail(ctx, exc.to_json(), exc.message)
+        except OSError as exc:  # the storage failed (disk full, read-only, a path too long)
+            where = f": {exc.filename}" if exc.filename else ""
+            message = f"{exc.strerror or exc}{where}"
+            self._fail(ctx, {"code": "UNAVAILABLE", "reason": None, "message": message},
+                       message)
+
+    def _as_json(self, ctx: click.Context) -> bool:
+        obj = ctx.find_object(Context)
+        return bool(obj and obj.as_json) or _json_requested(ctx.meta.get("cas.argv", []))
+
+    def _fail(self, ctx: click.Context, error: dict[str, Any], message: str) -> None:
+        if self._as_json(ctx):
+            _fail_json(error)
+        click.echo(f"cas: error: {message}", err=True)
+        ctx.exit(EXIT_CODES.get(error["code"], 1))
 
 
 def json_option(f):
@@ -101,14 +144,90 @@ def main() -> None:
     cli(obj=Context(None, False), prog_name="cas")
 
 
+def version_number(text: str, minimum: int = 1) -> int | None:
+    """The version number a command-line word names, or None: ASCII digits only (`3`, never
+    `²`, `١` or `１`, which `str.isdigit` accepts), from `minimum` to the largest a version can
+    have (10 digits)."""
+    from cas.repository import MAX_VERSION
+    if not (text and text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_VERSION)):
+        return None
+    number = int(digits)
+    return number if minimum <= number <= MAX_VERSION else None
+
+
 def parse_ref(text: str) -> tuple[str, int]:
     """`DATASET@VERSION` -> (dataset, version). There is no `latest`: the number is required."""
     from cas.errors import InvalidArgument
     name, at, number = text.rpartition("@")
-    if not at or not name or not number.isdigit() or int(number) < 1:
+    version = version_number(number) if at and name else None
+    if version is None:
         raise InvalidArgument(f"{text!r} does not name a version; expected DATASET@VERSION with a "
-                              "version number, e.g. demo@3", value=text)
-    return name, int(number)
+                              "version number, e.g. demo@3", reason="VERSION_REQUIRED",
+                              value=text)
+    return name, version
+
+
+def refuse_unknown_options(args: tuple[str, ...]) -> None:
+    """Commands that take a version as an argument let click pass on words it does not know
+    as options, so that `-1` reaches them as a (refused) version, not as an unknown option;
+    any other such word is refused here as click would (a usage error, exit 2)."""
+    ctx = click.get_current_context()
+    for word in args:
+        if word.startswith("-") and len(word) > 1 and not word[1:].isdigit():
+            import difflib
+            name = word.split("=", 1)[0]
+            known = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
+            if name in known:  # only after `--` can a known option be an argument
+                continue
+            raise click.NoSuchOption(name, possibilities=difflib.get_close_matches(name, known),
+                                     ctx=ctx)
+
+
+# Passed to every command whose arguments hold a version number (see refuse_unknown_options).
+VERSION_ARGS = {"ignore_unknown_options": True}
+
+
+class VersionOption(click.ParamType):
+    """An option whose value is a version number (`--base`, `--before`): ASCII digits only;
+    anything else is refused as a version is (INVALID_ARGUMENT, reason VERSION_REQUIRED)."""
+
+    name = "version"
+
+    def __init__(self, minimum: int = 1) -> None:
+        self.minimum = minimum
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        number = version_number(value, self.minimum)
+        if number is None:
+            from cas.errors import InvalidArgument
+            option = param.opts[0] if param is not None else "the option"
+            raise InvalidArgument(f"{option} {value!r} is not a version number (ASCII digits, "
+                                  "e.g. 3)", reason="VERSION_REQUIRED", value=value)
+        return number
+
+
+class Integer(click.ParamType):
+    """An integer option (`--limit`) in ASCII digits, with an optional sign: click's INT would
+    read `１` (a fullwidth digit) as 1. The range is the library's to check."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = value.strip()
+        body = text[1:] if text[:1] in "+-" else text
+        if not (body.isascii() and body.isdigit() and len(body) <= 18):
+            self.fail(f"{value!r} is not an integer (ASCII digits, e.g. 100)", param, ctx)
+        return int(text)
+
+
+INTEGER = Integer()
 
 
 def read_usage_error(command: str, forms: tuple[str, ...], problem: str,
@@ -130,6 +249,7 @@ def split_version_args(command: str, args: tuple[str, ...], forms: tuple[str, st
     `forms` are the two spellings, e.g. ("DATASET VERSION CASE_ID", "DATASET@VERSION CASE_ID");
     REST must be exactly the names after the version in the first one."""
     names = forms[0].split()[2:]
+    refuse_unknown_options(args)
     if not args:
         raise read_usage_error(command, forms, "missing DATASET and VERSION")
     first = args[0]
@@ -142,7 +262,8 @@ def split_version_args(command: str, args: tuple[str, ...], forms: tuple[str, st
         name, number, rest = first, args[1], list(args[2:])
     if not name:
         raise read_usage_error(command, forms, f"{first!r} names no dataset")
-    if not number.isdigit() or int(number) < 1:
+    version = version_number(number)
+    if version is None:
         raise read_usage_error(command, forms, f"{number!r} is not a version number")
     if len(rest) < len(names):
         raise read_usage_error(command, forms, "missing " + " ".join(names[len(rest):]),
@@ -150,7 +271,7 @@ def split_version_args(command: str, args: tuple[str, ...], forms: tuple[str, st
     if len(rest) > len(names):
         raise read_usage_error(command, forms, f"unexpected extra argument {rest[len(names)]!r}",
                                reason="USAGE")
-    return name, int(number), rest
+    return name, version, rest
 
 
 def version_summary(repo, record) -> dict[str, Any]:

@@ -118,6 +118,10 @@ def test_get_missing_raises_not_found_naming_the_key(backend):
     assert info.value.fields["key"] == "packs/missing.pack"
     with pytest.raises(NotFound):
         backend.get_range("packs/missing.pack", 0, 10)
+    # a range past any end (as a damaged index row may ask) of an absent key: still absent
+    for offset, length in ((10**6, 1), (2**63, 10), (2**64 - 1, 2**32 - 1)):
+        with pytest.raises(NotFound):
+            backend.get_range("packs/missing.pack", offset, length)
 
 
 def test_a_key_prefix_is_not_a_key(backend):
@@ -497,3 +501,18 @@ def test_local_keys_are_files_under_the_root_only(tmp_path):
     assert list(backend.list("..")) == []
     with pytest.raises(InvalidArgument):
         backend.get("../outside.txt")
+
+
+def test_cached_index_ranges_are_clamped_like_any_backend(tmp_path):
+    from blake3 import blake3
+    body = bytes(range(256)) * 4
+    data = body + blake3(body).digest()  # an index ends with the BLAKE3 of what precedes it
+    inner = MemoryBackend()
+    inner.put_if_absent("packs/p.idx", data)
+    cached = CachingBackend(inner, str(tmp_path / "cache"))
+    assert cached.get_range("packs/p.idx", 1000, 2**32 - 1) == data[1000:]
+    for offset, length in ((len(data), 1), (2**63, 10), (2**64 - 1, 2**32 - 1)):
+        assert cached.get_range("packs/p.idx", offset, length) == b""
+    assert cached.get_range("packs/p.idx", 3, 0) == b""
+    with pytest.raises(NotFound):
+        cached.get_range("packs/absent.idx", 2**63, 10)

@@ -419,3 +419,60 @@ def test_console_script_help_is_fast_and_does_not_import_the_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "Usage: cas" in out.stdout
     assert out.stdout.strip().endswith("LOADED False False")
+
+
+# -- --json covers the command line's own errors (docs/cli.md) --------------------------
+USAGE_ERRORS = [
+    (("bogus",), "No such command 'bogus'."),
+    (("items", "evals", "1", "--limit", "x"),
+     "Invalid value for '--limit': 'x' is not an integer (ASCII digits, e.g. 100)"),
+    (("items", "evals", "1", "--limit", "\uff11"),
+     "Invalid value for '--limit': '\uff11' is not an integer (ASCII digits, e.g. 100)"),
+    (("items", "evals", "1", "--bogus"), "No such option '--bogus'."),
+    (("items", "evals", "1", "--limt", "3"), "No such option '--limt'. Did you mean '--limit'?"),
+    (("runs", "import"), "Missing argument 'FILE'."),
+    (("runs", "import", "no-such-file"),
+     "Invalid value for 'FILE': 'no-such-file': No such file or directory"),
+    (("runs",), "missing command (see: cli runs --help)"),
+    (("--bogus",), "No such option '--bogus'."),
+]
+
+
+@pytest.mark.parametrize("args,message", USAGE_ERRORS)
+def test_usage_errors_are_json_errors_under_json(run, repo, args, message):
+    for words in (("--json",) + args, args + ("--json",)):  # the root or the command's --json
+        r = run(*words)
+        assert (r.exit_code, r.stdout) == (2, ""), r.stderr
+        assert json.loads(r.stderr) == {"error": {
+            "code": "INVALID_ARGUMENT", "reason": "USAGE", "message": message}}
+    r = run(*args)  # without --json: click's usage text (or a group's help), as before
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.startswith("Usage: ") and ("Error: " in r.stderr or args == ("runs",))
+
+
+@pytest.mark.parametrize("word", ["-1", "-0", "\u00b2", "\u0661", "\uff11", "1\u00b2",
+                                  "99999999999", "1" * 5000])
+def test_only_ascii_digits_are_a_version_number(run, repo, word):
+    message = no_latest(f"{word!r} is not a version number", *ITEMS_FORMS)
+    for args in (("items", "evals", word), ("items", f"evals@{word}")):
+        r = run(*args)
+        assert (r.exit_code, r.stdout) == (2, "") and r.stderr == error_line(message)
+        r = run("--json", *args)
+        err = json.loads(r.stderr)["error"]
+        assert (r.exit_code, err["code"], err["reason"], err["message"]) == (
+            2, "INVALID_ARGUMENT", "VERSION_REQUIRED", message)
+    r = run("--json", "diff", "evals", "1", word)
+    assert json.loads(r.stderr)["error"]["reason"] == "VERSION_REQUIRED"
+    assert run("items", "evals", "0001").exit_code == 0  # ASCII digits with leading zeros
+
+
+def test_version_options_take_ascii_digits_only(run, repo):
+    for args in (("commit", "evals", "--base", "\u00b2"), ("commit", "evals", "--base", "-1"),
+                 ("dataset", "show", "evals", "--before", "\u0661")):
+        r = run("--json", *args)
+        err = json.loads(r.stderr)["error"]
+        assert r.exit_code == 2 and err["reason"] == "VERSION_REQUIRED"
+        option, value = args[-2:]
+        assert err["message"] == (f"{option} {value!r} is not a version number (ASCII "
+                                  "digits, e.g. 3)")
+    assert run("dataset", "show", "evals", "--before", "2").exit_code == 0

@@ -153,7 +153,8 @@ def test_runs_show_unknown(run, runs_file, tmp_path):
      "$.steps[0].type: must be one of message, tool_call, not 'thought'"),
     ({"run_id": "x", "tenant": "a", "steps": [1]}, "$.steps[0]: a step must be a JSON object"),
     ({"run_id": "a\nb", "tenant": "a", "steps": []},
-     "$.run_id: must be at most 256 printable characters (no control characters)"),
+     "$.run_id: must be at most 256 printable characters; it contains the control character "
+     "U+000A at character 1"),
 ])
 def test_runs_import_refuses_a_bad_line_and_stores_nothing(run, runs_file, tmp_path, bad,
                                                            problem):
@@ -244,7 +245,8 @@ def test_review_refusals(run, runs_file, tmp_path):
     refused(run, tmp_path, ("review", "add", "r-1", "--metric", "", "--label", "l"), 2,
             "INVALID_ARGUMENT", None, "review add needs RUN_ID, --metric and --label (or --file)")
     refused(run, tmp_path, ("review", "add", "r-1", "--metric", "m\tx", "--label", "l"), 2,
-            "INVALID_ARGUMENT", None, "review metric must be 1-256 printable characters")
+            "INVALID_ARGUMENT", None, "review metric must be 1-256 printable characters; it "
+            "contains the control character U+0009 at character 1")
 
 
 def test_review_needs_a_configured_person(run, runs_file, tmp_path, monkeypatch):

@@ -494,9 +494,9 @@ def test_a_fault_at_every_mutation_of_an_erase(after):
         with pytest.raises(InjectedFault):
             repo.erase(ALICE, token)
         outcomes.add(_check_after_crash(inner))
-    # the journal is the first write: failing it leaves nothing; once it landed, the next
-    # open completes the erasure
-    assert outcomes == ({"complete"} if after else {"not started", "complete"})
+    # the erasure's lease, then the journal, are the first writes: failing them leaves
+    # nothing; once the journal landed, the next open completes the erasure
+    assert outcomes == {"not started", "complete"}
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before-write", "lost-reply"])
@@ -562,13 +562,22 @@ def test_a_version_sealed_on_a_base_erased_meanwhile_is_retired_too(repo, monkey
     append = repo.refs.append_version
 
     def racing(record):
-        if record.dataset == "support" and not other.erasures():
-            other.erase(ALICE, token)  # completes after this commit read its base, before it lands
+        if record.dataset == "support" and not list(repo.backend.list("erasures/")):
+            # confirmed after this commit read its base, before it lands: the erasure retires
+            # the base, then waits for this writer (which started first) to be done
+            with pytest.raises(cas.Aborted) as waiting:
+                other.erase(ALICE, token, wait=0)
+            assert waiting.value.reason == "ERASURE_WAITING"
+            assert repo.version_state("support", 3) == "RETIRED"
         return append(record)
 
     monkeypatch.setattr(repo.refs, "append_version", racing)
     late = repo.commit("support", base=3, add=[{"input": "late case"}])
-    assert late.number == 4 and repo.version_state("support", 4) == "RETIRED"
+    assert late.number == 4
+    # the writer is done: the erasure completes (here, on the next open) and finds the
+    # version sealed meanwhile, which holds the erased cases
+    (done,) = cas.Repository(repo.backend).erasures()
+    assert done.id == token and repo.version_state("support", 4) == "RETIRED"
     assert repo.retirement("support", 4).erasure == token
     assert repo.fsck().ok
     # the next version cut from it leaves the erased cases out and is active

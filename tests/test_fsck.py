@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import random
+import re
 
 import pytest
 
 import cas
 from cas import pack as packfmt
-from cas.objects import VersionRecord, DatasetRecord, RepoConfig, parse_record_file
+from cas.objects import TYPES, VersionRecord, parse_record_file_of
 from cas.store import index_key, pack_key
 
 
@@ -45,11 +46,10 @@ def names_for(root: str, key: str) -> set[str]:
     elif key.endswith(".idx"):
         names |= {"b3:" + e.digest.hex() for e in packfmt.parse_index(data)[1]}
     else:
-        type_ = (RepoConfig if key == "config" else
-                 VersionRecord if "/versions/" in key else DatasetRecord)
-        record = parse_record_file(data, type_, key)
-        names.add(cas.digest.digest_of(type_.__struct_config__.tag, cas.encoding.encode(record)))
-        if type_ is VersionRecord:
+        record = parse_record_file_of(data, tuple(TYPES.values()), key)
+        names.add(cas.digest.digest_of(type(record).__struct_config__.tag,
+                                       cas.encoding.encode(record)))
+        if isinstance(record, VersionRecord):
             names.add(record.content_digest)
     return names
 
@@ -82,8 +82,10 @@ def test_clean_repository_is_ok(built):
     path, _ = built
     report = cas.open(path).fsck()
     assert report.ok
-    assert all(p.severity == "notice" and p.message.startswith("unreferenced tree.")
-               for p in report.problems), report.problems
+    # only tree nodes a commit wrote and a later step replaced, one notice per pack
+    assert all(p.severity == "notice" and p.where.startswith("packs/") and re.fullmatch(
+        r"\d+ unreferenced objects? \(\d+ bytes: (\d+ tree\.(leaf|node)(, |\)))+; `cas gc` .*",
+        p.message) for p in report.problems), report.problems
     assert report.objects > 90 and report.packs == 5
 
 
@@ -218,16 +220,66 @@ def test_pack_without_index_is_only_a_notice(repo):
     pack, _ = packfmt.format_pack([(1, b'{"format":1,"input":"orphan","kind":"case"}')])
     pid = packfmt.pack_id(pack)
     assert repo.backend.put_if_absent(pack_key(pid), pack)
-    assert cas.Repository(repo.backend).fsck().ok
+    report = cas.Repository(repo.backend).fsck()
+    assert report.ok
     assert new_problems(repo, before) == [("notice", pack_key(pid))]
+    message = next(p.message for p in report.problems if p.where == pack_key(pid))
+    assert message.startswith("pack has no index") and "its 1 object (43 bytes)" in message
 
 
 def test_unreferenced_objects_are_notices(repo):
     before = baseline(repo)
     with repo.store.writer() as w:
         digest = w.add(cas.Case(input="nobody refers to me"))
-    assert cas.Repository(repo.backend).fsck().ok
-    assert new_problems(repo, before) == [("notice", digest)]
+    report = cas.Repository(repo.backend).fsck()
+    assert report.ok
+    pkey = repo.store.locate(digest)[0]
+    assert new_problems(repo, before) == [("notice", pkey)]
+    size = repo.store.locate(digest)[1].length
+    assert [p.message for p in report.problems if p.where == pkey] == [
+        f"1 unreferenced object ({size} bytes: 1 case); `cas gc` reclaims them once the pack "
+        "is older than the grace period (default 24h)"]
+
+
+class _FailingImportClaim:
+    """A backend whose run-import claim fails: an import interrupted after its pack landed."""
+
+    def __init__(self, inner):
+        self.inner, self.url = inner, inner.url
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def put_if_absent(self, key, data):
+        if key.startswith("runs/imports/"):
+            raise OSError("killed")
+        return self.inner.put_if_absent(key, data)
+
+
+def test_an_interrupted_import_is_one_notice_per_pack_not_one_per_run(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from cas_cli.main import cli
+    repo = cas.init(str(tmp_path))
+    runs = [{"run_id": f"r-{i}", "tenant": "t", "steps": []} for i in range(3000)]
+    with pytest.raises(OSError):
+        cas.Repository(_FailingImportClaim(repo.backend)).import_runs(runs)
+    report = cas.open(str(tmp_path)).fsck()
+    assert report.ok and report.unreferenced == 3000 and report.unreferenced_bytes > 3000 * 30
+    notices = [p for p in report.problems if p.severity == "notice"]
+    assert len(notices) == len(repo.store.pack_ids()) == 1, notices
+    assert notices[0].message.startswith(f"3000 unreferenced objects ({report.unreferenced_bytes}"
+                                          " bytes: 3000 run); `cas gc` reclaims them")
+    result = CliRunner().invoke(cli, ["--repo", str(tmp_path), "fsck"])
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"notice: {notices[0].where}: 3000 unref")
+    assert lines[1].endswith(": ok")
+    out = json.loads(CliRunner().invoke(cli, ["--repo", str(tmp_path), "--json", "fsck"]).stdout)
+    assert out["unreferenced"] == {"objects": 3000, "bytes": report.unreferenced_bytes}
+    assert len(out["problems"]) == 1
 
 
 def test_missing_config(repo):
@@ -241,3 +293,174 @@ def test_progress_reports(repo):
     calls = []
     cas.Repository(repo.backend).fsck(progress=lambda *a: calls.append(a))
     assert {c[0] for c in calls} >= {"packs", "versions"}
+
+
+# -- cross-checks: deletions that leave no gap in any numbering --------------------------------
+ALICE, BOB = "alice.moreau@example.org", "bob-17"
+
+
+def build_lifecycle(repo) -> cas.Repository:
+    """Runs of two people, one review batch, two sealed promotions and a staged one, two
+    settings revisions, an experiment a score names, and cases naming people committed directly."""
+    repo.import_runs([{"run_id": f"{who}-{i}", "tenant": "acme", "person": person,
+                       "input": f"{who} asks {i}", "output": i,
+                       "steps": [{"type": "tool_call", "tool_name": "crm",
+                                  "arguments": {"i": i}, "result": [i]}]}
+                      for who, person in (("alice", ALICE), ("bob", BOB)) for i in range(3)])
+    repo.set_content_policy(["metadata"])
+    repo.set_content_policy(["tool_results"])
+    reviewed = ["alice-0", "bob-0", "bob-1", "bob-2"]
+    req = [{"run_id": r, "metric": "dataset_eligibility", "label": "good"} for r in reviewed]
+    anns = dict(zip(reviewed, repo.add_reviews(
+        req, confirm_token=repo.add_reviews(req)["confirm_token"])["annotation_ids"]))
+
+    def subjects(*runs):
+        return [{"subject_kind": "agent_run", "subject_ref": r, "review_annotation_id": anns[r]}
+                for r in runs]
+    repo.create_dataset("evals")
+    repo.seal("evals", repo.promote("evals", subjects("alice-0", "bob-0"), "k1")["confirm_token"])
+    repo.seal("evals", repo.promote("evals", subjects("bob-1"), "k2")["confirm_token"])
+    repo.promote("evals", subjects("bob-2"), "k3")  # staged, never sealed
+    repo.create_dataset("direct")
+    repo.commit("direct", base=None, add=[{"input": "a", "person": ALICE},
+                                          {"input": "b", "person": BOB}, {"input": "nobody"}])
+    repo.create_experiment("evals", 2, "baseline")
+    repo.record_score(repo.pin("evals", 2), metric="acc", value=0.5, experiment="baseline")
+    return repo
+
+
+@pytest.fixture
+def lifecycle(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
+    repo = build_lifecycle(cas.init(str(tmp_path / "repo")))
+    report = cas.Repository(repo.backend).fsck()
+    assert report.ok and not report.problems, report.problems
+    return repo
+
+
+def problems_of(repo, severity="error") -> list[tuple[str, str]]:
+    return [(p.where, p.message) for p in cas.Repository(repo.backend).fsck().problems
+            if p.severity == severity]
+
+
+def test_a_healthy_repository_stays_clean_through_erasure_and_gc(lifecycle):
+    repo = lifecycle
+    assert list(repo.backend.list("persons/"))  # there is a person index to check
+    repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])  # retires evals@1, @2 and direct@1
+    repo.seal("evals", repo.remove("evals", [], "k4")["confirm_token"])  # evals@3, active
+    assert problems_of(repo) == []
+    repo.gc(grace=0)
+    report = cas.Repository(repo.backend).fsck()
+    assert report.ok and problems_of(repo) == [], report.problems
+    assert all(p.where.startswith(("packs/", "datasets/evals/proposals/"))
+               for p in report.problems), report.problems
+
+
+def test_deleting_the_only_review_batch_is_an_error(lifecycle):
+    repo = lifecycle
+    assert list(repo.backend.list("reviews/")) == ["reviews/0000000001"]
+    assert repo.backend.delete("reviews/0000000001")
+    errors = problems_of(repo)
+    assert {w for w, _ in errors} == {"datasets/evals/versions/0000000001",
+                                      "datasets/evals/versions/0000000002"}, errors
+    assert all("which no review batch holds" in m for _, m in errors)
+    # the staged proposal names one too: a notice (sealing it would make it an error)
+    staged = [w for w, m in problems_of(repo, "notice") if "no review batch holds" in m]
+    assert len(staged) == 1 and "/proposals/" in staged[0]
+
+
+def test_a_run_import_deleted_and_its_runs_collected_is_an_error(lifecycle):
+    repo = lifecycle
+    assert repo.backend.delete("runs/imports/0000000001")
+    repo.gc(grace=0)  # nothing reaches the runs now: gc deletes them
+    errors = problems_of(repo)
+    assert len(errors) == 4 and all(w == "reviews/0000000001" and "which is missing" in m
+                                    for w, m in errors), errors
+
+
+def test_deleting_an_experiment_a_score_names_is_an_error(lifecycle):
+    repo = lifecycle
+    assert repo.backend.delete("datasets/evals/experiments/0000000001")
+    assert problems_of(repo) == [
+        ("datasets/evals/scores/0000000001#0",
+         "names experiment 'baseline', which dataset 'evals' does not have")]
+
+
+def test_deleting_a_settings_revision_is_a_gap(lifecycle):
+    repo = lifecycle
+    assert repo.backend.delete("settings/0000000001")
+    assert problems_of(repo) == [("settings/", "numbers are not contiguous from 1; missing [1]")]
+
+
+def test_a_missing_idempotency_claim_is_reported(lifecycle):
+    from cas.proposals import idempotency_key
+    repo = lifecycle
+    sealed = repo.version("evals", 1).proposal
+    assert repo.backend.delete(idempotency_key("evals", "k1"))
+    assert problems_of(repo) == []  # a mirror in progress looks the same: a notice
+    notices = problems_of(repo, "notice")
+    assert [w for w, m in notices] == [f"datasets/evals/proposals/{sealed}"]
+    assert "sealed as version 1" in notices[0][1] and "claim of its key" in notices[0][1]
+    assert repo.backend.delete(idempotency_key("evals", "k3"))  # the staged proposal's
+    assert problems_of(repo) == []
+    assert sorted(m.split(":")[0] for _, m in problems_of(repo, "notice")) == [
+        f"sealed as version 1, but the idempotency claim of its key "
+        f"({idempotency_key('evals', 'k1')}) is missing",
+        f"staged proposal without the idempotency claim of its key "
+        f"({idempotency_key('evals', 'k3')})"]
+
+
+def _person_index_of(repo, person, case):
+    """(key, record) of the person index listing `case` (in its pack) under `person`."""
+    from cas.objects import PersonIndex, parse_record_file
+    from cas.store import person_index_key, person_shard
+    pid = repo.store.locate(case)[0][len("packs/"):-len(".pack")]
+    keyed = repo.store.person_digest(person)
+    key = person_index_key(person_shard(keyed), pid)
+    return key, parse_record_file(repo.backend.get(key), PersonIndex, key), keyed, pid
+
+
+def test_a_lost_or_damaged_person_index_is_an_error(lifecycle):
+    repo = lifecycle
+    case = cas.encode_case({"input": "a", "person": ALICE}).case_id
+    key, _, keyed, pid = _person_index_of(repo, ALICE, case)
+    original = repo.backend.get(key)
+    assert repo.backend.delete(key)
+    # (a record of the pack's shards, where there is one, may report it too)
+    errors = [(w, m) for w, m in problems_of(repo) if not w.startswith("persons/shards/")]
+    assert [w for w, _ in errors] == [key], errors
+    assert errors[0][1].startswith(f"missing: pack {pid} holds ") and \
+        f"in shard {key.split('/')[1]}" in errors[0][1]
+    damaged = bytearray(original)
+    damaged[len(damaged) // 2] ^= 0x01
+    repo.backend.replace(key, bytes(damaged))
+    errors = [(w, m) for w, m in problems_of(repo) if not w.startswith("persons/shards/")]
+    assert {w for w, _ in errors} == {key} and any(m.startswith("unreadable: pack " + pid)
+                                                   for _, m in errors), errors
+    repo.backend.replace(key, original)
+    assert problems_of(repo) == []
+
+
+def test_a_missing_or_misattributed_person_index_entry_is_an_error(lifecycle):
+    from cas.objects import PersonIndex, PersonObject, format_record_file
+    repo = lifecycle
+    case = cas.encode_case({"input": "a", "person": ALICE}).case_id
+    key, record, keyed, pid = _person_index_of(repo, ALICE, case)
+    original = repo.backend.get(key)
+    kept = [e for e in record.entries if e.digest != case]
+    assert len(kept) == len(record.entries) - 1
+    repo.backend.replace(key, format_record_file(PersonIndex(pack=pid, entries=kept)))
+    errors = problems_of(repo)
+    assert [w for w, _ in errors] == [key], errors
+    assert errors[0][1].startswith(f"does not list {case} of pack {pid} under its person {keyed}")
+    # the entry under another person (of the same shard): missing for one, wrong for the other
+    other = keyed[:5] + ("0" if keyed[5] != "0" else "1") + keyed[6:]
+    wrong = sorted(kept + [PersonObject(person=other, digest=case)],
+                   key=lambda e: (e.person, e.digest))
+    repo.backend.replace(key, format_record_file(PersonIndex(pack=pid, entries=wrong)))
+    messages = [m for w, m in problems_of(repo) if w == key]
+    assert len(messages) == 2 and messages[1] == (
+        f"lists {case} under {other}, a person that object does not name"), messages
+    repo.backend.replace(key, original)
+    assert problems_of(repo) == []

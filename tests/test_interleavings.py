@@ -19,6 +19,7 @@ import pytest
 import cas
 from cas.backends import backend_for
 from cas.errors import Aborted, CasError, NotFound
+from test_crash import read_all_items as all_items
 
 STORAGE_CALLS = ("get", "get_range", "put_if_absent", "replace", "delete", "list", "exists",
                  "modified")
@@ -125,16 +126,6 @@ def expect(op: str, repo: cas.Repository, result) -> None:
         assert repo.run("run-new").input == "new"
     else:
         assert [r.label for r in repo.reviews("run-2") if r.metric == "quality"] == ["good"]
-
-
-def all_items(repo, name, number):
-    out, after = [], None
-    while True:
-        page = repo.items(name, number, after=after, limit=500)
-        out += page.items
-        if page.next_cursor is None:
-            return out
-        after = page.next_cursor
 
 
 def check_consistent(backend) -> None:

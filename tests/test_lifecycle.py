@@ -293,7 +293,15 @@ def test_absent_result_and_null_result_stay_distinct(repo):
 
 UNSAFE_KEPT = ["../x", "a/b", "../../../etc/passwd", "/abs", ".", "..", "x\\y", "C:\\x",
                "runs/imports/0000000001", "sp ace", "\u00e9\u4e2d"]
-UNSAFE_REFUSED = ["x\ny", "x\x00y", "tab\there", "\x1b[31m", "x\u2028y", "x" * 257]
+# each refused run id, and what the refusal says is wrong with it
+UNSAFE_REFUSED = {
+    "x\ny": "contains the control character U+000A at character 1",
+    "x\x00y": "contains the control character U+0000 at character 1",
+    "tab\there": "contains the control character U+0009 at character 3",
+    "\x1b[31m": "contains the control character U+001B at character 0",
+    "x\u2028y": "contains the non-printable character U+2028 (LINE SEPARATOR) at character 1",
+    "x" * 257: "is 257 characters long",
+}
 
 
 def test_path_like_run_ids_are_stored_safely_never_as_paths(repo, location, tmp_path):
@@ -311,7 +319,7 @@ def test_path_like_run_ids_are_stored_safely_never_as_paths(repo, location, tmp_
     # no key is made from a run id: every key is one of the documented shapes
     shapes = re.compile(r"(config|packs/[0-9a-f]{64}\.(pack|idx|midx)|runs/imports/\d{10}|"
                         r"reviews/\d{10}|datasets/evals/(meta|versions)/\d{10}|"
-                        r"persons/[0-9a-f]{2}/[0-9a-f]{64}|"
+                        r"persons/[0-9a-f]{2}/[0-9a-f]{64}|persons/shards/[0-9a-f]{64}\.[0-9a-f]{64}|"
                         r"datasets/evals/proposals/ct-[0-9a-f]{32}|datasets/evals/keys/[0-9a-f]{64})\Z")
     assert [k for k in keys(repo) if not shapes.match(k)] == []
     if location == str(tmp_path):
@@ -328,7 +336,7 @@ def test_control_characters_in_run_ids_are_refused(mem, run_id):
     with pytest.raises(cas.InvalidArgument) as info:
         mem.import_runs(io.BytesIO(jsonl(run_obj("fine"), run_obj(run_id))))
     assert info.value.message == ("input line 2: $.run_id: must be at most 256 printable "
-                                  "characters (no control characters)")
+                                  f"characters; it {UNSAFE_REFUSED[run_id]}")
     assert mem.runs() == []
 
 
@@ -465,7 +473,8 @@ def test_review_of_an_unknown_run_is_refused(repo):
     ({"run_id": "r-1", "metric": "", "label": "l"}, "review metric must be 1-256 printable "
                                                     "characters"),
     ({"run_id": "r-1", "metric": "m", "label": "a\nb"}, "review label must be 1-256 printable "
-                                                        "characters"),
+                                                        "characters; it contains the control "
+                                                        "character U+000A at character 1"),
     ({"run_id": "r-1", "metric": "m"}, None),
     ({"run_id": "r-1", "metric": "m", "label": "l", "score": 3}, None),
     ({"run_id": "r-1", "metric": 5, "label": "l"}, None),

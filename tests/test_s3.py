@@ -146,7 +146,8 @@ def test_ingest_goes_up_in_a_few_packs(s3_url):
     repo.create_dataset("evals")
     repo.backend.requests.clear()
     repo.commit("evals", base=None, add=cases(5000))
-    assert repo.backend.requests["PUT"] <= 4  # pack, index, version record
+    # the writer's lease, the pack's person-shards record, pack, index, version record
+    assert repo.backend.requests["PUT"] <= 5
 
 
 def test_mirror_local_to_s3_and_back(tmp_path, s3_url):
@@ -254,3 +255,107 @@ def test_mirror_carries_runs_reviews_settings_and_proposals(tmp_path, s3_url, mo
     # the same request with the same key is the same proposal at the mirror
     assert remote.promote("evals", subjects, "k1")["confirm_token"] == preview["confirm_token"]
     assert remote.seal("evals", preview["confirm_token"]).already_sealed
+
+
+# -- errors are decided on status and size, never on an error's text --------------------------
+def _range_backend(seaweed, endpoint):
+    """A backend under a prefix with "range" in it (the client's error text holds the URL)."""
+    import uuid
+    env = dict(seaweed.environ(), AWS_ENDPOINT_URL=endpoint)
+    return S3Backend(f"s3://{seaweed.url().split('/')[2]}/range-{uuid.uuid4().hex}", environ=env)
+
+
+def test_range_past_the_end_is_empty_under_a_prefix_named_range(seaweed):
+    backend = _range_backend(seaweed, seaweed.endpoint)
+    data = bytes(range(200))
+    assert backend.put_if_absent("packs/p.pack", data)
+    assert backend.get_range("packs/p.pack", 190, 50) == data[190:]
+    assert backend.get_range("packs/p.pack", 200, 10) == b""   # 416 from the server
+    assert backend.get_range("packs/p.pack", 2**64 - 1, 2**32 - 1) == b""  # past any object
+    with pytest.raises(cas.NotFound):
+        backend.get_range("packs/range.pack", 500, 10)
+    with pytest.raises(cas.NotFound):
+        backend.get_range("packs/range.pack", 2**63, 10)
+
+
+@pytest.mark.parametrize("fault", ["503", "reset"])
+def test_outage_on_a_range_read_is_unavailable_under_a_prefix_named_range(seaweed, monkeypatch,
+                                                                          fault):
+    monkeypatch.setattr("cas.backends.s3.READ_BACKOFF_S", 0.001)
+    with FaultProxy(seaweed.endpoint) as proxy:
+        backend = _range_backend(seaweed, proxy.endpoint)
+        assert backend.put_if_absent("packs/p.pack", bytes(range(200)))
+        proxy.plan = lambda method, path, n: fault if method in ("GET", "HEAD") else None
+        for offset in (0, 150, 200, 10**6):
+            with pytest.raises(cas.CasError) as info:
+                backend.get_range("packs/p.pack", offset, 10)
+            assert info.value.code == "UNAVAILABLE", (offset, info.value)
+            assert proxy.endpoint in info.value.message
+        proxy.plan = lambda method, path, n: None
+        assert backend.get_range("packs/p.pack", 150, 10) == bytes(range(150, 160))
+
+
+def test_a_failed_range_read_inside_the_object_is_unavailable_whatever_its_text(seaweed,
+                                                                                monkeypatch):
+    """Only the object's size says a range is past the end: an error that reads like a 416
+    (obstore raises a 416 as a GenericError, its status only in the text) is not believed
+    for a range inside the object."""
+    import obstore
+    from obstore.exceptions import GenericError
+    backend = _range_backend(seaweed, seaweed.endpoint)
+    assert backend.put_if_absent("packs/p.pack", bytes(range(200)))
+
+    def failing(*args, **kwargs):
+        raise GenericError("Server returned non-2xx status code: 416 Range Not Satisfiable")
+    monkeypatch.setattr(obstore, "get_range", failing)
+    with pytest.raises(cas.CasError) as info:
+        backend.get_range("packs/p.pack", 150, 10)
+    assert info.value.code == "UNAVAILABLE" and "416" in info.value.message
+    assert backend.get_range("packs/p.pack", 200, 10) == b""  # the size says: past the end
+    with pytest.raises(cas.NotFound):
+        backend.get_range("packs/absent.pack", 0, 10)
+
+
+def test_outage_in_a_repository_named_range_is_unavailable_not_data_loss(seaweed, monkeypatch,
+                                                                         tmp_path):
+    import uuid
+    monkeypatch.setattr("cas.backends.s3.READ_BACKOFF_S", 0.001)
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    with FaultProxy(seaweed.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        url = f"s3://{seaweed.url().split('/')[2]}/range-{uuid.uuid4().hex}"
+        repo = cas.init(url)
+        repo.create_dataset("evals")
+        repo.commit("evals", base=None, add=cases(3))
+        case_id = repo.items("evals", 1, limit=1).items[0]
+        monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cold"))  # nothing cached
+        fresh = cas.open(url)
+        assert fresh.items("evals", 1, limit=5).items  # the pack index is cached now
+        # only the pack is unreachable: the ranged read of the case's bytes fails
+        proxy.plan = lambda method, path, n: "503" if ".pack" in path else None
+        with pytest.raises(cas.CasError) as info:
+            fresh.case("evals", 1, case_id)
+        assert info.value.code == "UNAVAILABLE", info.value
+
+
+def test_closed_port_names_the_endpoint_and_bucket(seaweed, tmp_path, monkeypatch):
+    import socket
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("cas.backends.s3.BACKOFF_S", 0.001)
+    monkeypatch.setattr("cas.backends.s3.READ_BACKOFF_S", 0.001)
+    url = "s3://closed-bucket/team/evals"
+    runner = CliRunner()
+    for args in (["init", url], ["--repo", url, "dataset", "list"], ["--repo", url, "fsck"]):
+        result = runner.invoke(cli, ["--json", *args])
+        assert result.exit_code == 8, (args, result.output)
+        err = json.loads(result.stderr)["error"]
+        assert err["code"] == "UNAVAILABLE"
+        assert endpoint in err["message"] and url in err["message"], (args, err)
+        assert err["endpoint"] == endpoint and err["location"] == url
+    human = runner.invoke(cli, ["init", url])
+    assert human.exit_code == 8 and endpoint in human.stderr and "closed-bucket" in human.stderr

@@ -129,6 +129,15 @@ INPUTS = [
         "objects_deleted": 3, "packs_rewritten": 1, "bytes_rewritten": 4096,
         "author": "Ada <ada@example.com>", "started_at": "2026-11-30T12:00:00.000000Z",
         "erased_at": "2026-11-30T12:00:01.000000Z"}"""),
+    ("person-shards", "person.shards", """{"kind": "person.shards", "format": 1,
+        "pack": "5555555555555555555555555555555555555555555555555555555555555555",
+        "shards": ["0a", "bb"]}"""),
+    ("lease", "lease", """{"kind": "lease", "format": 1, "id": "0123456789abcdef",
+        "role": "gc", "operation": "gc", "host": "build-7", "pid": 4242,
+        "started_at": "2026-11-30T12:00:00.000000Z", "expires_at": "2026-11-30T12:05:00.000000Z",
+        "packs": ["5555555555555555555555555555555555555555555555555555555555555555"],
+        "proposals": ["datasets/support-evals/proposals/ct-0123456789abcdef0123456789abcdef"],
+        "erasure": null}"""),
 ]
 
 # The keyed digest of a person id (docs/format.md section 4.8): the key is BLAKE3 of

@@ -60,8 +60,13 @@ class CachingBackend:
     def get_range(self, key: str, offset: int, length: int) -> bytes:
         if self._cached(key):
             with open(self._ensure(key), "rb") as f:
+                # Clamp to the file, as every backend does: seek refuses offsets past 2**63,
+                # and read would allocate `length` bytes up front.
+                size = os.fstat(f.fileno()).st_size
+                if length <= 0 or offset >= size:
+                    return b""
                 f.seek(offset)
-                return f.read(length)
+                return f.read(min(length, size - offset))
         return self.inner.get_range(key, offset, length)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:

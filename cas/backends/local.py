@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
+import socket
 import stat
 from typing import Iterator
 
@@ -14,6 +16,44 @@ from . import check_key
 # Staging directory for writes in flight. '~' is outside the key alphabet, so no key can name
 # it: a key such as ".tmp/x" must not land among (and be hidden with) the staging files.
 _TMP = "~tmp"
+
+
+def _host() -> str:
+    """This host as staging names spell it: its name (without '-', so a name splits cleanly)
+    and, on Linux, its pid namespace, so a pid is only ever judged where it means something."""
+    name = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:64] or "localhost"
+    try:
+        name += f".pidns{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        pass
+    return name
+
+
+_HOST = _host()
+
+
+def staging_name() -> str:
+    """`<host>-<pid>-<random>`: a staging file names its writer, so a sweep can tell the
+    leftovers of a process that died from a write in flight."""
+    return f"{_HOST}-{os.getpid()}-{secrets.token_hex(12)}"
+
+
+def _dead_writer(name: str) -> bool:
+    """Whether a staging file was written by a process of this host that is no longer alive
+    (a name of another host, or of no known form, is judged by its age alone)."""
+    parts = name.rsplit("-", 2)
+    if os.name != "posix" or len(parts) != 3 or parts[0] != _HOST or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False  # it exists (another user's), or the pid is not one
+    return False
 
 
 class LocalBackend:
@@ -61,7 +101,7 @@ class LocalBackend:
         tmp_dir = os.path.join(self.root, _TMP)
         self._makedirs(tmp_dir)
         self._makedirs(os.path.dirname(path))
-        tmp = os.path.join(tmp_dir, secrets.token_hex(12))
+        tmp = os.path.join(tmp_dir, staging_name())
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
@@ -128,14 +168,16 @@ class LocalBackend:
         return os.path.isfile(self._path(key))
 
     def sweep_staging(self, older_than: float) -> int:
-        """Delete staging files last written before `older_than` (epoch seconds): left by a
-        process killed mid-write, they may hold bytes an erasure must not leave behind."""
+        """Delete the staging files no write in flight will publish: those of a process of
+        this host that is no longer alive, and any last written before `older_than` (epoch
+        seconds; a writer on another host cannot be asked). Left by a process killed
+        mid-write, they may hold bytes an erasure must not leave behind."""
         tmp_dir = os.path.join(self.root, _TMP)
         removed = 0
         for name in os.listdir(tmp_dir) if os.path.isdir(tmp_dir) else ():
             path = os.path.join(tmp_dir, name)
             try:
-                if os.stat(path).st_mtime < older_than:
+                if _dead_writer(name) or os.stat(path).st_mtime < older_than:
                     os.unlink(path)
                     removed += 1
             except FileNotFoundError:

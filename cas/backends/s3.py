@@ -16,6 +16,10 @@ from . import check_key
 
 ATTEMPTS = 6          # for a conditional put we retry ourselves (see put_if_absent)
 BACKOFF_S = 0.05
+READ_RETRIES = 5      # every other request is retried by the client, with backoff from
+READ_BACKOFF_S = 0.05  # READ_BACKOFF_S doubling up to 2 s, for at most 60 s
+# No object is this large; ranges ending past 2**64 are refused by the client itself.
+MAX_OFFSET = 1 << 63
 
 
 def parse_url(url: str) -> tuple[str, str]:
@@ -78,6 +82,8 @@ class S3Backend:
         self.bucket, self.prefix = parse_url(url)
         settings = aws_settings(environ)
         config = {"region": settings.get("region", "us-east-1")}
+        # Named in every UNAVAILABLE error: "cannot reach storage" must say which storage.
+        self.endpoint = settings.get("endpoint") or f"https://s3.{config['region']}.amazonaws.com"
         for name in ("endpoint", "access_key_id", "secret_access_key", "token"):
             if name in settings:
                 config[name] = settings[name]
@@ -87,15 +93,23 @@ class S3Backend:
             if settings["endpoint"].startswith("http://"):
                 client["allow_http"] = True
         kwargs = dict(prefix=self.prefix or None, client_options=client, **config)
-        retry = {"max_retries": 5, "retry_timeout": _seconds(60),
-                 "backoff": {"init_backoff": _seconds(0.05), "max_backoff": _seconds(2),
-                             "base": 2}}
+        retry = {"max_retries": READ_RETRIES, "retry_timeout": _seconds(60),
+                 "backoff": {"init_backoff": _seconds(READ_BACKOFF_S),
+                             "max_backoff": _seconds(2), "base": 2}}
         self._store = S3Store(self.bucket, retry_config=retry, **kwargs)
         # Conditional puts are retried by us, not by the client, so that a 412 after a lost
         # response can be told apart from a 412 because another writer won.
         self._create_store = S3Store(self.bucket, retry_config={"max_retries": 0}, **kwargs)
         self.requests: Counter[str] = Counter()
         self._lock = threading.Lock()
+
+    def _unavailable(self, action: str, key: str, exc: Exception | None,
+                     what: str = "") -> Unavailable:
+        """UNAVAILABLE naming the repository URL (bucket and prefix), the endpoint and the key."""
+        cause = _first_line(exc) if exc is not None else ""
+        detail = f"{what}: {cause}" if what and cause else what or cause or "storage failed"
+        return Unavailable(f"cannot {action} {key!r} in {self.url} at {self.endpoint}: {detail}",
+                           key=key, location=self.url, endpoint=self.endpoint)
 
     def _count(self, kind: str) -> None:
         with self._lock:
@@ -110,28 +124,50 @@ class S3Backend:
         except FileNotFoundError:
             raise NotFound(f"no such key {key!r}", key=key) from None
         except Exception as exc:
-            raise _unavailable("read", key, exc) from None
+            raise self._unavailable("read", key, exc) from None
 
     def get_range(self, key: str, offset: int, length: int) -> bytes:
         import obstore
         check_key(key)
         if length <= 0:
             return b""
-        self._count("GET")
+        failure: Exception | None = None
+        if offset < MAX_OFFSET:
+            self._count("GET")
+            try:
+                return bytes(obstore.get_range(self._store, key, start=offset,
+                                               length=min(length, MAX_OFFSET - offset)))
+            except FileNotFoundError:
+                raise NotFound(f"no such key {key!r}", key=key) from None
+            except Exception as exc:
+                failure = exc
+        # A range starting at or past the end is empty, as on a file. The server answers it
+        # with 416, but obstore 0.12 raises that as a GenericError like any outage, with no
+        # status attribute: only its text differs, and the text holds the URL (a prefix named
+        # "range-..." would match anything). So decide on the object's size, from a HEAD:
+        # absent is NOT_FOUND, storage failing is UNAVAILABLE, and a range inside the object
+        # that could not be read is UNAVAILABLE, whatever the error said.
+        size = self._size(key)
+        if offset >= size:
+            return b""
+        raise self._unavailable("read", key, failure) from None
+
+    def _size(self, key: str) -> int:
+        import obstore
+        self._count("HEAD")
         try:
-            return bytes(obstore.get_range(self._store, key, start=offset, length=length))
+            return int(obstore.head(self._store, key)["size"])
         except FileNotFoundError:
             raise NotFound(f"no such key {key!r}", key=key) from None
         except Exception as exc:
-            if "416" in str(exc) or "range" in str(exc).lower():
-                return b""  # a range starting at or past the end is empty, as on a file
-            raise _unavailable("read", key, exc) from None
+            raise self._unavailable("read", key, exc) from None
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
         check_key(key)
         uncertain = False  # an earlier attempt may have landed without us seeing the answer
+        last: Exception | None = None
         for attempt in range(ATTEMPTS):
             self._count("PUT")
             try:
@@ -148,11 +184,12 @@ class S3Backend:
                 return uncertain and existing == bytes(data)
             except Exception as exc:
                 if not _transient(exc):
-                    raise _unavailable("write", key, exc) from None
+                    raise self._unavailable("write", key, exc) from None
                 uncertain = True
+                last = exc
                 time.sleep(_backoff(attempt))
-        raise Unavailable(f"cannot write {key!r} to {self.url}: storage kept failing",
-                          key=key)
+        raise self._unavailable("write", key, last,
+                                f"storage kept failing ({ATTEMPTS} attempts)")
 
     def replace(self, key: str, data: bytes) -> None:
         """An unconditional PUT: S3 replaces an object atomically, so the client may retry it."""
@@ -162,7 +199,7 @@ class S3Backend:
         try:
             obstore.put(self._store, key, data)
         except Exception as exc:
-            raise _unavailable("write", key, exc) from None
+            raise self._unavailable("write", key, exc) from None
 
     def delete(self, key: str) -> bool:
         import obstore
@@ -175,7 +212,7 @@ class S3Backend:
         except FileNotFoundError:
             return False
         except Exception as exc:
-            raise _unavailable("delete", key, exc) from None
+            raise self._unavailable("delete", key, exc) from None
         return True
 
     def list(self, prefix: str = "") -> Iterator[str]:
@@ -193,7 +230,7 @@ class S3Backend:
                 self._count("LIST")
                 keys.extend(meta["path"] for meta in batch)
         except Exception as exc:
-            raise _unavailable("list", prefix, exc) from None
+            raise self._unavailable("list", prefix, exc) from None
         return iter(sorted(k for k in keys if k.startswith(prefix)))
 
     def modified(self, key: str) -> float:
@@ -205,7 +242,7 @@ class S3Backend:
         except FileNotFoundError:
             raise NotFound(f"no such key {key!r}", key=key) from None
         except Exception as exc:
-            raise _unavailable("read", key, exc) from None
+            raise self._unavailable("read", key, exc) from None
 
     def exists(self, key: str) -> bool:
         import obstore
@@ -217,7 +254,7 @@ class S3Backend:
         except FileNotFoundError:
             return False
         except Exception as exc:
-            raise _unavailable("read", key, exc) from None
+            raise self._unavailable("read", key, exc) from None
 
 
 def _seconds(s: float):
@@ -236,6 +273,5 @@ def _transient(exc: Exception) -> bool:
                                 NotSupportedError))
 
 
-def _unavailable(action: str, key: str, exc: Exception) -> Unavailable:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return Unavailable(f"cannot {action} {key!r}: {first}", key=key)
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

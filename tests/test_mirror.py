@@ -1,0 +1,361 @@
+"""Mirror: every prefix of a mirror is a consistent repository, and erased bytes never survive
+at the destination (not in an unpublished pack, not in a staging file)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import cas
+from cas.backends import backend_for
+from cas.backends.local import LocalBackend
+from cas.mirror import mirror
+
+OPERATOR = "Grace <grace@example.com>"
+ALICE = "alice.moreau@example.org"   # the person erased
+BOB = "bob-17"
+ALICE_MARKERS = ["IBAN FR76-3000-6000-0112", "14 rue des Lilas", "ALICE-SECRET-7731"]
+
+
+@pytest.fixture(autouse=True)
+def operator(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAS_USER", OPERATOR)
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
+
+
+def alice_case(i: int) -> dict:
+    return {"run_id": f"alice-{i}", "person": ALICE, "input": f"{ALICE_MARKERS[i % 3]} #{i}",
+            "output": ALICE_MARKERS[2]}
+
+
+def bob_case(i: int) -> dict:
+    return {"run_id": f"bob-{i}", "person": BOB, "input": f"printer jam {i}", "output": "fixed"}
+
+
+def plain(tag: str, n: int) -> list[dict]:
+    return [{"input": f"{tag} {i}", "output": "x" * 300} for i in range(n)]
+
+
+def run(run_id: str, person: str, secret: str) -> dict:
+    return {"run_id": run_id, "tenant": "acme", "person": person,
+            "input": {"message": secret}, "output": f"resolved ({secret})",
+            "steps": [{"type": "message", "role": "user", "content": secret}]}
+
+
+def case_id(item) -> str:
+    return cas.encode_case(item).case_id
+
+
+def build(repo) -> None:
+    """Several datasets and versions, scores, an experiment, a staged proposal holding Alice's
+    case, an operator retirement, a deleted version and a deleted dataset, run and review logs,
+    and (small packs) a multi-pack index."""
+    repo.import_runs([run("alice-run-0", ALICE, ALICE_MARKERS[0]),
+                      run("bob-run-0", BOB, "order arrived damaged")])
+    req = [{"run_id": "alice-run-0", "metric": "dataset_eligibility", "label": "good"}]
+    repo.add_reviews(req, confirm_token=repo.add_reviews(req)["confirm_token"])
+    for name in ("support", "billing", "gone"):
+        repo.create_dataset(name)
+    repo.commit("support", base=None, add=[bob_case(0), bob_case(1)])          # support@1
+    repo.commit("support", base=1, add=[alice_case(0), bob_case(2)])           # support@2
+    repo.commit("support", base=2, add=[alice_case(1)] + plain("bulk", 80))    # support@3
+    repo.commit("billing", base=None, add=plain("bill", 3))                     # billing@1
+    repo.commit("billing", base=1, add=[bob_case(3), alice_case(2)])           # billing@2
+    repo.commit("billing", base=2, add=plain("scratch", 2))                     # billing@3
+    repo.commit("gone", base=None, add=plain("gone", 2))
+    repo.record_score(repo.pin("support", 1), metric="acc", value=0.5)
+    repo.record_score(repo.pin("support", 3), metric="acc", value=0.75)
+    repo.create_experiment("billing", 2, "baseline")
+    repo.retire("billing", 1, "CONTAMINATED", "seen in a training mix")
+    repo.delete_version("billing", 3)
+    repo.delete_dataset("gone")
+    # staged, never sealed: its proposed set holds Alice's case
+    repo.remove("support", [case_id(bob_case(2))], "stage-1")
+    repo.create_dataset("temp")                                                 # deleted later
+    repo.commit("temp", base=None, add=plain("temp", 2))
+    repo.commit("temp", base=1, add=[bob_case(5)])
+    repo.remove("temp", [case_id(bob_case(5))], "stage-2")
+
+
+def erase_and_gc(repo) -> None:
+    """At the source: erase Alice (retires support@2, support@3 and billing@2, rewrites
+    packs, deletes the staged proposal, redacts the logs), seal on a retired base, delete a
+    version and a dataset, gc."""
+    repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])
+    repo.commit("support", base=3, add=[bob_case(4)])                          # support@4
+    repo.delete_version("support", 2)
+    repo.delete_dataset("temp")
+    repo.gc(grace=0)
+
+
+class Killed(Exception):
+    pass
+
+
+class KillAt:
+    """The destination backend, killed at its k-th mutating call (before it lands)."""
+
+    def __init__(self, inner, kill_at=None):
+        self.inner, self.kill_at, self.url, self.calls = inner, kill_at, inner.url, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def _mutate(self, call, *args):
+        self.calls += 1
+        if self.calls == self.kill_at:
+            raise Killed(args[0])
+        return call(*args)
+
+    def put_if_absent(self, key, data):
+        return self._mutate(self.inner.put_if_absent, key, data)
+
+    def replace(self, key, data):
+        return self._mutate(self.inner.replace, key, data)
+
+    def delete(self, key):
+        return self._mutate(self.inner.delete, key)
+
+
+def contents(backend) -> dict[str, bytes]:
+    return {k: backend.get(k) for k in backend.list("")}
+
+
+def versions_at(repo):
+    for name in repo.datasets():
+        deleted = set(repo.refs.deleted_numbers(name))
+        for number in repo.refs.version_numbers(name):
+            if number not in deleted:
+                yield name, number
+
+
+def active_versions(backend) -> set:
+    if not backend.exists("config"):
+        return set()
+    repo = cas.Repository(backend)
+    return {v for v in versions_at(repo) if repo.version_state(*v) == "ACTIVE"}
+
+
+def read_all(repo, name, number) -> int:
+    after, n = None, 0
+    while True:
+        page = repo.items(name, number, after=after, limit=7)
+        for c in page.items:
+            repo.case(name, number, c)
+            n += 1
+        if not page.has_more:
+            return n
+        after = page.next_cursor
+
+
+def check_prefix(dst, src_keys: set, active_before: set, retirements_done: bool) -> None:
+    """A killed mirror left a consistent repository: fsck finds no error, every ACTIVE version
+    is fully readable, and none is a version the source retired (but one that was already at
+    the destination before this mirror, until its retirement is copied)."""
+    if not dst.exists("config"):
+        assert list(dst.list("")) == []  # the config is the first write
+        return
+    repo = cas.Repository(dst)
+    report = repo.fsck()
+    assert report.ok, [p for p in report.problems if p.severity == "error"]
+    for name, number in versions_at(repo):
+        if repo.version_state(name, number) != "ACTIVE":
+            continue
+        assert read_all(repo, name, number) == repo.version(name, number).item_count
+        if f"datasets/{name}/retired/{number:010d}" in src_keys:
+            assert (name, number) in active_before and not retirements_done, (name, number)
+
+
+def kill_at_every_call(src, reset, dst_of, label) -> int:
+    """Run the mirror src -> dst killed at each mutating call in turn; check each prefix, then
+    finish it and compare. `reset()` prepares the destination, `dst_of()` opens it."""
+    reset()
+    active_before = active_versions(dst_of())
+    before = set(dst_of().list(""))
+    probe = KillAt(dst_of())
+    mirror(src, probe)
+    total = probe.calls
+    src_keys = set(src.list(""))
+    dst_keys = set(dst_of().list(""))
+    assert dst_keys == src_keys
+    # the config (of a new copy), then the retirements are the first writes
+    first = ("config" not in before) + sum(1 for k in src_keys - before if "/retired/" in k)
+    for k in range(1, total + 1):
+        reset()
+        with pytest.raises(Killed):
+            mirror(src, KillAt(dst_of(), kill_at=k))
+        check_prefix(dst_of(), src_keys, active_before, retirements_done=k > first)
+        mirror(src, dst_of())
+        assert contents(dst_of()) == contents(src), (label, k)
+    return total
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """(before, after): copies of one source repository before and after the erasure."""
+    root = tmp_path_factory.mktemp("sources")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CAS_USER", OPERATOR)
+    mp.setenv("CAS_CONFIG", str(root / "user-config.json"))
+    mp.setattr("cas.store.PACK_MAX_BYTES", 8_000)  # several packs, a multi-pack index
+    try:
+        repo = cas.init(str(root / "before"))
+        build(repo)
+        shutil.copytree(root / "before", root / "after")
+        erase_and_gc(cas.open(str(root / "after")))
+    finally:
+        mp.undo()
+    before = backend_for(str(root / "before"))
+    assert any(k.endswith(".midx") for k in before.list("packs/"))
+    assert list(before.list("datasets/support/proposals/"))
+    return before, backend_for(str(root / "after"))
+
+
+def test_killed_fresh_mirror_leaves_a_consistent_copy(sources, tmp_path):
+    _, src = sources
+    root = tmp_path / "dst"
+
+    def reset():
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir()
+
+    total = kill_at_every_call(src, reset, lambda: LocalBackend(str(root)), "fresh")
+    assert total == len(list(src.list(""))) >= 30  # one write per key
+    print(f"fresh mirror: {total} killed prefixes checked")
+
+
+def test_killed_mirror_after_an_erasure_and_gc(sources, tmp_path):
+    before, src = sources
+    seed, root = tmp_path / "seed", tmp_path / "dst"
+    seed.mkdir()
+    mirror(before, LocalBackend(str(seed)))
+    assert active_versions(LocalBackend(str(seed))) >= {("support", 2), ("billing", 2)}
+
+    def reset():
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(seed, root)
+
+    total = kill_at_every_call(src, reset, lambda: LocalBackend(str(root)), "incremental")
+    assert total >= 15
+    print(f"incremental mirror: {total} killed prefixes checked")
+    everything = b"".join(contents(LocalBackend(str(root))).values())
+    assert not any(m.encode() in everything for m in ALICE_MARKERS)
+
+
+def test_killed_mirror_to_s3(tmp_path, seaweed, monkeypatch):
+    """A smaller source, a fresh SeaweedFS destination for each killed prefix."""
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    repo = cas.init(str(tmp_path / "src"))
+    repo.create_dataset("support")
+    repo.commit("support", base=None, add=[bob_case(0)])
+    repo.commit("support", base=1, add=[alice_case(0)])
+    repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])
+    repo.commit("support", base=2, add=[bob_case(1)])
+    src = repo.backend
+    url = [None]
+
+    def reset():
+        url[0] = seaweed.url()
+
+    total = kill_at_every_call(src, reset, lambda: backend_for(url[0], create=True), "s3")
+    assert total >= 8
+    print(f"s3 mirror: {total} killed prefixes checked")
+
+
+def test_fsck_tolerates_a_retirement_ahead_of_its_version(tmp_path):
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d")
+    repo.commit("d", base=None, add=plain("a", 2))
+    repo.commit("d", base=1, add=plain("b", 1))
+    repo.commit("d", base=2, add=plain("c", 1))
+    repo.retire("d", 2, "OPERATOR_REQUEST", "because")
+    repo.retire("d", 3, "OPERATOR_REQUEST", "because")
+    backend = repo.backend
+    v3 = backend.get("datasets/d/versions/0000000003")
+    backend.delete("datasets/d/versions/0000000003")  # as a mirror that has not copied it yet
+    report = repo.fsck()
+    assert report.ok, report.problems
+    assert [p.where for p in report.problems if "not here yet" in p.message] == [
+        "datasets/d/retired/0000000003"]
+    # inside the range of numbers, a retirement of a missing version stays an error
+    backend.put_if_absent("datasets/d/versions/0000000003", v3)
+    backend.delete("datasets/d/versions/0000000002")
+    errors = {(p.where, p.message) for p in repo.fsck().problems if p.severity == "error"}
+    assert ("datasets/d/retired/0000000002", "retires a version that does not exist") in errors
+
+
+# -- erased bytes left at the destination by a killed mirror ----------------------------------
+_KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from cas.backends import backend_for
+    from cas.backends.local import LocalBackend
+    from cas.mirror import mirror
+    src, dst, suffix = sys.argv[1:4]
+    real = os.link
+    def link(a, b, *args, **kw):
+        if b.endswith(suffix):
+            os.kill(os.getpid(), signal.SIGKILL)  # staged, not published: a kill mid-write
+        return real(a, b, *args, **kw)
+    os.link = link
+    mirror(backend_for(src), LocalBackend(dst))
+""")
+
+
+def _killed_mirror(src: str, dst: str, suffix: str) -> None:
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(cas.__file__)))
+    proc = subprocess.run([sys.executable, "-c", _KILLER, src, dst, suffix], env=env,
+                          capture_output=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+
+
+def test_a_mirror_removes_erased_bytes_a_killed_mirror_left(tmp_path):
+    src = cas.init(str(tmp_path / "src"))
+    src.create_dataset("support")
+    src.commit("support", base=None, add=[bob_case(0)])
+    src.commit("support", base=1, add=[alice_case(i) for i in range(3)])   # one pack
+    src.commit("support", base=2, add=[alice_case(i) for i in range(3, 6)])  # another
+    held = [k.split("/")[1] for k in sorted(src.backend.list("packs/")) if k.endswith(".pack")
+            and ALICE_MARKERS[0].encode() in src.backend.get(k)]
+    first, second = held  # in the order a mirror copies them
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    # killed while staging the first of Alice's packs: a staging file holding her bytes
+    _killed_mirror(str(tmp_path / "src"), str(dst), first)
+    # killed while staging the index of the second: that pack published there, unindexed
+    _killed_mirror(str(tmp_path / "src"), str(dst), second.replace(".pack", ".idx"))
+    staged = [p for p in (dst / "~tmp").iterdir() if ALICE_MARKERS[0].encode() in p.read_bytes()]
+    assert staged and (dst / "packs" / second).exists()
+    assert not (dst / "packs" / second.replace(".pack", ".idx")).exists()
+    src.erase(ALICE, src.erase(ALICE)["confirm_token"])
+    mirror(src.backend, LocalBackend(str(dst)))
+    found = [(str(p), m) for p in dst.rglob("*") if p.is_file()
+             for m in ALICE_MARKERS + [ALICE] if m.encode() in p.read_bytes()]
+    assert found == []
+    assert contents(LocalBackend(str(dst))) == contents(src.backend)
+    assert cas.Repository(LocalBackend(str(dst))).fsck().ok
+
+
+def test_sweep_keeps_live_writers_and_removes_dead_ones(tmp_path):
+    from cas.backends import local
+    backend = LocalBackend(str(tmp_path))
+    backend.put_if_absent("k", b"v")
+    staging = tmp_path / "~tmp"
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    me = local.staging_name()
+    dead = me.rsplit("-", 2)[0] + f"-{proc.pid}-" + "0" * 24
+    other_host = "elsewhere-1-" + "0" * 24
+    for name in (me, dead, other_host, "0" * 24):
+        (staging / name).write_bytes(b"staged")
+    assert backend.sweep_staging(0) == 1  # only the dead writer's file on this host
+    assert sorted(p.name for p in staging.iterdir()) == sorted([me, other_host, "0" * 24])
+    os.utime(staging / other_host, (1, 1))
+    os.utime(staging / ("0" * 24), (1, 1))
+    assert backend.sweep_staging(100) == 2  # other hosts, and old names: by age only
+    assert [p.name for p in staging.iterdir()] == [me]
