@@ -3,11 +3,13 @@ retire every version that held one of their cases (docs/concepts.md, docs/format
 
 Finding the data costs what the person holds, not what the repository holds: every pack that
 stores a case or run naming a person is indexed by the keyed digest of that person before the
-pack is written (`persons/<shard>/<pack>`). Carrying it out is journalled: the plan is stored
-first (`erasures/pending/<id>`), then versions are retired, packs rewritten without the objects,
-staged proposals and log records cleaned, and last the erasure record written and the plan
-deleted. Every step is idempotent, and any process that opens the repository finishes a plan it
-finds, so an interrupted erasure is either invisible (no plan) or completed.
+pack is written (`persons/<shard>/<pack>`). Carrying it out is journalled: a lease first (so
+writers that start now wait for it), the plan (`erasures/pending/<id>`), then versions are
+retired, the writers that started earlier are waited for and what they stored joins the plan,
+packs are rewritten without the objects, staged proposals and log records cleaned, and last the
+erasure record written and the plan deleted. Every step is idempotent, and any process that
+opens the repository finishes a plan it finds, so an interrupted erasure is either invisible
+(no plan) or completed.
 """
 
 from __future__ import annotations
@@ -283,15 +285,18 @@ def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None =
                       f"started before it ({busy[0]}); it completes once they are done: run the "
                       "same command again (any cas command that opens the repository also "
                       "finishes it)", reason="ERASURE_WAITING", erasure=plan.id, writers=busy)
-    plan = _extend(repo, plan)
+    # 3. What they stored joins the plan (journalled first), and its versions are retired.
+    found_cases, found_runs, found_provenance = _classify(
+        repo, _indexed_objects(repo, plan.person))
+    plan = _extend(repo, plan, found_cases, found_runs)
     cases, runs = set(plan.cases), set(plan.runs)
     retired = _retire_holders(repo, plan)
-    # 2. Everything that holds the bytes: cases, runs, and the provenance naming the runs, of
-    #    staged proposals and of the retired versions.
+    # 4. Everything that holds the bytes: cases, runs, and provenance naming the cases: the
+    #    provenance the person index lists under the person (wherever it is, also that of a
+    #    deleted version or of a proposal gc collected), of staged proposals and of the
+    #    retired versions.
     proposals = _holding_proposals(repo, plan.cases)
-    # Provenance indexed under the person (it describes one of their cases), wherever it is:
-    # also the provenance of a deleted version or of a proposal gc collected.
-    drop = cases | runs | set(_classify(repo, _indexed_objects(repo, plan.person))[2])
+    drop = cases | runs | set(found_provenance)
     # A provenance object is shared by content: drop one only if it names an erased case.
     for prov in {p.provenance for _, p in proposals if p is not None} | \
             {v.provenance for v in retired}:
@@ -303,20 +308,20 @@ def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None =
             continue  # dropped by an earlier attempt
         if any(e.case_id in cases for e in entries):
             drop.add(prov)
-    # 3. Rewrite every pack holding one of them; delete unpublished packs holding one.
+    # 5. Rewrite every pack holding one of them; delete unpublished packs holding one.
     rewritten, dropped, written = purge(repo, drop, barrier)
     sweep = getattr(backend, "sweep_staging", None)
     if sweep is not None:  # a write killed before this erasure may have staged their bytes
         sweep(time.time() - STAGING_AGE)
-    # 4. Staged proposals that would bring an erased case back (or that hold one through their
+    # 6. Staged proposals that would bring an erased case back (or that hold one through their
     #    base), and their idempotency keys.
     for key, p in proposals:
         delete_proposal(repo, key, p)
-    # 5. Log records naming the runs: replaced by copies without them.
+    # 7. Log records naming the runs: replaced by copies without them.
     _redact(repo, import_key, RunImport, "runs", lambda e: e.run not in runs)
     _redact(repo, batch_key, ReviewBatch, "reviews", lambda r: r.run not in runs)
     repo._run_index = repo._review_index = None
-    # 6. Versions sealed on a retired base while we worked, then the record, then the plan.
+    # 8. Versions sealed on a retired base while we worked, then the record, then the plan.
     retired = _retire_holders(repo, plan)
     record = Erasure(id=plan.id, person=plan.person, cases=plan.cases, runs=plan.runs,
                      reviews=plan.reviews,
@@ -330,11 +335,10 @@ def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None =
     return record
 
 
-def _extend(repo, plan: ErasurePlan) -> ErasurePlan:
-    """The plan with whatever the person index names now (what writers stored while the
-    plan was made), journalled before anything of it is deleted, so a crash after the purge
-    still records every case it erased."""
-    cases, runs, _ = _classify(repo, _indexed_objects(repo, plan.person))
+def _extend(repo, plan: ErasurePlan, cases: list[str], runs: list[str]) -> ErasurePlan:
+    """The plan with the cases and runs the person index names now (what writers stored while
+    the plan was made), journalled before anything of it is deleted, so a crash after the
+    purge still records every case it erased."""
     new_cases, new_runs = set(cases) - set(plan.cases), set(runs) - set(plan.runs)
     reviews = set(_reviews_of(repo, set(runs) | set(plan.runs))) - set(plan.reviews)
     if not (new_cases or new_runs or reviews):
