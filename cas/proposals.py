@@ -296,7 +296,9 @@ def load_proposal(repo, name: str, token: str) -> Proposal:
     try:
         return parse_record_file(repo.backend.get(key), Proposal, key)
     except NotFound:
-        raise NotFound(f"dataset {name!r} has no proposal with confirm token {token}",
+        raise NotFound(f"dataset {name!r} has no proposal with confirm token {token} (gc "
+                       "deletes a proposal left unsealed for longer than its grace period, and "
+                       "an erasure one that holds an erased case; preview again)",
                        reason="PROPOSAL_NOT_FOUND") from None
 
 

@@ -519,14 +519,17 @@ def test_seal_refusals(run, reviewed, tmp_path):
             "FAILED_PRECONDITION", "PROPOSAL_STALE", "this proposal was made on evals@1, but "
             "the head is now evals@2; preview again to build on the head", base=1, head=2)
     unknown = "ct-" + "e" * 32
+    why = (" (gc deletes a proposal left unsealed for longer than its grace period, and an "
+           "erasure one that holds an erased case; preview again)")
     refused(run, tmp_path, ("seal", "evals", "--confirm-token", unknown), 3, "NOT_FOUND",
-            "PROPOSAL_NOT_FOUND", f"dataset 'evals' has no proposal with confirm token {unknown}")
+            "PROPOSAL_NOT_FOUND",
+            f"dataset 'evals' has no proposal with confirm token {unknown}{why}")
     refused(run, tmp_path, ("seal", "evals", "--confirm-token", "ct-../x"), 2,
             "INVALID_ARGUMENT", None, "'ct-../x' is not a confirm token (ct- and 32 hex digits)")
     assert run("dataset", "create", "other").exit_code == 0
     refused(run, tmp_path, ("seal", "other", "--confirm-token", a["confirm_token"]), 3,
             "NOT_FOUND", "PROPOSAL_NOT_FOUND",
-            f"dataset 'other' has no proposal with confirm token {a['confirm_token']}")
+            f"dataset 'other' has no proposal with confirm token {a['confirm_token']}{why}")
     r = run("seal", "evals")
     assert r.exit_code == 2 and "Missing option '--confirm-token'" in r.stderr
 
