@@ -278,7 +278,7 @@ def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None =
     # 2. Writers that started before the barrier may be storing the person's data right now
     #    (a promotion of their run, an import): wait until they are done, then find what they
     #    stored. Writers that started after it wait for this erasure instead (leases.py).
-    writers = [k for k, r in barrier.others.items() if r is None or r.role == leases.WRITER]
+    writers = [k for k in barrier.others if leases.parse_lease_key(k)[0] == leases.WRITER]
     busy = leases.wait_for(repo, writers, leases.ERASURE_WAIT if wait is None else wait)
     if busy:
         raise Aborted(f"erasure {plan.id} is recorded and waits for {len(busy)} writer(s) that "

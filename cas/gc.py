@@ -134,11 +134,12 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0,
     # Publish what this gc may delete, then look at who else is at work (leases.py): writers
     # that started after this point keep clear of these packs and proposals.
     with leases.acquire(repo, leases.GC, "gc", packs=condemned, proposals=sorted(stale)) as held:
-        rivals = sorted(k for k, r in held.others.items() if r is None or r.role == leases.GC)
+        role = {k: leases.parse_lease_key(k)[0] for k in held.others}  # (a damaged one too)
+        rivals = sorted(k for k in held.others if role[k] == leases.GC)
         if rivals:
             raise Aborted(f"another gc is running ({rivals[0]}); nothing was deleted; retry "
                           "when it ends", reason="GC_IN_PROGRESS", lease=rivals[0])
-        writers = [k for k, r in held.others.items() if r.role == leases.WRITER]
+        writers = [k for k in held.others if role[k] == leases.WRITER]
         busy = leases.wait_for(repo, writers, wait)
         if busy:
             return GcReport(False, len(indexed), 0, 0, 0, 0, 0, kept, 0, 0, len(busy))
