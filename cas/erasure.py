@@ -224,7 +224,7 @@ def preview(repo, person: str) -> tuple[dict[str, Any], ErasurePlan]:
 
 
 def erase(repo, person: str, confirm_token: str | None, author: str, now: str,
-          wait: float | None = None):
+          wait: float | None = None, progress=None):
     """Preview (no token) or carry out (the preview's token) the erasure of `person`.
 
     Returns the preview dict, or the Erasure record. Confirming a token whose erasure already
@@ -240,7 +240,7 @@ def erase(repo, person: str, confirm_token: str | None, author: str, now: str,
             # confirmed before and left waiting for writers: finish that erasure
             with leases.acquire(repo, leases.ERASURE, "erase", watch=(leases.WRITER,),
                                 erasure=pending.id) as barrier:
-                return complete(repo, pending, barrier, wait)
+                return complete(repo, pending, barrier, wait, progress)
     shown, plan = preview(repo, person)
     if not check_token(confirm_token, plan.id):
         return shown
@@ -249,7 +249,7 @@ def erase(repo, person: str, confirm_token: str | None, author: str, now: str,
     with leases.acquire(repo, leases.ERASURE, "erase", watch=(leases.WRITER,),
                         erasure=plan.id) as barrier:
         repo.backend.put_if_absent(pending_key(plan.id), format_record_file(plan))
-        return complete(repo, plan, barrier, wait)
+        return complete(repo, plan, barrier, wait, progress)
 
 
 def _read_plan(repo, erasure_id: str) -> ErasurePlan | None:
@@ -269,9 +269,10 @@ def read_log(repo, erasure_id: str) -> Erasure | None:
 
 
 # -- carrying it out ---------------------------------------------------------------------------
-def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None = None) -> Erasure:
+def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None = None,
+             progress=None) -> Erasure:
     """Carry out (or finish) a stored plan, under the erasure's lease `barrier`. Each step can
-    be repeated after a crash."""
+    be repeated after a crash. `progress(stage, done, total)` hears of a wait for writers."""
     backend = repo.backend
     # 1. Retire first: no version is ever active while it lacks a case.
     _retire_holders(repo, plan)
@@ -279,7 +280,8 @@ def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None =
     #    (a promotion of their run, an import): wait until they are done, then find what they
     #    stored. Writers that started after it wait for this erasure instead (leases.py).
     writers = [k for k in barrier.others if leases.parse_lease_key(k)[0] == leases.WRITER]
-    busy = leases.wait_for(repo, writers, leases.ERASURE_WAIT if wait is None else wait)
+    busy = leases.wait_for(repo, writers, leases.ERASURE_WAIT if wait is None else wait,
+                           progress)
     if busy:
         raise Aborted(f"erasure {plan.id} is recorded and waits for {len(busy)} writer(s) that "
                       f"started before it ({busy[0]}); it completes once they are done: run the "

@@ -103,7 +103,7 @@ def reachable(repo, skip: frozenset[str] = frozenset()) -> set[bytes]:
 
 
 def collect(repo, dry_run: bool = False, grace: float = 86400.0,
-            wait: float | None = None) -> GcReport:
+            wait: float | None = None, progress=None) -> GcReport:
     """Collect garbage (see the module docstring and docs/format.md, section 9). A dry run
     plans exactly as a real one and reports what it would delete, writing nothing. `wait`:
     seconds to wait for writers that started before this gc (default leases.GC_WAIT)."""
@@ -140,7 +140,7 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0,
             raise Aborted(f"another gc is running ({rivals[0]}); nothing was deleted; retry "
                           "when it ends", reason="GC_IN_PROGRESS", lease=rivals[0])
         writers = [k for k in held.others if role[k] == leases.WRITER]
-        busy = leases.wait_for(repo, writers, wait)
+        busy = leases.wait_for(repo, writers, wait, progress)
         if busy:
             return GcReport(False, len(indexed), 0, 0, 0, 0, 0, kept, 0, 0, len(busy))
         return _sweep(repo, held, indexed, batches, orphans, kept, stale, stale_persons,

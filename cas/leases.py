@@ -105,9 +105,9 @@ def live(repo, roles: Iterable[str] = ROLES, exclude: str | None = None) -> dict
     return out
 
 
-def wait_for(repo, keys: Iterable[str], timeout: float) -> list[str]:
+def wait_for(repo, keys: Iterable[str], timeout: float, progress=None) -> list[str]:
     """Wait until none of the leases `keys` is live any more, for at most `timeout` seconds;
-    returns the keys still live."""
+    returns the keys still live. `progress(stage, live, 0)` hears of each look."""
     pending = set(keys)
     deadline = time.monotonic() + timeout
     pause = POLL
@@ -115,6 +115,8 @@ def wait_for(repo, keys: Iterable[str], timeout: float) -> list[str]:
         pending &= set(live(repo))
         if not pending or time.monotonic() >= deadline:
             break
+        if progress is not None:
+            progress("waiting for writers that started first", len(pending), 0)
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())) * (0.5 + random.random()))
         pause = min(pause * 2, 1.0)
     return sorted(pending)

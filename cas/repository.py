@@ -531,10 +531,11 @@ class Repository:
         return retire(self, name, number, cause, note, _person(author), self.clock())
 
     def erase(self, person: str, confirm_token: str | None = None,
-              author: str | None = None, wait: float | None = None):
+              author: str | None = None, wait: float | None = None, progress=None):
         """Preview (no token: a dict with `confirm_token`) or carry out the erasure of a
         person's cases, runs and reviews; returns the Erasure record. It first waits (up to
-        `wait` seconds) for writers that started before it."""
+        `wait` seconds, telling `progress(stage, done, total)`) for writers that started
+        before it."""
         from .erasure import erase
         if not isinstance(person, str):
             raise InvalidArgument(f"a person id is a string, not {encoding.describe(person)}")
@@ -544,14 +545,17 @@ class Repository:
             raise InvalidArgument(f"{encoding.describe(confirm_token)} is not a confirm token "
                                   "(ct- and 32 hex digits)")
         _check_seconds(wait, "wait", optional=True)
+        _check_progress(progress)
         author = _check_author(author)
-        return erase(self, person, confirm_token, _person(author), self.clock(), wait)
+        return erase(self, person, confirm_token, _person(author), self.clock(), wait,
+                     progress)
 
     def erasures(self) -> list:
         from .erasure import erasures
         return erasures(self)
 
-    def gc(self, dry_run: bool = False, grace: float = 86400.0, wait: float | None = None):
+    def gc(self, dry_run: bool = False, grace: float = 86400.0, wait: float | None = None,
+           progress=None):
         """Delete objects nothing reaches, in packs older than `grace` seconds, once the
         writers that started before it are done (waiting up to `wait` seconds)."""
         from .gc import collect
@@ -563,7 +567,8 @@ class Repository:
         else:
             _check_seconds(grace, "grace period")
         _check_seconds(wait, "wait", optional=True)
-        return collect(self, dry_run=dry_run, grace=grace, wait=wait)
+        _check_progress(progress)
+        return collect(self, dry_run=dry_run, grace=grace, wait=wait, progress=progress)
 
     # -- reads of an exact version ---------------------------------------------------------
     def items(self, name: str, number: int, after: str | None = None,
@@ -811,17 +816,23 @@ class Repository:
 
     def fsck(self, progress: Callable[[str, int, int], None] | None = None):
         from .fsck import check
-        if progress is not None:
-            try:
-                if not callable(progress):
-                    raise TypeError
-                inspect.signature(progress).bind("", 0, 0)
-            except TypeError:
-                raise InvalidArgument(f"progress must be a function of (stage, done, total), "
-                                      f"not {encoding.describe(progress)}") from None
-            except ValueError:
-                pass  # no signature to check (some builtins): trusted
+        _check_progress(progress)
         return check(self, progress)
+
+
+def _check_progress(progress) -> None:
+    """A progress callback is None or a function of (stage, done, total)."""
+    if progress is None:
+        return
+    try:
+        if not callable(progress):
+            raise TypeError
+        inspect.signature(progress).bind("", 0, 0)
+    except TypeError:
+        raise InvalidArgument(f"progress must be a function of (stage, done, total), "
+                              f"not {encoding.describe(progress)}") from None
+    except ValueError:
+        pass  # no signature to check (some builtins): trusted
 
 
 def _check_page_limit(limit: Any) -> None:

@@ -35,7 +35,9 @@ def retire(ctx: Context, args: tuple[str, ...], cause: str, note: str) -> None:
 def erase(ctx: Context, person: str, confirm_token: str | None) -> None:
     """Erase a person: without --confirm-token, preview what would be deleted and retired;
     with the preview's token, delete it from every version, pack and log."""
-    result = ctx.repo().erase(person, confirm_token)
+    result = ctx.repo().erase(person, confirm_token, progress=ctx.progress)
+    if not isinstance(result, dict):
+        ctx.progress("", 0, 0)
     if isinstance(result, dict):
         ctx.emit(result, lambda: _preview_text(result))
         return
@@ -97,7 +99,8 @@ def gc(ctx: Context, dry_run: bool, grace: str, wait: str) -> None:
     """Delete objects no version, run, review, proposal or score reaches, rewriting packs that
     are mostly garbage, and stale proposals. Safe while others write."""
     from cas.gc import parse_grace
-    report = ctx.repo().gc(dry_run=dry_run, grace=grace, wait=parse_grace(wait))
+    report = ctx.repo().gc(dry_run=dry_run, grace=grace, wait=parse_grace(wait),
+                           progress=ctx.progress)
     would = "would reclaim" if dry_run else "reclaimed"
 
     def human() -> str:

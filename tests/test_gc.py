@@ -208,3 +208,14 @@ def test_a_writer_waits_for_an_erasure_in_progress_then_gives_up(location, monke
     assert caught.value.reason == "ERASURE_IN_PROGRESS"
     assert repo.head("ds") == 0 and not list(repo.backend.list("packs/"))
     assert repo.commit("ds", base=0, add=[{"input": "x"}], author="a").number == 1
+
+
+def test_a_wait_for_writers_is_reported_as_progress(location):
+    repo = cas.init(location)
+    heard = []
+    with leases.writing(repo, "commit"):
+        report = repo.gc(grace=0, wait=0.3, progress=lambda *a: heard.append(a))
+        assert report.deferred == 1
+    assert heard and heard[0] == ("waiting for writers that started first", 1, 0)
+    with pytest.raises(cas.InvalidArgument):
+        repo.gc(progress=5)
