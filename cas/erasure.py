@@ -253,17 +253,17 @@ def erase(repo, person: str, confirm_token: str | None, author: str, now: str,
 
 
 def _read_plan(repo, erasure_id: str) -> ErasurePlan | None:
-    try:
-        key = pending_key(erasure_id)
-        return parse_record_file(repo.backend.get(key), ErasurePlan, key)
-    except (NotFound, InvalidArgument):
-        return None
+    return _read_record(repo, pending_key, ErasurePlan, erasure_id)
 
 
 def read_log(repo, erasure_id: str) -> Erasure | None:
+    return _read_record(repo, log_key, Erasure, erasure_id)
+
+
+def _read_record(repo, key_of, type_, erasure_id: str):
     try:
-        key = log_key(erasure_id)
-        return parse_record_file(repo.backend.get(key), Erasure, key)
+        key = key_of(erasure_id)
+        return parse_record_file(repo.backend.get(key), type_, key)
     except (NotFound, InvalidArgument):
         return None
 
@@ -279,7 +279,7 @@ def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None =
     # 2. Writers that started before the barrier may be storing the person's data right now
     #    (a promotion of their run, an import): wait until they are done, then find what they
     #    stored. Writers that started after it wait for this erasure instead (leases.py).
-    writers = [k for k in barrier.others if leases.parse_lease_key(k)[0] == leases.WRITER]
+    writers = leases.of_role(barrier.others, leases.WRITER)
     busy = leases.wait_for(repo, writers, leases.ERASURE_WAIT if wait is None else wait,
                            progress)
     if busy:

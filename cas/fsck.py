@@ -750,15 +750,15 @@ def _read(backend, key: str, types, error):
 def _check_leases(backend, keys, known, problems) -> None:
     """Leases (cas/leases.py) are short-lived: each must parse and match its key; one left by a
     holder that died is harmless once it expires (the next gc or erasure stops waiting)."""
-    from .leases import parse_lease_key
+    from .leases import LEASES, parse_lease_key
     from .objects import Lease
     for key in keys:
-        if not key.startswith("leases/"):
+        if not key.startswith(LEASES):
             continue
         known.add(key)
         parsed = parse_lease_key(key)
         if parsed is None:
-            problems.append(Problem("error", key, "unexpected key under leases/"))
+            problems.append(Problem("error", key, f"unexpected key under {LEASES}"))
             continue
         try:
             record = parse_record_file(backend.get(key), Lease, key)

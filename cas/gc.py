@@ -20,7 +20,7 @@ from .errors import Aborted, CasError, InvalidArgument, NotFound
 from .objects import Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
 from .proposals import delete_proposal, sealed_by
 from .refs import DATASETS, read_log_from
-from .store import PACK_MAX_BYTES, PACKS, PERSONS, index_key, pack_key
+from .store import PACKS, PERSONS, index_key, pack_key
 
 REWRITE_AT = 0.5  # a pack is rewritten once at least this share of its bytes is garbage
 SMALL_PACK = 4 << 20  # packs smaller than this are merged (one per version adds up)
@@ -134,12 +134,11 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0,
     # Publish what this gc may delete, then look at who else is at work (leases.py): writers
     # that started after this point keep clear of these packs and proposals.
     with leases.acquire(repo, leases.GC, "gc", packs=condemned, proposals=sorted(stale)) as held:
-        role = {k: leases.parse_lease_key(k)[0] for k in held.others}  # (a damaged one too)
-        rivals = sorted(k for k in held.others if role[k] == leases.GC)
+        rivals = leases.of_role(held.others, leases.GC)
         if rivals:
             raise Aborted(f"another gc is running ({rivals[0]}); nothing was deleted; retry "
                           "when it ends", reason="GC_IN_PROGRESS", lease=rivals[0])
-        writers = [k for k in held.others if role[k] == leases.WRITER]
+        writers = leases.of_role(held.others, leases.WRITER)
         busy = leases.wait_for(repo, writers, wait, progress)
         if busy:
             return GcReport(False, len(indexed), 0, 0, 0, 0, 0, kept, 0, 0, len(busy))
@@ -235,6 +234,7 @@ def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]],
     grace period that are mostly garbage or small, grouped up to the pack size. Returns the
     batches (each a list of (pack id, {garbage digest: length})) and how many unreachable
     objects stay (in young packs, or in large mostly live ones)."""
+    from . import store as store_module  # its pack size as set now, not at gc's first import
     candidates, kept = [], 0
     for pid in sorted(indexed):
         _, entries = packfmt.parse_index(backend.get(index_key(pid)), index_key(pid))
@@ -247,7 +247,7 @@ def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]],
             kept += len(garbage)
     batches, batch, size = [], [], 0
     for pid, garbage, live_bytes in candidates:
-        if batch and size + live_bytes > PACK_MAX_BYTES:
+        if batch and size + live_bytes > store_module.PACK_MAX_BYTES:
             batches.append(batch)
             batch, size = [], 0
         batch.append((pid, garbage))

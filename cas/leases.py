@@ -51,6 +51,11 @@ def parse_lease_key(key: str) -> tuple[str, str] | None:
     return role, lease_id
 
 
+def of_role(leases: Iterable[str], role: str) -> list[str]:
+    """The lease keys among `leases` of `role` (told by the key, so a damaged lease too)."""
+    return sorted(k for k in leases if parse_lease_key(k)[0] == role)
+
+
 def iso(seconds: float) -> str:
     return _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%S.%fZ")
@@ -198,7 +203,7 @@ def writing(repo, operation: str) -> Held:
     deadline = time.monotonic() + WRITER_WAIT
     for _ in range(1000):  # in practice once or twice; never for ever
         held = acquire(repo, WRITER, operation, watch=(GC, ERASURE))
-        erasing = [k for k, r in held.others.items() if k.startswith(lease_key(ERASURE, ""))]
+        erasing = of_role(held.others, ERASURE)
         if not erasing:
             return held
         held.release()  # never hold a lease while waiting: the erasure may be waiting for it

@@ -434,29 +434,27 @@ def _fence(repo, name: str, target: int | None, heads: dict[str, int], reason: s
     for log in LOGS:
         n = heads[log]
         key_of = _key_of(name, log)
-        attempts = claims.attempts(f"a fence in {DATASETS}{name}/{log}/", dataset=name)
-        while True:
-            try:
-                next(attempts)
-            except Aborted:
-                rollback()  # contended beyond the bound: withdraw the deletion, then refuse
-                raise
-            fence = Fence(dataset=name, log=log, number=n + 1, reason=reason, author=author,
-                          written_at=now)
-            key = key_of(n + 1)
-            if repo.backend.put_if_absent(key, format_record_file(fence)):
-                break
-            try:
-                data = repo.backend.get(key)
-            except NotFound:
-                continue  # the claim that won was withdrawn meanwhile: this number again
-            entry = parse_record_file_of(data, (_entry_type(log), Fence), key)
-            found = _citation(name, log, key, entry, target)
-            if found:
-                rollback()
-                raise _cited(name, what, found, _citation_id(log, key, entry, target),
-                             **fields)
-            n += 1
+        try:
+            for _ in claims.attempts(f"a fence in {DATASETS}{name}/{log}/", dataset=name):
+                fence = Fence(dataset=name, log=log, number=n + 1, reason=reason,
+                              author=author, written_at=now)
+                key = key_of(n + 1)
+                if repo.backend.put_if_absent(key, format_record_file(fence)):
+                    break
+                try:
+                    data = repo.backend.get(key)
+                except NotFound:
+                    continue  # the claim that won was withdrawn meanwhile: this number again
+                entry = parse_record_file_of(data, (_entry_type(log), Fence), key)
+                found = _citation(name, log, key, entry, target)
+                if found:
+                    rollback()
+                    raise _cited(name, what, found, _citation_id(log, key, entry, target),
+                                 **fields)
+                n += 1
+        except Aborted:
+            rollback()  # contended beyond the bound: withdraw the deletion, then refuse
+            raise
 
 
 def delete_version(repo, name: str, number: int, author: str, now: str) -> VersionTombstone:

@@ -160,8 +160,6 @@ def test_a_reimport_of_the_pack_a_gc_is_deleting(tmp_path):
             [dict(r) for r in runs], author="a")
     for key in list(backend_for(str(seed)).list("leases/")):
         backend_for(str(seed)).delete(key)  # the killed process's lease (dead once it exits)
-    import sys
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
     from test_interleavings import Interleave
     total = None
     outcomes = {"landed": 0, "aborted": 0}

@@ -18,7 +18,7 @@ import pytest
 
 import cas
 from cas.backends import backend_for
-from cas.errors import Aborted, CasError, NotFound
+from cas.errors import Aborted, CasError
 from test_crash import read_all_items as all_items
 
 STORAGE_CALLS = ("get", "get_range", "put_if_absent", "replace", "delete", "list", "exists",
@@ -145,8 +145,7 @@ def allowed_failure(exc: Exception, gc_report) -> bool:
     seal, because the gc collected its (by then stale) proposal, as documented."""
     if isinstance(exc, Aborted) and exc.reason == "GC_IN_PROGRESS":
         return True
-    return (isinstance(exc, (NotFound, CasError)) and exc.reason in ("PROPOSAL_NOT_FOUND",
-                                                                      "PROPOSAL_STALE")
+    return (isinstance(exc, CasError) and exc.reason in ("PROPOSAL_NOT_FOUND", "PROPOSAL_STALE")
             and gc_report is not None and getattr(gc_report, "proposals_deleted", 0) > 0)
 
 

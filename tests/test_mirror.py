@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 import cas
+from test_erasure import FaultyBackend, InjectedFault as Killed
 from cas.backends import backend_for
 from cas.backends.local import LocalBackend
 from cas.mirror import mirror
@@ -94,33 +95,9 @@ def erase_and_gc(repo) -> None:
     repo.gc(grace=0)
 
 
-class Killed(Exception):
-    pass
-
-
-class KillAt:
+def KillAt(inner, kill_at=None):
     """The destination backend, killed at its k-th mutating call (before it lands)."""
-
-    def __init__(self, inner, kill_at=None):
-        self.inner, self.kill_at, self.url, self.calls = inner, kill_at, inner.url, 0
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def _mutate(self, call, *args):
-        self.calls += 1
-        if self.calls == self.kill_at:
-            raise Killed(args[0])
-        return call(*args)
-
-    def put_if_absent(self, key, data):
-        return self._mutate(self.inner.put_if_absent, key, data)
-
-    def replace(self, key, data):
-        return self._mutate(self.inner.replace, key, data)
-
-    def delete(self, key):
-        return self._mutate(self.inner.delete, key)
+    return FaultyBackend(inner, fail_at=kill_at)
 
 
 def contents(backend) -> dict[str, bytes]:
@@ -180,7 +157,7 @@ def kill_at_every_call(src, reset, dst_of, label) -> int:
     before = set(dst_of().list(""))
     probe = KillAt(dst_of())
     mirror(src, probe)
-    total = probe.calls
+    total = probe.mutations
     src_keys = set(src.list(""))
     dst_keys = set(dst_of().list(""))
     assert dst_keys == src_keys
