@@ -203,7 +203,9 @@ def build_base(jsonl: str, n: int, chunk: int, repo_dir: str, how: str, log) -> 
         log(f"  base: {start + len(ids)} runs ({time.perf_counter() - t0:.0f} s)")
     if how == "commit":
         r = cas.open(repo_dir)
-        cases = (freeze(r.store.get(d, Run), []) for _, d in sorted(r.run_index.all().items()))
+        from cas.runs import index as run_index
+        cases = (freeze(r.store.get(d, Run), [])
+                 for _, d in sorted(run_index(r.context).all().items()))
         r.commit(DATASET, base=None, add=cases, author=AUTHOR, message="base")
     seconds = time.perf_counter() - t0
     r = cas.open(repo_dir)
@@ -250,9 +252,10 @@ def part_b_warm(repo_dir: str, n: int, args, log, first: int = WARM,
     service that keeps the repository open pays per promotion."""
     import cas
     done = head_count(repo_dir)
+    from cas import reviews, runs
     r = cas.open(repo_dir)
-    r.run_index.refresh()
-    r.review_index.refresh()
+    runs.index(r.context).refresh()
+    reviews.index(r.context).refresh()
     casdir = os.path.join(repo_dir, ".cas")
     out: dict[str, list] = {"ingest": [], "preview": [], "seal": [], "total": [], "bytes": []}
     for k in range(args.promotions if count is None else count):
@@ -310,13 +313,15 @@ def part_b_cli(repo_dir: str, args, cli: list[str], count: int = 7) -> list[floa
 def cold_index_loads(repo_dir: str, runs: int = 5) -> dict:
     """What a fresh process pays to look up one run and one review: the whole logs are read."""
     import cas
+    from cas import reviews
+    from cas import runs as run_log
     out = {}
-    for what in ("run_index", "review_index"):
+    for what, index in (("run_index", run_log.index), ("review_index", reviews.index)):
         ts = []
         for _ in range(runs):
             r = cas.open(repo_dir)
             t0 = time.perf_counter()
-            getattr(r, what).refresh()
+            index(r.context).refresh()
             ts.append(time.perf_counter() - t0)
         out[what] = statistics.median(ts)
     return out

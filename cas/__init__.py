@@ -5,8 +5,12 @@ from .errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
                      FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
                      UnsupportedFormat, VersionConflict)
 from .objects import Case, DatasetRecord, VersionRecord
-from .repository import (MAX_PAGE, Diff, DiffPage, EncodedCase, ItemsPage, Repository,
-                         VersionsPage, encode_case, find, init, open, read_cases_jsonl)
+from .cases import EncodedCase, encode_case, read_cases_jsonl
+from .checks import MAX_PAGE
+from .datasets import VersionsPage
+from .opening import find, init, open
+from .reads import Diff, DiffPage, ItemsPage
+from .repository import Repository
 from .replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
                      diff_runs, format_plan, parse_plan, plan_digest, replay_case, replay_item)
 from .scores import Pin, RecordedScore

@@ -7,9 +7,9 @@ pack is written (`persons/<shard>/<pack>`). Carrying it out is journalled: a lea
 writers that start now wait for it), the plan (`erasures/pending/<id>`), then versions are
 retired, the writers that started earlier are waited for and what they stored joins the plan,
 packs are rewritten without the objects, staged proposals and log records cleaned, and last the
-erasure record written and the plan deleted. Every step is idempotent, and any process that
-opens the repository finishes a plan it finds, so an interrupted erasure is either invisible
-(no plan) or completed.
+erasure record written and the plan deleted. Every step is idempotent, and the next command
+that writes finishes a plan it finds (reads refuse what a plan names meanwhile), so an
+interrupted erasure is either invisible (no plan) or completed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from . import leases, retirement
+from . import checks, datasets, encoding, leases, retirement, scores
 from . import pack as packfmt
 from .digest import person_digest, to_bytes
 from .errors import Aborted, CasError, DataLoss, InvalidArgument, NotFound
@@ -27,38 +27,26 @@ from .objects import (KIND_CODES, Erasure, ErasurePlan, PersonIndex,
                       Proposal, Provenance, ReviewBatch, Run, RunImport, VersionRef,
                       format_record_file, parse_record_file)
 from .proposals import delete_proposal
-from .refs import DATASETS, read_log_from
-from .reviews import batch_key, check_token, confirm_token
-from .runs import import_key
-from .store import (PERSONS, SHARDS, index_key, pack_key, parse_person_shards_key,
-                    person_shard)
+from .keys import (DATASETS, LOG, PENDING, PERSONS, SHARDS, STAGING_AGE, import_key, index_key,
+                   log_key, pack_key, parse_person_shards_key, parse_proposal_key, pending_key,
+                   person_shard, review_batch_key)
+from .refs import read_log_from
+from .reviews import check_token, confirm_token
 
-ERASURES = "erasures/"
-PENDING = f"{ERASURES}pending/"
-LOG = f"{ERASURES}log/"
 MAX_PERSON = 512
-STAGING_AGE = 60.0  # seconds: a staging file this old belongs to no write in flight
 
 
-def pending_key(erasure_id: str) -> str:
-    return f"{PENDING}{erasure_id}"
-
-
-def log_key(erasure_id: str) -> str:
-    return f"{LOG}{erasure_id}"
-
-
-def keyed_person(repo, person: str) -> str:
+def keyed_person(ctx, person: str) -> str:
     if not isinstance(person, str) or not person or len(person) > MAX_PERSON:
         raise InvalidArgument(f"a person id is 1-{MAX_PERSON} characters, not {person!r}")
-    return person_digest(person, repo.store.person_key)
+    return person_digest(person, ctx.store.person_key)
 
 
 # -- finding a person's data ------------------------------------------------------------------
-def _indexed_objects(repo, person: str) -> dict[str, set[str]]:
+def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
     """Digest -> packs said to hold it, of every indexed object of the person (keyed digest
     `person`)."""
-    backend = repo.backend
+    backend = ctx.backend
     shard = person_shard(person)
     found: dict[str, set[str]] = {}
     indexed = set()  # packs whose index file for this shard was read
@@ -81,28 +69,28 @@ def _indexed_objects(repo, person: str) -> dict[str, set[str]]:
         parsed = parse_person_shards_key(key)
         if parsed is not None:
             recorded[parsed[0]] = parsed[1]
-    for pid in repo.store.pack_ids():
+    for pid in ctx.store.pack_ids():
         shards = recorded.get(pid)
         if shards is not None and (shard not in shards or pid in indexed):
             continue
         try:
-            for digest in repo.store.person_objects(pid, person):
+            for digest in ctx.store.person_objects(pid, person):
                 found.setdefault(digest, set()).add(pid)
         except NotFound:
             continue  # rewritten meanwhile: its replacement has a person index of its own
     return found
 
 
-def _classify(repo, digests: dict[str, set[str]]) -> tuple[list[str], list[str], list[str]]:
+def _classify(ctx, digests: dict[str, set[str]]) -> tuple[list[str], list[str], list[str]]:
     """(case ids, run digests, provenance digests) among `digests` that are still stored.
     An object the person index places in a pack that is still published, but that no lookup
     finds, means a damaged index: refused, never counted as absent (the erasure would leave
     it behind)."""
     cases, runs, provenance = [], [], []
     for digest in sorted(digests):
-        located = repo.store.locate(digest)
+        located = ctx.store.locate(digest)
         if located is None:
-            located = _in_pack_index(repo, digest, digests[digest])
+            located = _in_pack_index(ctx, digest, digests[digest])
         if located is None:
             continue
         if located[1].kind == KIND_CODES["case"]:
@@ -114,14 +102,14 @@ def _classify(repo, digests: dict[str, set[str]]) -> tuple[list[str], list[str],
     return cases, runs, provenance
 
 
-def _in_pack_index(repo, digest: str, packs: set[str]):
+def _in_pack_index(ctx, digest: str, packs: set[str]):
     """Where `digest` is, by the whole index of each pack the person index places it in, when
     a lookup did not find it: a pack published since the lookup listed the indexes (its person
     index was written first), or a pack whose index is damaged (`DATA_LOSS`, never absence)."""
     raw = to_bytes(digest)
     for pid in sorted(packs):
         try:
-            data = repo.backend.get(index_key(pid))
+            data = ctx.backend.get(index_key(pid))
         except NotFound:
             continue  # not published, or replaced since: its objects are elsewhere, or erased
         _, entries = packfmt.parse_index(data, index_key(pid))  # DATA_LOSS if damaged
@@ -134,54 +122,43 @@ def _in_pack_index(repo, digest: str, packs: set[str]):
     return None
 
 
-def live_versions(repo):
-    for name in repo.refs.dataset_names():
-        deleted = set(repo.refs.deleted_numbers(name))
-        for number in repo.refs.version_numbers(name):
-            if number not in deleted:
-                try:
-                    yield repo.refs.read_version(name, number)
-                except NotFound:
-                    continue  # deleted since the listing
-
-
-def holders(repo, cases) -> list:
+def holders(ctx, cases) -> list:
     """Version records of every live version holding any of `cases`."""
     if not cases:
         return []
-    trie = repo._trie()
-    return [v for v in live_versions(repo)
+    trie = ctx.trie()
+    return [v for v in datasets.live_versions(ctx)
             if any(trie.contains(v.content_digest, c) for c in cases)]
 
 
-def _holding_proposals(repo, cases) -> list:
+def _holding_proposals(ctx, cases) -> list:
     """(key, proposal) of the staged proposals whose proposed set holds one of `cases`
     (sealing one would bring an erased case back, or build on a set that lost one)."""
     if not cases:
         return []
-    trie = repo._trie()
+    trie = ctx.trie()
 
     def holds(p) -> bool:
         try:
             return any(trie.contains(p.proposed_root, c) for c in cases)
         except CasError:
             return True  # damaged (a tree node lost): it can never seal; delete it too
-    return [(key, p) for key, p in _proposals(repo) if p is None or holds(p)]
+    return [(key, p) for key, p in _proposals(ctx) if p is None or holds(p)]
 
 
-def _reviews_of(repo, runs: set[str]) -> list[str]:
+def _reviews_of(ctx, runs: set[str]) -> list[str]:
     out = []
-    for _, batch in read_log_from(repo.backend, batch_key, ReviewBatch, 0):
+    for _, batch in read_log_from(ctx.backend, review_batch_key, ReviewBatch, 0):
         out.extend(r.annotation_id for r in batch.reviews if r.run in runs)
     return sorted(out)
 
 
-def _proposals(repo):
+def _proposals(ctx):
     """(key, proposal) of every staged proposal of every dataset."""
-    for name in repo.refs.dataset_names():
-        for key in repo.backend.list(f"{DATASETS}{name}/proposals/"):
+    for name in ctx.refs.dataset_names():
+        for key in ctx.backend.list(f"{DATASETS}{name}/proposals/"):
             try:
-                yield key, parse_record_file(repo.backend.get(key), Proposal, key)
+                yield key, parse_record_file(ctx.backend.get(key), Proposal, key)
             except NotFound:
                 continue
             except CasError:
@@ -189,180 +166,194 @@ def _proposals(repo):
 
 
 # -- preview and confirm ----------------------------------------------------------------------
-def preview(repo, person: str) -> tuple[dict[str, Any], ErasurePlan]:
+def preview(ctx, person: str) -> tuple[dict[str, Any], ErasurePlan]:
     """What erasing `person` deletes and retires, and the plan a confirmation would carry out."""
-    keyed = keyed_person(repo, person)
-    cases, runs, _ = _classify(repo, _indexed_objects(repo, keyed))
+    keyed = keyed_person(ctx, person)
+    cases, runs, _ = _classify(ctx, _indexed_objects(ctx, keyed))
     run_set = set(runs)
-    reviews = _reviews_of(repo, run_set)
-    held = holders(repo, cases)
+    reviews = _reviews_of(ctx, run_set)
+    held = holders(ctx, cases)
     # The completed erasures are part of the request: the same data imported again after an
     # erasure is a new erasure, never mistaken for a retry of the old one.
-    done = sorted(k[len(LOG):] for k in repo.backend.list(LOG))
+    done = sorted(k[len(LOG):] for k in ctx.backend.list(LOG))
     token = confirm_token("erase", {"person": keyed, "cases": cases, "runs": runs,
                                     "reviews": reviews, "after": done,
                                     "versions": [[v.dataset, v.number] for v in held]})
-    proposals = sorted(key.split("/")[1] + "/" + key.rsplit("/", 1)[1]
-                       for key, p in _holding_proposals(repo, cases))
-    run_ids = sorted(repo.store.get(d, Run).run_id for d in runs)
-    versions, scores, experiments = [], [], []
+    proposals = sorted("/".join(parse_proposal_key(key))
+                       for key, p in _holding_proposals(ctx, cases))
+    run_ids = sorted(ctx.store.get(d, Run).run_id for d in runs)
+    versions, citing_scores, citing_experiments = [], [], []
     for v in held:
-        state = repo.version_state(v.dataset, v.number)
+        state = retirement.version_state(ctx, v.dataset, v.number)
         versions.append({"dataset": v.dataset, "number": v.number, "state": state,
                          "item_count": v.item_count, "content_digest": v.content_digest})
     for name in sorted({v.dataset for v in held}):
         numbers = {v.number for v in held if v.dataset == name}
-        scores += [{"dataset": name, "version": s.version, "score_id": s.score_id,
-                    "metric": s.metric} for s in repo.scores(name) if s.version in numbers]
-        experiments += [{"dataset": name, "version": e.version, "name": e.name}
-                        for e in repo.experiments(name) if e.version in numbers]
+        citing_scores += [{"dataset": name, "version": s.version, "score_id": s.score_id,
+                           "metric": s.metric} for s in scores.scores(ctx, name)
+                          if s.version in numbers]
+        citing_experiments += [{"dataset": name, "version": e.version, "name": e.name}
+                               for e in scores.experiments(ctx, name) if e.version in numbers]
     plan = ErasurePlan(id=token, person=keyed, cases=cases, runs=runs, reviews=reviews,
                        author="", started_at="")
     return {"confirm_token": token, "person": keyed, "cases": cases, "runs": run_ids,
-            "reviews": reviews, "versions_to_retire": versions, "citing_scores": scores,
-            "citing_experiments": experiments, "proposals_to_delete": proposals}, plan
+            "reviews": reviews, "versions_to_retire": versions, "citing_scores": citing_scores,
+            "citing_experiments": citing_experiments, "proposals_to_delete": proposals}, plan
 
 
-def erase(repo, person: str, confirm_token: str | None, author: str, now: str,
+def erase(ctx, person: str, confirm_token: str | None = None, author: str | None = None,
           wait: float | None = None, progress=None):
-    """Preview (no token) or carry out (the preview's token) the erasure of `person`.
-
-    Returns the preview dict, or the Erasure record. Confirming a token whose erasure already
-    completed returns that record again (a retried command erases nothing twice)."""
-    keyed = keyed_person(repo, person)
+    """Preview (no token: a dict with `confirm_token`) or carry out (the preview's token) the
+    erasure of a person's cases, runs and reviews; returns the Erasure record. It first waits
+    (up to `wait` seconds, telling `progress(stage, done, total)`) for writers that started
+    before it. Confirming a token whose erasure already completed returns that record again
+    (a retried command erases nothing twice)."""
+    if not isinstance(person, str):
+        raise InvalidArgument(f"a person id is a string, not {encoding.describe(person)}")
+    encoding.check_text(person, "person id")
+    checks.confirm_token(confirm_token)
+    checks.seconds(wait, "wait", optional=True)
+    checks.progress(progress)
+    author, now = checks.author(author), ctx.clock()
+    keyed = keyed_person(ctx, person)
     if confirm_token is not None and isinstance(confirm_token, str) and \
             confirm_token.isprintable() and "/" not in confirm_token:
-        done = read_log(repo, confirm_token)
+        done = read_log(ctx, confirm_token)
         if done is not None and done.person == keyed:
             return done
-        pending = _read_plan(repo, confirm_token)
+        pending = _read_plan(ctx, confirm_token)
         if pending is not None and pending.person == keyed:
             # confirmed before and left waiting for writers: finish that erasure
-            with leases.acquire(repo, leases.ERASURE, "erase", watch=(leases.WRITER,),
+            with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),
                                 erasure=pending.id) as barrier:
-                return complete(repo, pending, barrier, wait, progress)
-    shown, plan = preview(repo, person)
+                return complete(ctx, pending, barrier, wait, progress)
+    shown, plan = preview(ctx, person)
     if not check_token(confirm_token, plan.id):
         return shown
     plan = msgspec.structs.replace(plan, author=author, started_at=now)
     # The barrier first: writers that start from here on see it and wait for this erasure.
-    with leases.acquire(repo, leases.ERASURE, "erase", watch=(leases.WRITER,),
+    with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),
                         erasure=plan.id) as barrier:
-        repo.backend.put_if_absent(pending_key(plan.id), format_record_file(plan))
-        return complete(repo, plan, barrier, wait, progress)
+        ctx.backend.put_if_absent(pending_key(plan.id), format_record_file(plan))
+        return complete(ctx, plan, barrier, wait, progress)
 
 
-def _read_plan(repo, erasure_id: str) -> ErasurePlan | None:
-    return _read_record(repo, pending_key, ErasurePlan, erasure_id)
+def _read_plan(ctx, erasure_id: str) -> ErasurePlan | None:
+    return _read_record(ctx, pending_key, ErasurePlan, erasure_id)
 
 
-def read_log(repo, erasure_id: str) -> Erasure | None:
-    return _read_record(repo, log_key, Erasure, erasure_id)
+def read_log(ctx, erasure_id: str) -> Erasure | None:
+    return _read_record(ctx, log_key, Erasure, erasure_id)
 
 
-def _read_record(repo, key_of, type_, erasure_id: str):
+def _read_record(ctx, key_of, type_, erasure_id: str):
     try:
         key = key_of(erasure_id)
-        return parse_record_file(repo.backend.get(key), type_, key)
+        return parse_record_file(ctx.backend.get(key), type_, key)
     except (NotFound, InvalidArgument):
         return None
 
 
 # -- carrying it out ---------------------------------------------------------------------------
-def complete(repo, plan: ErasurePlan, barrier: leases.Held, wait: float | None = None,
+def complete(ctx, plan: ErasurePlan, barrier: leases.Held, wait: float | None = None,
              progress=None) -> Erasure:
     """Carry out (or finish) a stored plan, under the erasure's lease `barrier`. Each step can
     be repeated after a crash. `progress(stage, done, total)` hears of a wait for writers."""
-    backend = repo.backend
+    backend = ctx.backend
     # 1. Retire first: no version is ever active while it lacks a case.
-    _retire_holders(repo, plan)
+    _retire_holders(ctx, plan)
     # 2. Writers that started before the barrier may be storing the person's data right now
     #    (a promotion of their run, an import): wait until they are done, then find what they
     #    stored. Writers that started after it wait for this erasure instead (leases.py).
     writers = leases.of_role(barrier.others, leases.WRITER)
-    busy = leases.wait_for(repo, writers, leases.ERASURE_WAIT if wait is None else wait,
+    busy = leases.wait_for(ctx, writers, leases.ERASURE_WAIT if wait is None else wait,
                            progress)
     if busy:
         raise Aborted(f"erasure {plan.id} is recorded and waits for {len(busy)} writer(s) that "
                       f"started before it ({busy[0]}); it completes once they are done: run the "
-                      "same command again (any cas command that opens the repository also "
+                      "same command again (the next command that writes to this repository also "
                       "finishes it)", reason="ERASURE_WAITING", erasure=plan.id, writers=busy)
     # 3. What they stored joins the plan (journalled first), and its versions are retired.
     found_cases, found_runs, found_provenance = _classify(
-        repo, _indexed_objects(repo, plan.person))
-    plan = _extend(repo, plan, found_cases, found_runs)
+        ctx, _indexed_objects(ctx, plan.person))
+    plan = _extend(ctx, plan, found_cases, found_runs)
     cases, runs = set(plan.cases), set(plan.runs)
-    retired = _retire_holders(repo, plan)
+    retired = _retire_holders(ctx, plan)
     # 4. Everything that holds the bytes: cases, runs, and provenance naming the cases: the
     #    provenance the person index lists under the person (wherever it is, also that of a
     #    deleted version or of a proposal gc collected), of staged proposals and of the
     #    retired versions.
-    proposals = _holding_proposals(repo, plan.cases)
-    drop = cases | runs | set(found_provenance)
-    # A provenance object is shared by content: drop one only if it names an erased case.
-    for prov in {p.provenance for _, p in proposals if p is not None} | \
-            {v.provenance for v in retired}:
-        if prov is None or prov in drop:
-            continue
-        try:
-            entries = repo.store.get(prov, Provenance).entries
-        except NotFound:
-            continue  # dropped by an earlier attempt
-        if any(e.case_id in cases for e in entries):
-            drop.add(prov)
+    proposals = _holding_proposals(ctx, plan.cases)
+    drop = cases | runs | set(found_provenance) | _naming_provenance(
+        ctx, cases, {p.provenance for _, p in proposals if p is not None}
+        | {v.provenance for v in retired})
     # 5. Rewrite every pack holding one of them; delete unpublished packs holding one.
-    rewritten, dropped, written = purge(repo, drop, barrier)
+    rewritten, dropped, written = purge(ctx, drop, barrier)
     sweep = getattr(backend, "sweep_staging", None)
     if sweep is not None:  # a write killed before this erasure may have staged their bytes
         sweep(time.time() - STAGING_AGE)
     # 6. Staged proposals that would bring an erased case back (or that hold one through their
     #    base), and their idempotency keys.
     for key, p in proposals:
-        delete_proposal(repo, key, p)
+        delete_proposal(ctx, key, p)
     # 7. Log records naming the runs: replaced by copies without them.
-    _redact(repo, import_key, RunImport, "runs", lambda e: e.run not in runs)
-    _redact(repo, batch_key, ReviewBatch, "reviews", lambda r: r.run not in runs)
-    repo._run_index = repo._review_index = None
+    _redact(ctx, import_key, RunImport, "runs", lambda e: e.run not in runs)
+    _redact(ctx, review_batch_key, ReviewBatch, "reviews", lambda r: r.run not in runs)
+    ctx.forget()  # the run and review indexes were read from records now redacted
     # 8. Versions sealed on a retired base while we worked, then the record, then the plan.
-    retired = _retire_holders(repo, plan)
+    retired = _retire_holders(ctx, plan)
     record = Erasure(id=plan.id, person=plan.person, cases=plan.cases, runs=plan.runs,
                      reviews=plan.reviews,
                      retired=[VersionRef(dataset=r.dataset, number=r.number) for r in retired],
                      proposals_deleted=len(proposals), objects_deleted=dropped,
                      packs_rewritten=rewritten, bytes_rewritten=written, author=plan.author,
-                     started_at=plan.started_at, erased_at=repo.clock())
+                     started_at=plan.started_at, erased_at=ctx.clock())
     if not backend.put_if_absent(log_key(plan.id), format_record_file(record)):
-        record = read_log(repo, plan.id) or record
+        record = read_log(ctx, plan.id) or record
     backend.delete(pending_key(plan.id))
     return record
 
 
-def _extend(repo, plan: ErasurePlan, cases: list[str], runs: list[str]) -> ErasurePlan:
+def _naming_provenance(ctx, cases: set[str], candidates: set) -> set[str]:
+    """The provenance objects among `candidates` that name an erased case (one is shared by
+    content: it is dropped only if it names one)."""
+    out = set()
+    for prov in candidates - {None}:
+        try:
+            entries = ctx.store.get(prov, Provenance).entries
+        except NotFound:
+            continue  # dropped by an earlier attempt
+        if any(e.case_id in cases for e in entries):
+            out.add(prov)
+    return out
+
+
+def _extend(ctx, plan: ErasurePlan, cases: list[str], runs: list[str]) -> ErasurePlan:
     """The plan with the cases and runs the person index names now (what writers stored while
     the plan was made), journalled before anything of it is deleted, so a crash after the
     purge still records every case it erased."""
     new_cases, new_runs = set(cases) - set(plan.cases), set(runs) - set(plan.runs)
-    reviews = set(_reviews_of(repo, set(runs) | set(plan.runs))) - set(plan.reviews)
+    reviews = set(_reviews_of(ctx, set(runs) | set(plan.runs))) - set(plan.reviews)
     if not (new_cases or new_runs or reviews):
         return plan
     plan = msgspec.structs.replace(plan, cases=sorted(new_cases.union(plan.cases)),
                                    runs=sorted(new_runs.union(plan.runs)),
                                    reviews=sorted(reviews.union(plan.reviews)))
-    repo.backend.replace(pending_key(plan.id), format_record_file(plan))
+    ctx.backend.replace(pending_key(plan.id), format_record_file(plan))
     return plan
 
 
-def purge(repo, drop: set[str], lease: leases.Held | None = None) -> tuple[int, int, int]:
+def purge(ctx, drop: set[str], lease: leases.Held | None = None) -> tuple[int, int, int]:
     """Rewrite every pack holding an object of `drop` without it (repeating: another writer
     may store one again meanwhile, or gc may replace a pack), and delete any unpublished pack
     holding one. Returns (packs rewritten, objects dropped, bytes written)."""
     rewritten = dropped = written = 0
     raw_drop = {to_bytes(d) for d in drop}
     for _ in range(5):
-        repo.store.refresh()
+        ctx.store.refresh()
         packs = set()
         for digest in sorted(drop):
-            located = repo.store.locate(digest)
+            located = ctx.store.locate(digest)
             if located is not None:
                 packs.add(located[0][len("packs/"):-len(".pack")])
         if not packs:
@@ -371,40 +362,40 @@ def purge(repo, drop: set[str], lease: leases.Held | None = None) -> tuple[int, 
             if lease is not None:
                 lease.renew()  # a long purge must not look dead to the writers waiting on it
             try:
-                result = repo.store.rewrite_pack(pid, raw_drop)
+                result = ctx.store.rewrite_pack(pid, raw_drop)
             except NotFound:
                 continue  # gc replaced it meanwhile: located again in the next round
             rewritten += 1
             dropped += result.dropped
             written += result.bytes_written
     # A rewrite interrupted between unpublishing a pack and deleting it left the pack behind.
-    for pid in repo.store.unindexed_packs():
+    for pid in ctx.store.unindexed_packs():
         try:
-            held, shards = repo.store.pack_objects(pid)
+            held, shards = ctx.store.pack_objects(pid)
         except NotFound:
             continue
         if held & raw_drop:
-            repo.store.drop_pack(pid, shards)
+            ctx.store.drop_pack(pid, shards)
     for digest in drop:
-        repo.store.evict(digest)
+        ctx.store.evict(digest)
     return rewritten, dropped, written
 
 
-def _retire_holders(repo, plan: ErasurePlan) -> list:
+def _retire_holders(ctx, plan: ErasurePlan) -> list:
     """Retire every live version holding an erased case; returns all such versions (those
     already retired by then keep their first retirement)."""
-    held = holders(repo, plan.cases)
+    held = holders(ctx, plan.cases)
     for v in held:
-        retirement.write_erased(repo.backend, v, plan.id, plan.author, plan.started_at)
+        retirement.write_erased(ctx.backend, v, plan.id, plan.author, plan.started_at)
     return held
 
 
-def _redact(repo, key_of, type_, field: str, keep) -> None:
-    for n, record in read_log_from(repo.backend, key_of, type_, 0):  # one record at a time
+def _redact(ctx, key_of, type_, field: str, keep) -> None:
+    for n, record in read_log_from(ctx.backend, key_of, type_, 0):  # one record at a time
         entries = getattr(record, field)
         kept = [e for e in entries if keep(e)]
         if len(kept) != len(entries):
-            repo.backend.replace(key_of(n), format_record_file(redacted(record, kept)))
+            ctx.backend.replace(key_of(n), format_record_file(redacted(record, kept)))
 
 
 def redacted(record, kept: list):
@@ -416,46 +407,26 @@ def redacted(record, kept: list):
     return msgspec.structs.replace(record, runs=kept)
 
 
-def recover(repo, wait: float = 0.0) -> list[Erasure]:
+def recover(ctx, wait: float = 0.0) -> list[Erasure]:
     """Finish every erasure a crashed (or waiting) process left half done. One that must still
     wait for writers that started before it is left for later (it waits at most `wait`)."""
     done = []
-    for key in repo.backend.list(PENDING):
+    for key in ctx.backend.list(PENDING):
         try:
-            plan = parse_record_file(repo.backend.get(key), ErasurePlan, key)
+            plan = parse_record_file(ctx.backend.get(key), ErasurePlan, key)
         except NotFound:
             continue  # finished by another process meanwhile
-        with leases.acquire(repo, leases.ERASURE, "erase", watch=(leases.WRITER,),
+        with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),
                             erasure=plan.id) as barrier:
             try:
-                done.append(complete(repo, plan, barrier, wait))
+                done.append(complete(ctx, plan, barrier, wait))
             except Aborted as exc:
                 if exc.reason != "ERASURE_WAITING":
                     raise
     return done
 
 
-def erasures(repo) -> list[Erasure]:
+def erasures(ctx) -> list[Erasure]:
     """Every completed erasure, oldest first."""
-    out = [parse_record_file(repo.backend.get(k), Erasure, k) for k in repo.backend.list(LOG)]
+    out = [parse_record_file(ctx.backend.get(k), Erasure, k) for k in ctx.backend.list(LOG)]
     return sorted(out, key=lambda e: (e.erased_at, e.id))
-
-
-def erased_cases(repo) -> set[str]:
-    """Ids of every case an erasure deleted (or is deleting)."""
-    return erased_objects(repo, runs=False)
-
-
-def erased_objects(repo, runs: bool = True) -> set[str]:
-    """Digests of every case (and run) an erasure deleted or is deleting."""
-    out: set[str] = set()
-    for key in repo.backend.list(ERASURES):
-        type_ = ErasurePlan if key.startswith(PENDING) else Erasure
-        try:
-            record = parse_record_file(repo.backend.get(key), type_, key)
-        except NotFound:
-            continue
-        out.update(record.cases)
-        if runs:
-            out.update(record.runs)
-    return out

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
+from . import checks
+from . import keys as K
 from . import pack as packfmt
 from .digest import digest_of, from_bytes, is_digest, to_bytes
 from .errors import CasError
-from .objects import (KIND_BY_CODE, DatasetRecord, RepoConfig, TreeLeaf,
-                      VersionRecord, decode_object, parse_record_file,
-                      parse_record_file_of)
-from .refs import DATASETS
-from .store import PACKS, pack_key, person_index_key, person_shard
-from .tree import LEAF_MAX
+from .objects import (KIND_BY_CODE, DatasetRecord, DatasetTombstone, Erasure, ErasurePlan,
+                      Experiment, Fence, IdempotencyRecord, Lease, PersonIndex, PersonShards,
+                      Proposal, RepoConfig, ReviewBatch, RunImport, ScoreBatch, Settings,
+                      TreeLeaf, VersionRecord, VersionRetirement, VersionTombstone,
+                      decode_object, parse_record_file, parse_record_file_of)
+from .retirement import CAUSES
+from .tree import LEAF_MAX, Trie
 
 Progress = Callable[[str, int, int], None]
 GC_HINT = ("`cas gc` reclaims them once the pack is older than the grace period "
@@ -40,682 +45,751 @@ class Report(NamedTuple):
         return not any(p.severity == "error" for p in self.problems)
 
 
-def check(repo, progress: Progress | None = None) -> Report:
-    backend = repo.backend
-    problems: list[Problem] = []
+class _State:
+    """What the checkers share: the storage, the key listing told apart by family, what was
+    verified so far (objects, trees, records), and the problems found."""
 
-    def error(where: str, message: str) -> None:
-        problems.append(Problem("error", where, message))
+    def __init__(self, ctx, progress: Progress | None) -> None:
+        self.backend = ctx.backend
+        self.store = ctx.store
+        self.progress = progress
+        self.keys = list(self.backend.list(""))
+        self.keyset = set(self.keys)
+        self.family: dict[str, str | None] = {}  # key -> family name (None: unexpected)
+        self.by_family: dict[str, list[str]] = {f.name: [] for f in K.FAMILIES}
+        for key in self.keys:
+            found = K.claimed_by(key)
+            self.family[key] = found.name if found else None
+            if found:
+                self.by_family[found.name].append(key)
+        self.problems: list[Problem] = []
+        self.objects: dict[str, str] = {}  # digest -> kind, bytes verified
+        # Tree nodes as decoded from the verified pack bytes: the tree walk reads these, not the
+        # object store, so a damaged index is reported once and cannot abort the walk.
+        self.trees: dict[str, object] = {}
+        self.indexed: dict[str, dict[bytes, tuple[int, int, int]]] = {}  # pack id -> its rows
+        self.in_pack: dict[str, dict[str, int]] = {}  # pack id -> digest -> length, verified
+        self.provenances: dict[str, object] = {}  # decoded, to check the reviews they name
+        # (shard, pack id) -> {(keyed person, digest)} of every case and run naming a person:
+        # what the person index of that pack must list (docs/format.md 4.8.2)
+        self.persons_wanted: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self.person_records: dict[str, object] = {}  # person index key -> record (None: bad)
+        self.reachable: set[str] = set()
+        self.tree_ok: dict[str, int] = {}  # verified node digest -> ids below it
+        self.lenient: dict[str, int] = {}  # the same for retired versions (erased cases allowed)
+        self.retired: set[tuple[str, int]] = set()
+        self.erased: set[str] = set()  # ids of every erased case
+        self.erasures = {"reviews": set(), "runs": set()}  # what erasures deleted besides cases
+        self.sealed: dict[tuple[str, str], int] = {}  # (dataset, proposal token) -> version
+        self.cited: dict[str, tuple[str, str]] = {}  # provenance -> (severity, first naming)
+        self.seen: dict[str, list] = {"reviews": [], "proposals": []}
+        self.n_versions = 0
 
-    keys = list(backend.list(""))
-    objects: dict[str, str] = {}  # digest -> kind, bytes verified
-    # Tree nodes as decoded from the verified pack bytes: the tree walk below reads these, not
-    # the object store, so a damaged index is reported once (above) and cannot abort the walk.
-    trees: dict[str, object] = {}
-    pack_keys = [k for k in keys if k.startswith(PACKS) and k.endswith(".pack")]
-    index_keys = {k for k in keys if k.startswith(PACKS) and k.endswith(".idx")}
-    multi_keys = sorted(k for k in keys if k.startswith(PACKS) and k.endswith(".midx"))
-    known = {"config"} | set(pack_keys) | index_keys | set(multi_keys)
-    _check_leases(backend, keys, known, problems)
-    indexed: dict[str, dict[bytes, tuple[int, int, int]]] = {}  # pack id -> rows of its index
-    in_pack: dict[str, dict[str, int]] = {}  # pack id -> digest -> length, objects verified
-    provenances: dict[str, object] = {}  # decoded, to check the reviews they name
-    # (shard, pack id) -> {(keyed person, digest)} of every case and run naming a person: what
-    # the person index of that pack must list (docs/format.md 4.8.2)
-    persons_wanted: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    def of(self, *families: str) -> list[str]:
+        """The keys the checkers of `families` take, in key order."""
+        wanted = set(families)
+        return [k for k in self.keys if self.family[k] in wanted]
 
+    def error(self, where: str, message: str) -> None:
+        self.problems.append(Problem("error", where, message))
+
+    def notice(self, where: str, message: str) -> None:
+        self.problems.append(Problem("notice", where, message))
+
+    def read(self, key: str, types):
+        """The record at `key` (of the type, or one of the tuple of types), or None once the
+        reason it is not one has been reported."""
+        try:
+            data = self.backend.get(key)
+            if isinstance(types, tuple):
+                return parse_record_file_of(data, types, key)
+            return parse_record_file(data, types, key)
+        except CasError as exc:
+            self.error(key, exc.message)
+            return None
+
+
+def check(ctx, progress: Progress | None = None) -> Report:
+    """Read every byte of the repository; `progress(stage, done, total)` hears how far."""
+    checks.progress(progress)
+    st = _State(ctx, progress)
+    _check_leases(st)
     try:
-        parse_record_file(backend.get("config"), RepoConfig, "config")
+        parse_record_file(st.backend.get(K.CONFIG), RepoConfig, K.CONFIG)
     except CasError as exc:
-        error("config", exc.message)
-
-    # -- packs and indexes ----------------------------------------------------------------
-    for n, pkey in enumerate(pack_keys):
-        if progress:
-            progress("packs", n, len(pack_keys))
-        pid = pkey[len(PACKS):-len(".pack")]
-        ikey = f"{PACKS}{pid}.idx"
-        data = backend.get(pkey)
-        try:
-            spans = {off: (length, kind) for off, length, kind in packfmt.parse_pack(data, pkey)}
-            if packfmt.pack_id(data) != pid:
-                error(pkey, f"pack is named {pid} but its trailer is {packfmt.pack_id(data)}")
-        except CasError as exc:
-            error(pkey, exc.message)
-            spans = None
-        if ikey not in index_keys:
-            held = (f"its {_objects(len(spans))} ({sum(n for n, _ in spans.values())} bytes)"
-                    if spans is not None else "its objects")
-            problems.append(Problem("notice", pkey, "pack has no index (an interrupted write "
-                                    f"or pack deletion), so nothing reads {held}; `cas gc` "
-                                    "deletes it once it is older than the grace period "
-                                    "(default 24h)"))
-            continue
-        try:
-            ipid, entries = packfmt.parse_index(backend.get(ikey), ikey)
-        except CasError as exc:
-            error(ikey, exc.message)
-            continue
-        if ipid != pid:
-            error(ikey, f"index names pack {ipid}, expected {pid}")
-        indexed[pid] = {e.digest: (e.offset, e.length, e.kind) for e in entries}
-        for e in entries:
-            digest = from_bytes(e.digest)
-            kind = KIND_BY_CODE.get(e.kind)
-            if kind is None:
-                error(digest, f"unknown kind code {e.kind} in {ikey}")
-                continue
-            body = data[e.offset:e.offset + e.length]
-            if spans is not None and spans.get(e.offset) != (e.length, e.kind):
-                error(digest, f"{ikey} points at offset {e.offset} of {pkey}, which holds no "
-                              "such object")
-                continue
-            got = digest_of(kind, body)
-            if got != digest:
-                error(digest, f"object bytes in {pkey} hash to {got}")
-                continue
-            try:
-                obj = decode_object(kind, body, f"object {digest}")
-            except CasError as exc:
-                error(digest, exc.message)
-                continue
-            objects[digest] = kind
-            in_pack.setdefault(pid, {})[digest] = e.length
-            if kind.startswith("tree."):
-                trees[digest] = obj
-            elif kind == "provenance":
-                provenances[digest] = obj
-            elif kind in ("case", "run") and obj.person is not None:
-                keyed = repo.store.person_digest(obj.person)
-                persons_wanted.setdefault((person_shard(keyed), pid), set()).add(
-                    (keyed, digest))
-    for ikey in sorted(index_keys):
-        if ikey[:-len(".idx")] + ".pack" not in pack_keys:
-            error(ikey, "index has no pack: every object it lists is missing")
-    for mkey in multi_keys:
-        _check_multi_index(backend, mkey, indexed, error)
-
-    # -- refs: dataset metadata and versions ------------------------------------------------
-    reachable: set[str] = set()
-    tree_ok: dict[str, int] = {}  # verified node digest -> ids below it
-    by_dataset: dict[str, dict[str, list[int]]] = {}
-    for key in keys:
-        if not key.startswith(DATASETS):
-            continue
-        parts = key.split("/")
-        if len(parts) == 4 and parts[2] in ("proposals", "keys", "retired"):
-            continue  # checked with the other lifecycle records below
-        if parts[2:] == ["tombstone"] or len(parts) == 4 and parts[2] in CITATION_FAMILIES:
-            continue  # checked with pins, scores and deletions below
-        if len(parts) != 4 or parts[2] not in ("versions", "meta") or not (
-                parts[3].isdigit() and len(parts[3]) == 10):
-            error(key, "unexpected key under datasets/")
-            continue
-        known.add(key)
-        by_dataset.setdefault(parts[1], {"versions": [], "meta": []})[parts[2]].append(
-            int(parts[3]))
-    n_versions = 0
-    erasures = {"reviews": set(), "runs": set()}  # what erasures deleted besides cases
-    person_records: dict[str, object] = {}  # person index key -> record (None: unreadable)
-    retired, erased = _check_erasures(backend, keys, known, problems, indexed, erasures,
-                                      person_records)
-    # A provenance object may be indexed under the people of the cases it describes.
-    case_person = {d: keyed for want in persons_wanted.values() for keyed, d in want}
-    described = {d: {case_person[e.case_id] for e in obj.entries if e.case_id in case_person}
-                 for d, obj in provenances.items()}
-    _check_person_index(persons_wanted, person_records, in_pack, error, described)
-    sealed: dict[tuple[str, str], int] = {}  # (dataset, proposal token) -> version it sealed
-    cited: dict[str, tuple[str, str]] = {}  # provenance -> (severity, first record naming it)
-    lenient: dict[str, int] = {}  # verified subtrees of retired versions (erased cases allowed)
-    deleted = _deleted_numbers(keys)  # a deleted version's number stays used (its tombstone)
-    gone = {k.split("/")[1] for k in keys if k.startswith(DATASETS) and
-            k.split("/")[2:] == ["tombstone"]}
+        st.error(K.CONFIG, exc.message)
+    _check_packs(st)
+    by_dataset = _dataset_refs(st)
+    _check_erasures(st)
+    _check_person_index(st)
+    gone = {K.parse_tombstone_key(k)[0] for k in st.by_family["dataset.tombstone"]}
     for name in sorted(by_dataset):
-        groups = by_dataset[name]
-        if name in gone:
-            problems.append(Problem("notice", f"{DATASETS}{name}/", "records left by an "
-                                    "interrupted deletion of this dataset; run `cas dataset "
-                                    "delete` again to finish it"))
-            continue
-        for group, type_ in (("meta", DatasetRecord), ("versions", VersionRecord)):
-            numbers = sorted(groups[group])
-            used = sorted(set(numbers) | (deleted.get(name, set()) if group == "versions"
-                                          else set()))
-            if used != list(range(1, len(used) + 1)):
-                missing = sorted(set(range(1, (used[-1] if used else 0) + 1)) - set(used))
-                error(f"{DATASETS}{name}/{group}/", f"numbers are not contiguous from 1; "
-                                                    f"missing {missing}")
-            for number in numbers:
-                key = f"{DATASETS}{name}/{group}/{number:010d}"
-                record = _read(backend, key, type_, error)
-                if record is None:
-                    continue
-                if group == "meta":
-                    if record.name != name or record.revision != number:
-                        error(key, f"record says {record.name!r} revision {record.revision}")
-                    continue
-                n_versions += 1
-                if progress:
-                    progress("versions", n_versions, 0)
-                was_retired = (name, number) in retired
-                _check_version(key, name, number, record, objects,
-                               lenient if was_retired else tree_ok, reachable, error,
-                               trees.__getitem__, deleted.get(name, set()),
-                               erased if was_retired else frozenset())
-                if record.proposal is not None:
-                    sealed.setdefault((name, record.proposal), number)
-                if record.provenance is not None and not was_retired:
-                    # (a retired version may have lost reviews to an erasure whose record a
-                    # mirror in progress has not copied yet; its provenance cannot be read)
-                    cited.setdefault(record.provenance, ("error", key))
-        if not groups["meta"]:
-            error(f"{DATASETS}{name}/", "dataset has versions but no metadata record")
-
-    seen: dict[str, list] = {"reviews": [], "proposals": []}
-    _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, error, seen,
-                     cited)
-    _check_references(set(keys), seen, sealed, cited, provenances, objects, erased, erasures,
-                      problems)
-    _check_citations(backend, keys, trees, known, problems)
-    for key in keys:
-        if key not in known:
-            error(key, "unexpected key in the repository")
-    # One notice per pack, not per object: an interrupted import of 200,000 runs is one line.
-    orphans = orphan_bytes = 0
-    for pid in sorted(in_pack):
-        unreferenced = {d: n for d, n in in_pack[pid].items() if d not in reachable}
-        if not unreferenced:
-            continue
-        kinds = Counter(objects[d] for d in unreferenced)
-        size = sum(unreferenced.values())
-        orphans += len(unreferenced)
-        orphan_bytes += size
-        problems.append(Problem("notice", pack_key(pid), (
-            f"{_objects(len(unreferenced), 'unreferenced ')} ({size} bytes: "
-            + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
-            + f"); {GC_HINT}")))
-    return Report(problems, len(objects), len(pack_keys), n_versions,
+        _check_dataset(st, name, by_dataset[name], gone)
+    _check_logs(st)
+    _check_proposals(st)
+    _check_references(st)
+    _check_citations(st)
+    for key in st.keys:
+        if st.family[key] is None:
+            st.error(key, "unexpected key in the repository")
+    orphans, orphan_bytes = _unreferenced(st)
+    return Report(st.problems, len(st.objects), len(st.by_family["pack"]), st.n_versions,
                   len(set(by_dataset) - gone), orphans, orphan_bytes)
-
-
-def _check_version(key, name, number, record, objects, tree_ok, reachable, error, load,
-                   deleted=frozenset(), erased=frozenset()) -> None:
-    """`erased`: cases an erasure deleted, which a retired version may lack (with the
-    provenance naming them)."""
-    if record.dataset != name or record.number != number:
-        error(key, f"record says {record.dataset!r} version {record.number}")
-    # The parent is the version below; numbers of versions deleted before this one was sealed
-    # are skipped (a version built on N after N+1 was deleted is N+2 with parent N).
-    below = number - 1
-    while below >= 1 and below in deleted and below != record.parent:
-        below -= 1
-    if record.parent != (below or None):
-        error(key, f"parent is {record.parent}, expected {below or None}")
-    if record.provenance is not None:
-        if objects.get(record.provenance) == "provenance":
-            reachable.add(record.provenance)
-        elif not erased:
-            error(key, f"names provenance {record.provenance}, which is missing")
-    result = _check_node(record.content_digest, "", objects, tree_ok, reachable, error, load,
-                         erased)
-    if result is not None and result != record.item_count:
-        error(key, f"item_count is {record.item_count} but the tree holds {result}")
-
-
-def _check_node(digest, prefix, objects, tree_ok, reachable, error, load, erased=frozenset()):
-    """Verify a subtree once (memoised by digest): shape rule, order, counts, cases present
-    (or, in a retired version, erased)."""
-    done = tree_ok.get(digest)
-    if done is not None:
-        return done
-    kind = objects.get(digest)
-    if kind is None or not kind.startswith("tree."):
-        error(digest, "tree node is missing" if kind is None else f"expected a tree node, "
-                                                                  f"found a {kind}")
-        return None
-    reachable.add(digest)
-    node = load(digest)
-    if isinstance(node, TreeLeaf):
-        ids = node.ids
-        bad = [i for i in ids if not is_digest(i) or not i[3:].startswith(prefix)]
-        if bad or ids != sorted(set(ids)) or len(ids) > LEAF_MAX:
-            error(digest, "leaf breaks the shape rule (ids must be unique, sorted, share the "
-                          f"prefix {prefix!r} and number at most {LEAF_MAX})")
-            return None
-        for case_id in ids:
-            kind = objects.get(case_id, "")
-            if not kind and case_id in erased:
-                continue
-            if kind != "case":
-                error(case_id, "case is missing" if not kind else f"expected a case, found {kind}")
-            else:
-                reachable.add(case_id)
-        result = len(ids)
-    else:
-        total = 0
-        nibbles = [c.nibble for c in node.children]
-        if nibbles != sorted(set(nibbles)) or node.count <= LEAF_MAX:
-            error(digest, "inner node breaks the shape rule (children unique and ordered, "
-                          f"count above {LEAF_MAX})")
-            return None
-        for c in node.children:
-            sub = _check_node(c.node, prefix + "0123456789abcdef"[c.nibble],
-                              objects, tree_ok, reachable, error, load, erased)
-            if sub is None:
-                return None
-            if sub != c.count or sub == 0:
-                error(digest, f"child {c.nibble} claims {c.count} ids, its subtree holds {sub}")
-                return None
-            total += sub
-        if total != node.count:
-            error(digest, f"node claims {node.count} ids, its children hold {total}")
-            return None
-        result = total
-    tree_ok[digest] = result
-    return result
 
 
 __all__ = ["Problem", "Report", "check"]
 
 
-def _check_erasures(backend, keys, known, problems, indexed, erasures=None,
-                    person_records=None) -> tuple[set, set]:
-    """Retirements, erasure records and journals, and the person index. Returns the retired
-    versions and the ids of every erased case; fills `erasures` ("reviews", "runs": what the
-    erasures deleted) and `person_records` (key -> person index record, None if unreadable)."""
-    from .erasure import LOG, PENDING
-    from .objects import Erasure, ErasurePlan, PersonIndex, VersionRetirement
-    from .retirement import CAUSES
-    from .store import PERSONS, SHARDS, person_shard
-
-    def error(where: str, message: str) -> None:
-        problems.append(Problem("error", where, message))
-
-    retired: set[tuple[str, int]] = set()
-    erased: set[str] = set()
-    keyset = set(keys)
-    for key in keys:
-        parts = key.split("/")
-        if key.startswith(DATASETS) and len(parts) == 4 and parts[2] == "retired":
-            known.add(key)
-            record = _read(backend, key, VersionRetirement, error)
-            if record is None:
-                continue
-            number = int(parts[3]) if parts[3].isdigit() and len(parts[3]) == 10 else None
-            if record.dataset != parts[1] or record.number != number:
-                error(key, f"retirement says {record.dataset!r} version {record.number}")
-            elif record.cause not in CAUSES:
-                error(key, f"unknown retirement cause {record.cause!r}")
-            elif f"{DATASETS}{parts[1]}/versions/{parts[3]}" not in keyset and \
-                    f"{DATASETS}{parts[1]}/deleted/{parts[3]}" not in keyset:
-                # A mirror copies a retirement before the version it retires: one numbered
-                # above every version and version tombstone here is a copy in progress.
-                from bisect import bisect_left
-                top = 0
-                for group in ("versions", "deleted"):
-                    prefix = f"{DATASETS}{parts[1]}/{group}/"
-                    i = bisect_left(keys, prefix + "~")  # keys are sorted; '~' after any key
-                    last = keys[i - 1][len(prefix):] if i and keys[i - 1].startswith(prefix) \
-                        else ""
-                    top = max(top, int(last) if last.isdigit() else 0)
-                if number > top:
-                    problems.append(Problem("notice", key, f"retires version {number}, which "
-                                            "is not here yet (a mirror in progress copies "
-                                            "retirements first; mirroring again copies it)"))
-                else:
-                    error(key, "retires a version that does not exist")
-            else:
-                retired.add((record.dataset, record.number))
-        elif key.startswith(LOG) or key.startswith(PENDING):
-            known.add(key)
-            pending = key.startswith(PENDING)
-            record = _read(backend, key, ErasurePlan if pending else Erasure, error)
-            if record is None:
-                continue
-            if record.id != key.rsplit("/", 1)[1]:
-                error(key, f"erasure record has id {record.id!r}")
-            erased.update(record.cases)
-            if erasures is not None:
-                erasures["reviews"].update(record.reviews)
-                erasures["runs"].update(record.runs)
-            if pending:
-                problems.append(Problem("notice", key, "an erasure in progress (the next cas "
-                                                       "command that opens the repository "
-                                                       "finishes it)"))
-        elif key.startswith(SHARDS):
-            known.add(key)
-            _check_person_shards(backend, key, keyset, problems)
-        elif key.startswith(PERSONS):
-            known.add(key)
-            record = _read(backend, key, PersonIndex, error)
-            if person_records is not None:
-                person_records[key] = record
-            if record is None:
-                continue
-            if len(parts) != 3 or record.pack != parts[2] or any(
-                    person_shard(e.person) != parts[1] for e in record.entries):
-                error(key, "person index does not match its key")
-            elif f"{PACKS}{record.pack}.idx" not in keyset:
-                problems.append(Problem("notice", key, "person index of a pack that is gone "
-                                                       "(left by an interrupted gc or erasure; "
-                                                       "gc removes it)"))
-            elif record.pack in indexed:
-                absent = [e.digest for e in record.entries
-                          if to_bytes(e.digest) not in indexed[record.pack]]
-                if absent:
-                    error(key, f"lists {absent[0]}, which pack {record.pack} does not hold")
-    return retired, erased
+# -- packs and indexes --------------------------------------------------------------------------
+def _check_packs(st: _State) -> None:
+    pack_keys = st.by_family["pack"]
+    index_keys = set(st.by_family["pack.index"])
+    for n, pkey in enumerate(pack_keys):
+        if st.progress:
+            st.progress("packs", n, len(pack_keys))
+        pid = pkey[len(K.PACKS):-len(".pack")]
+        ikey = K.index_key(pid)
+        data = st.backend.get(pkey)
+        try:
+            spans = {off: (length, kind) for off, length, kind in packfmt.parse_pack(data, pkey)}
+            if packfmt.pack_id(data) != pid:
+                st.error(pkey, f"pack is named {pid} but its trailer is {packfmt.pack_id(data)}")
+        except CasError as exc:
+            st.error(pkey, exc.message)
+            spans = None
+        if ikey not in index_keys:
+            held = (f"its {_objects(len(spans))} ({sum(n for n, _ in spans.values())} bytes)"
+                    if spans is not None else "its objects")
+            st.notice(pkey, "pack has no index (an interrupted write or pack deletion), so "
+                            f"nothing reads {held}; `cas gc` deletes it once it is older than "
+                            "the grace period (default 24h)")
+            continue
+        try:
+            ipid, entries = packfmt.parse_index(st.backend.get(ikey), ikey)
+        except CasError as exc:
+            st.error(ikey, exc.message)
+            continue
+        if ipid != pid:
+            st.error(ikey, f"index names pack {ipid}, expected {pid}")
+        st.indexed[pid] = {e.digest: (e.offset, e.length, e.kind) for e in entries}
+        for e in entries:
+            _check_object(st, pid, pkey, ikey, data, spans, e)
+    for ikey in sorted(index_keys):
+        if ikey[:-len(".idx")] + ".pack" not in st.keyset:
+            st.error(ikey, "index has no pack: every object it lists is missing")
+    for mkey in sorted(st.by_family["multi.index"]):
+        _check_multi_index(st, mkey)
 
 
-def _check_multi_index(backend, mkey, indexed, error) -> None:
+def _check_object(st: _State, pid, pkey, ikey, data, spans, e) -> None:
+    """One row of a pack index: the object it points at, its digest, and what it names."""
+    digest = from_bytes(e.digest)
+    kind = KIND_BY_CODE.get(e.kind)
+    if kind is None:
+        st.error(digest, f"unknown kind code {e.kind} in {ikey}")
+        return
+    body = data[e.offset:e.offset + e.length]
+    if spans is not None and spans.get(e.offset) != (e.length, e.kind):
+        st.error(digest, f"{ikey} points at offset {e.offset} of {pkey}, which holds no "
+                         "such object")
+        return
+    got = digest_of(kind, body)
+    if got != digest:
+        st.error(digest, f"object bytes in {pkey} hash to {got}")
+        return
+    try:
+        obj = decode_object(kind, body, f"object {digest}")
+    except CasError as exc:
+        st.error(digest, exc.message)
+        return
+    st.objects[digest] = kind
+    st.in_pack.setdefault(pid, {})[digest] = e.length
+    if kind.startswith("tree."):
+        st.trees[digest] = obj
+    elif kind == "provenance":
+        st.provenances[digest] = obj
+    elif kind in ("case", "run") and obj.person is not None:
+        keyed = st.store.person_digest(obj.person)
+        st.persons_wanted.setdefault((K.person_shard(keyed), pid), set()).add((keyed, digest))
+
+
+def _check_multi_index(st: _State, mkey: str) -> None:
     """A multi-pack index must say exactly what the indexes of the packs it covers say."""
     try:
-        packs, rows = packfmt.parse_multi_index(backend.get(mkey), mkey)
+        packs, rows = packfmt.parse_multi_index(st.backend.get(mkey), mkey)
     except CasError as exc:
-        error(mkey, exc.message)
+        st.error(mkey, exc.message)
         return
-    name = mkey[len(PACKS):-len(".midx")]
-    if name != backend.get(mkey)[-packfmt.DIGEST_LEN:].hex():
-        error(mkey, "multi-pack index is not named by its checksum")
+    name = mkey[len(K.PACKS):-len(".midx")]
+    if name != st.backend.get(mkey)[-packfmt.DIGEST_LEN:].hex():
+        st.error(mkey, "multi-pack index is not named by its checksum")
     want: dict[bytes, tuple[str, tuple[int, int, int]]] = {}
     for pid in packs:
-        if pid not in indexed:
-            error(mkey, f"covers pack {pid}, which is missing or has no valid index")
+        if pid not in st.indexed:
+            st.error(mkey, f"covers pack {pid}, which is missing or has no valid index")
             return
-        for digest, row in indexed[pid].items():
+        for digest, row in st.indexed[pid].items():
             want.setdefault(digest, (pid, row))
     got = {e.digest: (packs[i], (e.offset, e.length, e.kind)) for e, i in rows}
     if got.keys() != want.keys():
-        error(mkey, f"lists {len(got)} objects, its packs hold {len(want)}")
+        st.error(mkey, f"lists {len(got)} objects, its packs hold {len(want)}")
         return
     for digest, (pid, row) in got.items():
-        if indexed[pid].get(digest) != row:
-            error(mkey, f"row of {from_bytes(digest)} disagrees with the index of pack {pid}")
+        if st.indexed[pid].get(digest) != row:
+            st.error(mkey, f"row of {from_bytes(digest)} disagrees with the index of pack {pid}")
             return
 
 
-def _check_lifecycle(backend, keys, objects, trees, tree_ok, reachable, known, error,
-                     seen=None, cited=None) -> None:
-    """Run imports, review batches, settings, proposals and idempotency keys. Collects into
-    `seen` the reviews ("reviews": (key, review)) and proposals ("proposals": (key, proposal))
-    read, and into `cited` the provenance objects proposals name (for _check_references)."""
-    from .objects import IdempotencyRecord, Proposal, ReviewBatch, RunImport, Settings
-    from .proposals import idempotency_key
-    seen = {"reviews": [], "proposals": []} if seen is None else seen
-    cited = {} if cited is None else cited
-    logs = (("runs/imports/", RunImport), ("reviews/", ReviewBatch), ("settings/", Settings))
-    for prefix, type_ in logs:
-        mine = sorted(k for k in keys if k.startswith(prefix))
-        numbers = []
-        for key in mine:
-            tail = key[len(prefix):]
-            if not (tail.isdigit() and len(tail) == 10):
-                error(key, f"unexpected key under {prefix}")
-                continue
-            known.add(key)
-            numbers.append(int(tail))
-            record = _read(backend, key, type_, error)
-            if record is None:
-                continue
-            if getattr(record, "number", getattr(record, "revision", None)) != int(tail):
-                error(key, "record number does not match its key")
-            if type_ is ReviewBatch:
-                seen["reviews"].extend((key, r) for r in record.reviews)
-            if type_ is RunImport:
-                for entry in record.runs:
-                    if objects.get(entry.run) != "run":
-                        error(key, f"run {entry.run_id!r} ({entry.run}) is missing")
-                    else:
-                        reachable.add(entry.run)
-        if numbers != list(range(1, len(numbers) + 1)):
-            missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
-            error(prefix, f"numbers are not contiguous from 1; missing {missing}")
-    for key in keys:
-        parts = key.split("/")
-        if not (key.startswith(DATASETS) and len(parts) == 4 and
-                parts[2] in ("proposals", "keys")):
+def _unreferenced(st: _State) -> tuple[int, int]:
+    """One notice per pack, not per object: an interrupted import of 200,000 runs is one line."""
+    orphans = orphan_bytes = 0
+    for pid in sorted(st.in_pack):
+        unreferenced = {d: n for d, n in st.in_pack[pid].items() if d not in st.reachable}
+        if not unreferenced:
             continue
-        known.add(key)
-        try:
-            if parts[2] == "keys":
-                claim = parse_record_file(backend.get(key), IdempotencyRecord, key)
-                if idempotency_key(parts[1], claim.key) != key or claim.dataset != parts[1]:
-                    error(key, "idempotency record does not match its key")
-                elif f"{DATASETS}{parts[1]}/proposals/{claim.token}" not in keys:
-                    error(key, f"names proposal {claim.token}, which is missing")
-                continue
-            proposal = parse_record_file(backend.get(key), Proposal, key)
-        except CasError as exc:
-            error(key, exc.message)
-            continue
-        seen["proposals"].append((key, proposal))
-        if proposal.dataset != parts[1]:
-            error(key, f"proposal is for dataset {proposal.dataset!r}")
-        for digest in proposal.add:
-            if objects.get(digest) != "case":
-                error(key, f"proposed case {digest} is missing")
-            else:
-                reachable.add(digest)
-        if proposal.provenance is not None:
-            if objects.get(proposal.provenance) != "provenance":
-                error(key, f"provenance {proposal.provenance} is missing")
-            else:
-                reachable.add(proposal.provenance)
-                cited.setdefault(proposal.provenance, ("notice", key))
-        if _check_node(proposal.proposed_root, "", objects, tree_ok, reachable, error,
-                       trees.__getitem__) != proposal.proposed_count:
-            error(key, "the proposed tree does not hold proposed_count cases")
+        kinds = Counter(st.objects[d] for d in unreferenced)
+        size = sum(unreferenced.values())
+        orphans += len(unreferenced)
+        orphan_bytes += size
+        st.notice(K.pack_key(pid), (
+            f"{_objects(len(unreferenced), 'unreferenced ')} ({size} bytes: "
+            + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+            + f"); {GC_HINT}"))
+    return orphans, orphan_bytes
 
 
 def _objects(n: int, what: str = "") -> str:
     return f"{n} {what}object{'' if n == 1 else 's'}"
 
 
-def _check_person_index(wanted, records, in_pack, error, described=None) -> None:
+# -- refs: dataset metadata and versions ----------------------------------------------------------
+def _dataset_refs(st: _State) -> dict[str, dict[str, list[int]]]:
+    """Dataset name -> the numbers of its "meta" and "versions" records; every key under
+    datasets/ that no family takes is reported here (and again as unexpected)."""
+    by_dataset: dict[str, dict[str, list[int]]] = {}
+    for key in st.keys:
+        if not key.startswith(K.DATASETS):
+            continue
+        family = st.family[key]
+        if family is None:
+            st.error(key, "unexpected key under datasets/")
+        elif family in ("dataset", "version"):
+            name, number = K.BY_NAME[family].parse(key)
+            group = "meta" if family == "dataset" else "versions"
+            by_dataset.setdefault(name, {"versions": [], "meta": []})[group].append(number)
+    return by_dataset
+
+
+def _deleted_numbers(st: _State) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for key in st.by_family["version.tombstone"]:
+        found = K.parse_deleted_key(key)
+        if found is not None:
+            out.setdefault(found[0], set()).add(found[1])
+    return out
+
+
+def _check_dataset(st: _State, name: str, groups: dict[str, list[int]], gone: set) -> None:
+    if name in gone:
+        st.notice(f"{K.DATASETS}{name}/", "records left by an interrupted deletion of this "
+                                          "dataset; run `cas dataset delete` again to finish it")
+        return
+    # a deleted version's number stays used (its tombstone)
+    deleted = _deleted_numbers(st).get(name, set())
+    for group, type_ in (("meta", DatasetRecord), ("versions", VersionRecord)):
+        numbers = sorted(groups[group])
+        _contiguous(st, f"{K.DATASETS}{name}/{group}/",
+                    set(numbers) | (deleted if group == "versions" else set()))
+        for number in numbers:
+            key = (K.meta_key if group == "meta" else K.version_key)(name, number)
+            record = st.read(key, type_)
+            if record is None:
+                continue
+            if group == "meta":
+                if record.name != name or record.revision != number:
+                    st.error(key, f"record says {record.name!r} revision {record.revision}")
+                continue
+            st.n_versions += 1
+            if st.progress:
+                st.progress("versions", st.n_versions, 0)
+            _check_version(st, key, name, number, record, deleted)
+    if not groups["meta"]:
+        st.error(f"{K.DATASETS}{name}/", "dataset has versions but no metadata record")
+
+
+def _contiguous(st: _State, where: str, used: set[int]) -> None:
+    numbers = sorted(used)
+    if numbers != list(range(1, len(numbers) + 1)):
+        missing = sorted(set(range(1, (numbers[-1] if numbers else 0) + 1)) - used)
+        st.error(where, f"numbers are not contiguous from 1; missing {missing}")
+
+
+def _check_version(st: _State, key, name, number, record, deleted) -> None:
+    """A retired version may lack the cases an erasure deleted (and their provenance)."""
+    was_retired = (name, number) in st.retired
+    erased = st.erased if was_retired else frozenset()
+    if record.dataset != name or record.number != number:
+        st.error(key, f"record says {record.dataset!r} version {record.number}")
+    # The parent is the version below; numbers of versions deleted before this one was sealed
+    # are skipped (a version built on N after N+1 was deleted is N+2 with parent N).
+    below = number - 1
+    while below >= 1 and below in deleted and below != record.parent:
+        below -= 1
+    if record.parent != (below or None):
+        st.error(key, f"parent is {record.parent}, expected {below or None}")
+    if record.provenance is not None:
+        if st.objects.get(record.provenance) == "provenance":
+            st.reachable.add(record.provenance)
+        elif not erased:
+            st.error(key, f"names provenance {record.provenance}, which is missing")
+    memo = st.lenient if was_retired else st.tree_ok
+    result = _check_node(st, record.content_digest, "", memo, erased)
+    if result is not None and result != record.item_count:
+        st.error(key, f"item_count is {record.item_count} but the tree holds {result}")
+    if record.proposal is not None:
+        st.sealed.setdefault((name, record.proposal), number)
+    if record.provenance is not None and not was_retired:
+        # (a retired version may have lost reviews to an erasure whose record a mirror in
+        # progress has not copied yet; its provenance cannot be read)
+        st.cited.setdefault(record.provenance, ("error", key))
+
+
+def _check_node(st: _State, digest, prefix, memo, erased=frozenset()):
+    """Verify a subtree once (memoised by digest in `memo`): shape rule, order, counts, cases
+    present (or, in a retired version, erased)."""
+    done = memo.get(digest)
+    if done is not None:
+        return done
+    kind = st.objects.get(digest)
+    if kind is None or not kind.startswith("tree."):
+        st.error(digest, "tree node is missing" if kind is None else f"expected a tree node, "
+                                                                     f"found a {kind}")
+        return None
+    st.reachable.add(digest)
+    node = st.trees[digest]
+    if isinstance(node, TreeLeaf):
+        result = _check_leaf(st, digest, node, prefix, erased)
+    else:
+        result = _check_inner(st, digest, node, prefix, memo, erased)
+    if result is not None:
+        memo[digest] = result
+    return result
+
+
+def _check_leaf(st: _State, digest, node, prefix, erased):
+    ids = node.ids
+    bad = [i for i in ids if not is_digest(i) or not i[3:].startswith(prefix)]
+    if bad or ids != sorted(set(ids)) or len(ids) > LEAF_MAX:
+        st.error(digest, "leaf breaks the shape rule (ids must be unique, sorted, share the "
+                         f"prefix {prefix!r} and number at most {LEAF_MAX})")
+        return None
+    for case_id in ids:
+        kind = st.objects.get(case_id, "")
+        if not kind and case_id in erased:
+            continue
+        if kind != "case":
+            st.error(case_id, "case is missing" if not kind else
+                     f"expected a case, found {kind}")
+        else:
+            st.reachable.add(case_id)
+    return len(ids)
+
+
+def _check_inner(st: _State, digest, node, prefix, memo, erased):
+    total = 0
+    nibbles = [c.nibble for c in node.children]
+    if nibbles != sorted(set(nibbles)) or node.count <= LEAF_MAX:
+        st.error(digest, "inner node breaks the shape rule (children unique and ordered, "
+                         f"count above {LEAF_MAX})")
+        return None
+    for c in node.children:
+        sub = _check_node(st, c.node, prefix + "0123456789abcdef"[c.nibble], memo, erased)
+        if sub is None:
+            return None
+        if sub != c.count or sub == 0:
+            st.error(digest, f"child {c.nibble} claims {c.count} ids, its subtree holds {sub}")
+            return None
+        total += sub
+    if total != node.count:
+        st.error(digest, f"node claims {node.count} ids, its children hold {total}")
+        return None
+    return total
+
+
+# -- retirements, erasures and the person index ---------------------------------------------------
+def _check_erasures(st: _State) -> None:
+    """Retirements, erasure records and plans, and the person index records, in key order.
+    Fills the retired versions, the erased cases, what erasures deleted besides cases and the
+    person index records read."""
+    for key in st.of("retirement", "erasure", "erasure.plan", "person.shards", "person.index"):
+        family = st.family[key]
+        if family == "retirement":
+            _check_retirement(st, key)
+        elif family in ("erasure", "erasure.plan"):
+            _check_erasure(st, key, family == "erasure.plan")
+        elif family == "person.shards":
+            _check_person_shards(st, key)
+        else:
+            _check_person_record(st, key)
+
+
+def _check_retirement(st: _State, key: str) -> None:
+    record = st.read(key, VersionRetirement)
+    if record is None:
+        return
+    name, _, tail = K.split_dataset_key(key)
+    number = K.parse_number(tail)
+    if record.dataset != name or record.number != number:
+        st.error(key, f"retirement says {record.dataset!r} version {record.number}")
+    elif record.cause not in CAUSES:
+        st.error(key, f"unknown retirement cause {record.cause!r}")
+    elif K.version_key(name, number) not in st.keyset and \
+            K.deleted_key(name, number) not in st.keyset:
+        # A mirror copies a retirement before the version it retires: one numbered above
+        # every version and version tombstone here is a copy in progress.
+        top = 0
+        for group in ("versions", "deleted"):
+            prefix = f"{K.DATASETS}{name}/{group}/"
+            i = bisect_left(st.keys, prefix + "~")  # keys are sorted; '~' after any key
+            last = st.keys[i - 1][len(prefix):] if i and st.keys[i - 1].startswith(prefix) \
+                else ""
+            top = max(top, int(last) if last.isdigit() else 0)
+        if number > top:
+            st.notice(key, f"retires version {number}, which is not here yet (a mirror in "
+                           "progress copies retirements first; mirroring again copies it)")
+        else:
+            st.error(key, "retires a version that does not exist")
+    else:
+        st.retired.add((record.dataset, record.number))
+
+
+def _check_erasure(st: _State, key: str, pending: bool) -> None:
+    record = st.read(key, ErasurePlan if pending else Erasure)
+    if record is None:
+        return
+    found = (K.parse_pending_key if pending else K.parse_log_key)(key)
+    # (a key of another form under the prefix is read all the same: its id is its last part)
+    if record.id != (found[0] if found else K.last_segment(key)):
+        st.error(key, f"erasure record has id {record.id!r}")
+    st.erased.update(record.cases)
+    st.erasures["reviews"].update(record.reviews)
+    st.erasures["runs"].update(record.runs)
+    if pending:
+        st.notice(key, "an erasure in progress (the next cas command that writes to the "
+                       "repository finishes it; reads refuse what it names meanwhile)")
+
+
+def _check_person_shards(st: _State, key: str) -> None:
+    """A pack's person-shards record: its name and content agree, and every person index file
+    it promises exists while the pack is published (an erasure trusts exactly these)."""
+    parsed = K.parse_person_shards_key(key)
+    record = st.read(key, PersonShards)
+    if record is None:
+        return
+    if parsed is None or parsed != (record.pack, set(record.shards)):
+        st.error(key, "person-shards record does not match its key")
+        return
+    if K.index_key(record.pack) not in st.keyset:
+        st.notice(key, "person-shards record of a pack that is gone (left by an interrupted gc "
+                       "or erasure; gc removes it)")
+        return
+    for shard in record.shards:
+        if K.person_index_key(shard, record.pack) not in st.keyset:
+            st.error(key, f"pack {record.pack} has no person index file for shard {shard} "
+                          f"({K.person_index_key(shard, record.pack)} is missing): an erasure "
+                          "scans the pack instead, but the index is damaged")
+
+
+def _check_person_record(st: _State, key: str) -> None:
+    record = st.person_records[key] = st.read(key, PersonIndex)
+    if record is None:
+        return
+    parsed = K.split_person_index_key(key)
+    if parsed is None or record.pack != parsed[1] or any(
+            K.person_shard(e.person) != parsed[0] for e in record.entries):
+        st.error(key, "person index does not match its key")
+    elif K.index_key(record.pack) not in st.keyset:
+        st.notice(key, "person index of a pack that is gone (left by an interrupted gc or "
+                       "erasure; gc removes it)")
+    elif record.pack in st.indexed:
+        absent = [e.digest for e in record.entries
+                  if to_bytes(e.digest) not in st.indexed[record.pack]]
+        if absent:
+            st.error(key, f"lists {absent[0]}, which pack {record.pack} does not hold")
+
+
+def _check_person_index(st: _State) -> None:
     """Every case and run naming a person is listed, under its keyed person, by the person index
     of its pack in that person's shard: an erasure finds a person's data only through these
     records, so a lost one leaves the person's bytes behind after their erasure."""
+    records, wanted = st.person_records, st.persons_wanted
     for (shard, pid), want in sorted(wanted.items()):
-        key = person_index_key(shard, pid)
+        key = K.person_index_key(shard, pid)
         example = min(want)[1]
-        if key not in records:
-            error(key, f"missing: pack {pid} holds {len(want)} objects of people in shard "
-                       f"{shard} (e.g. {example}) that an erasure finds only through it")
+        if key not in records or records[key] is None:
+            st.error(key, f"{'missing' if key not in records else 'unreadable'}: pack {pid} "
+                          f"holds {len(want)} objects of people in shard {shard} (e.g. "
+                          f"{example}) that an erasure finds only through it")
             continue
-        record = records[key]
-        if record is None:
-            error(key, f"unreadable: pack {pid} holds {len(want)} objects of people in shard "
-                       f"{shard} (e.g. {example}) that an erasure finds only through it")
-            continue
-        absent = sorted(want - {(e.person, e.digest) for e in record.entries})
+        absent = sorted(want - {(e.person, e.digest) for e in records[key].entries})
         if absent:
-            error(key, f"does not list {absent[0][1]} of pack {pid} under its person "
-                       f"{absent[0][0]} (shard {shard}; {len(absent)} of {len(want)} "
-                       "entries missing): an erasure of that person would miss it")
-    # The reverse: an entry for an object of the pack under a person it does not name.
+            st.error(key, f"does not list {absent[0][1]} of pack {pid} under its person "
+                          f"{absent[0][0]} (shard {shard}; {len(absent)} of {len(want)} "
+                          "entries missing): an erasure of that person would miss it")
+    # The reverse: an entry for an object of the pack under a person it does not name. A
+    # provenance object may be indexed under the people of the cases it describes.
+    case_person = {d: keyed for want in wanted.values() for keyed, d in want}
+    described = {d: {case_person[e.case_id] for e in obj.entries if e.case_id in case_person}
+                 for d, obj in st.provenances.items()}
     for key, record in sorted(records.items()):
-        parts = key.split("/")
-        if record is None or len(parts) != 3 or record.pack not in in_pack:
+        parsed = K.split_person_index_key(key)
+        if record is None or parsed is None or record.pack not in st.in_pack:
             continue
-        held = in_pack[record.pack]
-        want = wanted.get((parts[1], record.pack), set())
-        described = described or {}
+        held = st.in_pack[record.pack]
+        want = wanted.get((parsed[0], record.pack), set())
         wrong = [e for e in record.entries if e.digest in held and (e.person, e.digest) not in want
                  and e.person not in described.get(e.digest, ())]
         if wrong:
-            error(key, f"lists {wrong[0].digest} under {wrong[0].person}, a person that object "
-                       "does not name")
+            st.error(key, f"lists {wrong[0].digest} under {wrong[0].person}, a person that "
+                          "object does not name")
 
 
-def _check_references(keyset, seen, sealed, cited, provenances, objects, erased, erasures,
-                      problems) -> None:
+# -- run imports, review batches, settings, proposals and idempotency claims ----------------------
+_LOGS = (("run.import", K.IMPORTS, RunImport), ("review.batch", K.REVIEWS, ReviewBatch),
+         ("settings", K.SETTINGS, Settings))
+
+
+def _check_logs(st: _State) -> None:
+    """The repository-wide numbered logs: each record verified, the numbering contiguous; the
+    reviews read are kept for _check_references, the runs imports name are reachable."""
+    for family, prefix, type_ in _LOGS:
+        numbers = []
+        for key in sorted(k for k in st.keys if k.startswith(prefix)):
+            if st.family[key] != family:
+                st.error(key, f"unexpected key under {prefix}")
+                continue
+            (number,) = K.BY_NAME[family].parse(key)
+            numbers.append(number)
+            record = st.read(key, type_)
+            if record is None:
+                continue
+            if getattr(record, "number", getattr(record, "revision", None)) != number:
+                st.error(key, "record number does not match its key")
+            if type_ is ReviewBatch:
+                st.seen["reviews"].extend((key, r) for r in record.reviews)
+            if type_ is RunImport:
+                for entry in record.runs:
+                    if st.objects.get(entry.run) != "run":
+                        st.error(key, f"run {entry.run_id!r} ({entry.run}) is missing")
+                    else:
+                        st.reachable.add(entry.run)
+        if numbers != list(range(1, len(numbers) + 1)):
+            missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
+            st.error(prefix, f"numbers are not contiguous from 1; missing {missing}")
+
+
+def _check_proposals(st: _State) -> None:
+    """Staged proposals and idempotency claims, in key order."""
+    for key in st.of("proposal", "idempotency"):
+        name, group, _ = K.split_dataset_key(key)
+        try:
+            if group == "keys":
+                claim = parse_record_file(st.backend.get(key), IdempotencyRecord, key)
+                if K.idempotency_key(name, claim.key) != key or claim.dataset != name:
+                    st.error(key, "idempotency record does not match its key")
+                elif K.proposal_key(name, claim.token) not in st.keyset:
+                    st.error(key, f"names proposal {claim.token}, which is missing")
+                continue
+            proposal = parse_record_file(st.backend.get(key), Proposal, key)
+        except CasError as exc:
+            st.error(key, exc.message)
+            continue
+        _check_proposal(st, key, name, proposal)
+
+
+def _check_proposal(st: _State, key: str, name: str, proposal) -> None:
+    st.seen["proposals"].append((key, proposal))
+    if proposal.dataset != name:
+        st.error(key, f"proposal is for dataset {proposal.dataset!r}")
+    for digest in proposal.add:
+        if st.objects.get(digest) != "case":
+            st.error(key, f"proposed case {digest} is missing")
+        else:
+            st.reachable.add(digest)
+    if proposal.provenance is not None:
+        if st.objects.get(proposal.provenance) != "provenance":
+            st.error(key, f"provenance {proposal.provenance} is missing")
+        else:
+            st.reachable.add(proposal.provenance)
+            st.cited.setdefault(proposal.provenance, ("notice", key))
+    if _check_node(st, proposal.proposed_root, "", st.tree_ok) != proposal.proposed_count:
+        st.error(key, "the proposed tree does not hold proposed_count cases")
+
+
+def _check_references(st: _State) -> None:
     """What logs say of each other, where a deletion leaves no gap in any numbering: reviews
     name stored runs, provenance names saved reviews, a sealed proposal keeps its idempotency
     claim. What erasures deleted (their records list it) is allowed to be gone."""
-    from .proposals import idempotency_key
-    for key, review in seen["reviews"]:
-        if objects.get(review.run) != "run" and review.run not in erasures["runs"]:
-            problems.append(Problem("error", key, f"review {review.annotation_id} is of run "
-                                    f"{review.run_id!r} ({review.run}), which is missing"))
-    saved = {review.annotation_id for _, review in seen["reviews"]}
-    for digest, (severity, where) in sorted(cited.items()):
-        prov = provenances.get(digest)
+    for key, review in st.seen["reviews"]:
+        if st.objects.get(review.run) != "run" and review.run not in st.erasures["runs"]:
+            st.error(key, f"review {review.annotation_id} is of run {review.run_id!r} "
+                          f"({review.run}), which is missing")
+    saved = {review.annotation_id for _, review in st.seen["reviews"]}
+    for digest, (severity, where) in sorted(st.cited.items()):
+        prov = st.provenances.get(digest)
         if prov is None:
             continue  # a missing provenance is reported where it is named
         lost = [e for e in prov.entries if e.annotation_id not in saved
-                and e.annotation_id not in erasures["reviews"] and e.case_id not in erased]
+                and e.annotation_id not in st.erasures["reviews"] and e.case_id not in st.erased]
         if lost:
             more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
             # Only an active version's is damage for sure: a staged proposal may be one an
             # erasure is about to delete (a mirror deletes it last); sealing it would tell.
-            problems.append(Problem(severity, where, (
+            st.problems.append(Problem(severity, where, (
                 f"provenance {digest} names review {lost[0].annotation_id} of run "
                 f"{lost[0].run_id!r}{more}, which no review batch holds")))
-    for key, proposal in seen["proposals"]:
-        name, token = key.split("/")[1], key.rsplit("/", 1)[1]
-        ikey = idempotency_key(name, proposal.idempotency_key)
-        if ikey in keyset:
-            continue  # a claim naming another token: this proposal lost a race, harmless
-        number = sealed.get((name, token))
-        if number is not None:
-            # Its token was handed out only after the claim was stored, and nothing deletes the
-            # claim of a sealed proposal: the claim was lost, and the key can now stage another
-            # request. A notice, not an error, only because a mirror copies versions before
-            # proposals and claims: one in progress looks the same.
-            problems.append(Problem("notice", key, f"sealed as version {number}, but the "
-                                    f"idempotency claim of its key ({ikey}) is missing: it "
-                                    "was deleted (the key can now stage another request), "
-                                    "or a mirror into this repository has not copied it yet"))
-        else:
-            problems.append(Problem("notice", key, f"staged proposal without the idempotency "
-                                    f"claim of its key ({ikey}): staging or a gc was "
-                                    "interrupted (or the claim was deleted); the same key "
-                                    "stages anew"))
+    for key, proposal in st.seen["proposals"]:
+        _check_claimed(st, key, proposal)
 
 
-# -- pins, scores, experiments and deletion (cas/scores.py) -----------------------------------
-CITATION_FAMILIES = ("deleted", "scores", "experiments")
+def _check_claimed(st: _State, key: str, proposal) -> None:
+    name, _, token = K.split_dataset_key(key)
+    ikey = K.idempotency_key(name, proposal.idempotency_key)
+    if ikey in st.keyset:
+        return  # a claim naming another token: this proposal lost a race, harmless
+    number = st.sealed.get((name, token))
+    if number is not None:
+        # Its token was handed out only after the claim was stored, and nothing deletes the
+        # claim of a sealed proposal: the claim was lost, and the key can now stage another
+        # request. A notice, not an error, only because a mirror copies versions before
+        # proposals and claims: one in progress looks the same.
+        st.notice(key, f"sealed as version {number}, but the idempotency claim of its key "
+                       f"({ikey}) is missing: it was deleted (the key can now stage another "
+                       "request), or a mirror into this repository has not copied it yet")
+    else:
+        st.notice(key, f"staged proposal without the idempotency claim of its key ({ikey}): "
+                       "staging or a gc was interrupted (or the claim was deleted); the same "
+                       "key stages anew")
 
 
-def _deleted_numbers(keys) -> dict[str, set[int]]:
-    out: dict[str, set[int]] = {}
-    for key in keys:
-        parts = key.split("/")
-        if (key.startswith(DATASETS) and len(parts) == 4 and parts[2] == "deleted"
-                and parts[3].isdigit() and len(parts[3]) == 10):
-            out.setdefault(parts[1], set()).add(int(parts[3]))
-    return out
+# -- pins, scores, experiments and deletion (cas/scores.py) ---------------------------------------
+_CITATIONS = {"version.tombstone": "deleted", "experiment": "experiments",
+              "score.batch": "scores"}
 
 
-def _check_citations(backend, keys, trees, known, problems) -> None:
+def _citation_logs(st: _State) -> dict[str, dict[str, list[int]]]:
+    """Dataset -> group -> numbers of its tombstones and citation logs (every dataset with a
+    tombstone has an entry); a malformed number is reported here."""
+    families: dict[str, dict[str, list[int]]] = {}
+    for key in st.of("dataset.tombstone", *_CITATIONS):
+        name, group, tail = K.split_dataset_key(key)
+        if tail is None:  # the dataset's tombstone
+            families.setdefault(name, {})
+            continue
+        number = K.parse_number(tail)
+        if number is None:
+            st.error(key, "unexpected key under datasets/")
+            continue
+        families.setdefault(name, {}).setdefault(group, []).append(number)
+    return families
+
+
+def _check_citations(st: _State) -> None:
     """Tombstones, experiments and score batches: each record verified, the logs contiguous,
     every citation naming a live version with its content_digest (and a case and an experiment
     of it); a deleted dataset keeps only its tombstone and fences."""
-    from .objects import DatasetTombstone, Experiment, Fence, ScoreBatch, VersionTombstone
-    from .refs import version_key
-    from .tree import Trie
-
-    def error(where: str, message: str) -> None:
-        problems.append(Problem("error", where, message))
-
-    families: dict[str, dict[str, list[int]]] = {}
-    for key in keys:
-        parts = key.split("/")
-        if not key.startswith(DATASETS):
-            continue
-        if parts[2:] == ["tombstone"]:
-            known.add(key)
-            families.setdefault(parts[1], {})
-            continue
-        if len(parts) != 4 or parts[2] not in CITATION_FAMILIES:
-            continue
-        known.add(key)  # reported once, here
-        if not (parts[3].isdigit() and len(parts[3]) == 10):
-            error(key, "unexpected key under datasets/")
-            continue
-        families.setdefault(parts[1], {}).setdefault(parts[2], []).append(int(parts[3]))
-
+    families = _citation_logs(st)
     versions: dict[tuple[str, int], object] = {}
 
     def live_version(name: str, number: int):
         """The version record cited, or None (missing, deleted or damaged: reported)."""
         if (name, number) not in versions:
             record = None
-            key = version_key(name, number)
-            if number not in families.get(name, {}).get("deleted", ()) and key in keyset:
+            key = K.version_key(name, number)
+            if number not in families.get(name, {}).get("deleted", ()) and key in st.keyset:
                 try:
-                    record = parse_record_file(backend.get(key), VersionRecord, key)
+                    record = parse_record_file(st.backend.get(key), VersionRecord, key)
                 except CasError:
                     pass  # reported with the versions
             versions[(name, number)] = record
         return versions[(name, number)]
 
-    keyset = set(keys)
-    trie = Trie(trees.__getitem__)
+    trie = Trie(st.trees.__getitem__)
     for name in sorted(families):
         fam = families[name]
-        prefix = f"{DATASETS}{name}/"
-        dataset_gone = f"{prefix}tombstone" in keyset
+        dataset_gone = K.tombstone_key(name) in st.keyset
         if dataset_gone:
-            key = f"{prefix}tombstone"
+            key = K.tombstone_key(name)
             try:
-                tomb = parse_record_file(backend.get(key), DatasetTombstone, key)
+                tomb = parse_record_file(st.backend.get(key), DatasetTombstone, key)
                 if tomb.dataset != name:
-                    error(key, f"tombstone is for dataset {tomb.dataset!r}")
+                    st.error(key, f"tombstone is for dataset {tomb.dataset!r}")
             except CasError as exc:
-                error(key, exc.message)
-        for number in sorted(fam.get("deleted", [])):
-            key = f"{prefix}deleted/{number:010d}"
-            tomb = _read(backend, key, VersionTombstone, error)
-            if tomb is None:
-                continue
-            if tomb.dataset != name or tomb.number != number:
-                error(key, f"tombstone says {tomb.dataset!r} version {tomb.number}")
-            if version_key(name, number) in keyset and not dataset_gone:
-                problems.append(Problem("notice", key, f"version {number} is being deleted or "
-                                        "its deletion was interrupted (the version file is "
-                                        "still there); run `cas version delete` again"))
+                st.error(key, exc.message)
+        _check_version_tombstones(st, name, fam.get("deleted", []), dataset_gone)
         experiments: dict[str, object] = {}
-        for log, type_ in (("experiments", Experiment), ("scores", ScoreBatch)):
-            numbers = sorted(fam.get(log, []))
-            if numbers != list(range(1, len(numbers) + 1)):
-                missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
-                error(f"{prefix}{log}/", f"numbers are not contiguous from 1; missing {missing}")
-            for number in numbers:
-                key = f"{prefix}{log}/{number:010d}"
-                entry = _read(backend, key, (type_, Fence), error)
-                if entry is None:
-                    continue
-                if entry.dataset != name or entry.number != number:
-                    error(key, f"record says {entry.dataset!r} number {entry.number}")
-                if isinstance(entry, Fence):
-                    if entry.log != log:
-                        error(key, f"fence of the {entry.log!r} log")
-                    continue
+        for log in ("experiments", "scores"):
+            for key, entry in _citation_entries(st, name, log, fam.get(log, [])):
                 if dataset_gone:
-                    error(key, "a citation in a deleted dataset")
+                    st.error(key, "a citation in a deleted dataset")
                     continue
                 cites = ([(f"{key}#{i}", s) for i, s in enumerate(entry.scores)]
                          if log == "scores" else [(key, entry)])
                 if log == "experiments":
                     if entry.name in experiments:
-                        error(key, f"experiment name {entry.name!r} is used twice")
+                        st.error(key, f"experiment name {entry.name!r} is used twice")
                     experiments.setdefault(entry.name, entry)
                 for where, c in cites:
-                    _check_citation(where, name, c, live_version(name, c.version), trie,
-                                    experiments, error)
+                    _check_citation(st, where, name, c, live_version(name, c.version), trie,
+                                    experiments)
 
 
-def _check_citation(where, name, c, version, trie, experiments, error) -> None:
+def _check_version_tombstones(st: _State, name: str, numbers, dataset_gone: bool) -> None:
+    for number in sorted(numbers):
+        key = K.deleted_key(name, number)
+        tomb = st.read(key, VersionTombstone)
+        if tomb is None:
+            continue
+        if tomb.dataset != name or tomb.number != number:
+            st.error(key, f"tombstone says {tomb.dataset!r} version {tomb.number}")
+        if K.version_key(name, number) in st.keyset and not dataset_gone:
+            st.notice(key, f"version {number} is being deleted or its deletion was interrupted "
+                           "(the version file is still there); run `cas version delete` again")
+
+
+def _citation_entries(st: _State, name: str, log: str, numbers):
+    """(key, entry) of each citation of a log (fences and damaged records reported and left
+    out), after checking the numbering."""
+    numbers = sorted(numbers)
+    if numbers != list(range(1, len(numbers) + 1)):
+        missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
+        st.error(f"{K.DATASETS}{name}/{log}/", f"numbers are not contiguous from 1; missing "
+                                               f"{missing}")
+    type_ = Experiment if log == "experiments" else ScoreBatch
+    for number in numbers:
+        key = K.citation_key(name, log, number)
+        entry = st.read(key, (type_, Fence))
+        if entry is None:
+            continue
+        if entry.dataset != name or entry.number != number:
+            st.error(key, f"record says {entry.dataset!r} number {entry.number}")
+        if isinstance(entry, Fence):
+            if entry.log != log:
+                st.error(key, f"fence of the {entry.log!r} log")
+            continue
+        yield key, entry
+
+
+def _check_citation(st: _State, where, name, c, version, trie, experiments) -> None:
     if getattr(c, "dataset", name) != name:
-        error(where, f"cites dataset {c.dataset!r} from the log of {name!r}")
+        st.error(where, f"cites dataset {c.dataset!r} from the log of {name!r}")
         return
     if version is None:
-        error(where, f"cites {name}@{c.version}, which is missing or deleted")
+        st.error(where, f"cites {name}@{c.version}, which is missing or deleted")
         return
     if c.content_digest != version.content_digest:
-        error(where, f"cites {name}@{c.version} with content_digest {c.content_digest}, but "
-                     f"that version has {version.content_digest}")
+        st.error(where, f"cites {name}@{c.version} with content_digest {c.content_digest}, "
+                        f"but that version has {version.content_digest}")
     item = getattr(c, "item", None)
     if item is not None:
         try:
@@ -723,74 +797,26 @@ def _check_citation(where, name, c, version, trie, experiments, error) -> None:
         except (KeyError, CasError):
             held = True  # the version's tree is damaged: reported with the versions
         if not held:
-            error(where, f"cites case {item}, which {name}@{c.version} does not hold")
+            st.error(where, f"cites case {item}, which {name}@{c.version} does not hold")
     exp = getattr(c, "experiment", None)
     if exp is not None:
         known = experiments.get(exp)
         if known is None:
-            error(where, f"names experiment {exp!r}, which dataset {name!r} does not have")
+            st.error(where, f"names experiment {exp!r}, which dataset {name!r} does not have")
         elif known.version != c.version:
-            error(where, f"names experiment {exp!r} of {name}@{known.version}, but cites "
-                         f"{name}@{c.version}")
+            st.error(where, f"names experiment {exp!r} of {name}@{known.version}, but cites "
+                            f"{name}@{c.version}")
 
 
-def _read(backend, key: str, types, error):
-    """The record at `key` (of the type, or one of the tuple of types), or None once the reason
-    it is not one has been reported."""
-    try:
-        data = backend.get(key)
-        if isinstance(types, tuple):
-            return parse_record_file_of(data, types, key)
-        return parse_record_file(data, types, key)
-    except CasError as exc:
-        error(key, exc.message)
-        return None
-
-
-def _check_leases(backend, keys, known, problems) -> None:
-    """Leases (cas/leases.py) are short-lived: each must parse and match its key; one left by a
-    holder that died is harmless once it expires (the next gc or erasure stops waiting)."""
-    from .leases import LEASES, parse_lease_key
-    from .objects import Lease
-    for key in keys:
-        if not key.startswith(LEASES):
-            continue
-        known.add(key)
-        parsed = parse_lease_key(key)
+# -- leases (cas/leases.py) -----------------------------------------------------------------------
+def _check_leases(st: _State) -> None:
+    """Leases are short-lived: each must parse and match its key; one left by a holder that
+    died is harmless once it expires (the next gc or erasure stops waiting)."""
+    for key in st.by_family["lease"]:
+        parsed = K.parse_lease_key(key)
         if parsed is None:
-            problems.append(Problem("error", key, f"unexpected key under {LEASES}"))
+            st.error(key, f"unexpected key under {K.LEASES}")
             continue
-        try:
-            record = parse_record_file(backend.get(key), Lease, key)
-        except CasError as exc:
-            problems.append(Problem("error", key, exc.message))
-            continue
-        if (record.role, record.id) != parsed:
-            problems.append(Problem("error", key, "lease does not match its key"))
-
-
-def _check_person_shards(backend, key, keyset, problems) -> None:
-    """A pack's person-shards record: its name and content agree, and every person index file
-    it promises exists while the pack is published (an erasure trusts exactly these)."""
-    from .objects import PersonShards
-    from .store import parse_person_shards_key, person_index_key
-
-    def error(message: str) -> None:
-        problems.append(Problem("error", key, message))
-    parsed = parse_person_shards_key(key)
-    record = _read(backend, key, PersonShards, lambda where, message: error(message))
-    if record is None:
-        return
-    if parsed is None or parsed != (record.pack, set(record.shards)):
-        error("person-shards record does not match its key")
-        return
-    if f"{PACKS}{record.pack}.idx" not in keyset:
-        problems.append(Problem("notice", key, "person-shards record of a pack that is gone "
-                                               "(left by an interrupted gc or erasure; gc "
-                                               "removes it)"))
-        return
-    for shard in record.shards:
-        if person_index_key(shard, record.pack) not in keyset:
-            error(f"pack {record.pack} has no person index file for shard {shard} "
-                  f"({person_index_key(shard, record.pack)} is missing): an erasure scans the "
-                  "pack instead, but the index is damaged")
+        record = st.read(key, Lease)
+        if record is not None and (record.role, record.id) != parsed:
+            st.error(key, "lease does not match its key")

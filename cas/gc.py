@@ -13,14 +13,18 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import leases
+from . import checks, erasure, leases
 from . import pack as packfmt
+from . import store as store_module
 from .digest import to_bytes
 from .errors import Aborted, CasError, InvalidArgument, NotFound
 from .objects import Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
 from .proposals import delete_proposal, sealed_by
-from .refs import DATASETS, read_log_from
-from .store import PACKS, PERSONS, index_key, pack_key
+from .datasets import live_versions
+from .keys import (DATASETS, ERASURES, PACKS, PERSONS, import_key, index_key, pack_key,
+                   parse_log_key, parse_person_index_key, parse_person_shards_key,
+                   split_dataset_key)
+from .refs import read_log_from
 
 REWRITE_AT = 0.5  # a pack is rewritten once at least this share of its bytes is garbage
 SMALL_PACK = 4 << 20  # packs smaller than this are merged (one per version adds up)
@@ -56,11 +60,11 @@ def parse_grace(text) -> float:
                           "h or d, e.g. 0, 90, 15m, 24h, 7d")
 
 
-def reachable(repo, skip: frozenset[str] = frozenset()) -> set[bytes]:
+def reachable(ctx, skip: frozenset[str] = frozenset()) -> set[bytes]:
     """Raw digests of every object something in the repository still refers to (the staged
     proposals whose keys are in `skip` do not count: gc is collecting them)."""
     seen: set[bytes] = set()
-    store = repo.store
+    store = ctx.store
 
     def walk(root: str) -> None:
         stack = [root]
@@ -79,15 +83,13 @@ def reachable(repo, skip: frozenset[str] = frozenset()) -> set[bytes]:
             else:
                 stack.extend(c.node for c in node.children)
 
-    backend = repo.backend
-    from .erasure import live_versions  # every live version of every live dataset
-    for version in live_versions(repo):
+    backend = ctx.backend
+    for version in live_versions(ctx):
         walk(version.content_digest)
         if version.provenance:
             seen.add(to_bytes(version.provenance))
     for key in backend.list(DATASETS):
-        parts = key.split("/")
-        if len(parts) == 4 and parts[2] == "proposals" and key not in skip:
+        if _staged_token(key) is not None and key not in skip:
             try:
                 p = parse_record_file(backend.get(key), Proposal, key)
             except NotFound:
@@ -96,31 +98,32 @@ def reachable(repo, skip: frozenset[str] = frozenset()) -> set[bytes]:
             if p.provenance:
                 seen.add(to_bytes(p.provenance))
             walk(p.proposed_root)
-    from .runs import import_key
     for _, record in read_log_from(backend, import_key, RunImport, 0):
         seen.update(to_bytes(e.run) for e in record.runs)
     return seen
 
 
-def collect(repo, dry_run: bool = False, grace: float = 86400.0,
+def collect(ctx, dry_run: bool = False, grace: float = 86400.0,
             wait: float | None = None, progress=None) -> GcReport:
     """Collect garbage (see the module docstring and docs/format.md, section 9). A dry run
     plans exactly as a real one and reports what it would delete, writing nothing. `wait`:
     seconds to wait for writers that started before this gc (default leases.GC_WAIT)."""
+    checks.grace(grace)
+    checks.seconds(wait, "wait", optional=True)
+    checks.progress(progress)
     grace = parse_grace(grace)
     wait = leases.GC_WAIT if wait is None else wait
-    backend = repo.backend
-    store = repo.store
+    backend = ctx.backend
+    store = ctx.store
     store.refresh()
-    cutoff = repo.time() - grace
-    from . import erasure
+    cutoff = ctx.time() - grace
     if not dry_run:
-        erasure.recover(repo)  # an erasure in progress finishes before gc copies any object
-    erasures_before = set(backend.list(erasure.ERASURES))
-    stale = stale_proposals(repo, cutoff)
+        erasure.recover(ctx)  # an erasure in progress finishes before gc copies any object
+    erasures_before = set(backend.list(ERASURES))
+    stale = stale_proposals(ctx, cutoff)
     keys = list(backend.list(PACKS))
     indexed = {k[len(PACKS):-len(".idx")] for k in keys if k.endswith(".idx")}
-    live = reachable(repo, frozenset(stale))
+    live = reachable(ctx, frozenset(stale))
     batches, kept = _plan(backend, indexed, live, cutoff)
     orphans = [k for k in keys if k.endswith(".pack")
                and k[len(PACKS):-len(".pack")] not in indexed
@@ -128,31 +131,30 @@ def collect(repo, dry_run: bool = False, grace: float = 86400.0,
     stale_persons = [k for k in backend.list(PERSONS)
                      if _person_pack(k) not in indexed and _modified(backend, k) <= cutoff]
     if dry_run:
-        return _predict(repo, indexed, batches, orphans, kept, stale, stale_persons)
+        return _predict(ctx, indexed, batches, orphans, kept, stale, stale_persons)
     condemned = sorted({pid for batch in batches for pid, _ in batch}
                        | {k[len(PACKS):-len(".pack")] for k in orphans})
     # Publish what this gc may delete, then look at who else is at work (leases.py): writers
     # that started after this point keep clear of these packs and proposals.
-    with leases.acquire(repo, leases.GC, "gc", packs=condemned, proposals=sorted(stale)) as held:
+    with leases.acquire(ctx, leases.GC, "gc", packs=condemned, proposals=sorted(stale)) as held:
         rivals = leases.of_role(held.others, leases.GC)
         if rivals:
             raise Aborted(f"another gc is running ({rivals[0]}); nothing was deleted; retry "
                           "when it ends", reason="GC_IN_PROGRESS", lease=rivals[0])
         writers = leases.of_role(held.others, leases.WRITER)
-        busy = leases.wait_for(repo, writers, wait, progress)
+        busy = leases.wait_for(ctx, writers, wait, progress)
         if busy:
             return GcReport(False, len(indexed), 0, 0, 0, 0, 0, kept, 0, 0, len(busy))
-        return _sweep(repo, held, indexed, batches, orphans, kept, stale, stale_persons,
+        return _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons,
                       cutoff, erasures_before)
 
 
-def _sweep(repo, held, indexed, batches, orphans, kept, stale, stale_persons, cutoff,
+def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cutoff,
            erasures_before) -> GcReport:
     """The deleting half of a gc, under its lease `held` once the earlier writers are done."""
-    from . import erasure
-    backend, store = repo.backend, repo.store
+    backend, store = ctx.backend, ctx.store
     rewritten = written = deleted = objects = reclaimed = 0
-    proposals = sum(delete_proposal(repo, key, p) for key, p in stale.items())
+    proposals = sum(delete_proposal(ctx, key, p) for key, p in stale.items())
     # Packs never published (a writer died between a pack and its index), first: a rewrite
     # below may publish the very same pack (same bytes, same name) again.
     for key in orphans:
@@ -161,7 +163,7 @@ def _sweep(repo, held, indexed, batches, orphans, kept, stale, stale_persons, cu
             backend.delete(key)
             deleted += 1
     # Mark again: anything a writer sealed, staged or imported since is kept after all.
-    live = reachable(repo)
+    live = reachable(ctx)
     for batch in batches:
         held.check("it rewrote more packs")  # renewed and live: writers keep clear of them
         drop = {d for _, garbage in batch for d in garbage if d not in live}
@@ -175,11 +177,12 @@ def _sweep(repo, held, indexed, batches, orphans, kept, stale, stale_persons, cu
         reclaimed += result.bytes_before - result.bytes_written
     # An erasure that ran while we copied objects into new packs may have missed a copy (it
     # was still a live object when we read it): purge what it erased once more.
-    for key in sorted(set(backend.list(erasure.ERASURES)) - erasures_before):
-        if key.startswith(erasure.LOG):
-            record = erasure.read_log(repo, key[len(erasure.LOG):])
+    for key in sorted(set(backend.list(ERASURES)) - erasures_before):
+        logged = parse_log_key(key)
+        if logged is not None:
+            record = erasure.read_log(ctx, logged[0])
             if record is not None:
-                erasure.purge(repo, set(record.cases) | set(record.runs))
+                erasure.purge(ctx, set(record.cases) | set(record.runs))
     sweep = getattr(backend, "sweep_staging", None)
     if sweep is not None:  # staging files of writes killed before they published
         sweep(cutoff)
@@ -192,39 +195,39 @@ def _sweep(repo, held, indexed, batches, orphans, kept, stale, stale_persons, cu
                     proposals, records)
 
 
-def _predict(repo, indexed, batches, orphans, kept, stale, stale_persons) -> GcReport:
+def _predict(ctx, indexed, batches, orphans, kept, stale, stale_persons) -> GcReport:
     """What `_sweep` would delete if nothing changed meanwhile, computed by the same rewrite
     without writing (so merged packs' saved headers and indexes count, byte for byte)."""
     rewritten = written = objects = reclaimed = 0
     for batch in batches:
-        result = repo.store.rewrite_packs([pid for pid, _ in batch],
+        result = ctx.store.rewrite_packs([pid for pid, _ in batch],
                                           {d for _, garbage in batch for d in garbage},
                                           dry_run=True)
         rewritten += len(batch)
         written += result.new_pack is not None
         objects += result.dropped
         reclaimed += result.bytes_before - result.bytes_written
-    reclaimed += sum(_size(repo.backend, k) for k in orphans)
+    reclaimed += sum(_size(ctx.backend, k) for k in orphans)
     return GcReport(True, len(indexed), rewritten, len(orphans), written, objects, reclaimed,
                     kept, len(stale), len(stale_persons))
 
 
-def stale_proposals(repo, cutoff: float) -> dict:
+def stale_proposals(ctx, cutoff: float) -> dict:
     """key -> proposal of every staged proposal never sealed and last written before `cutoff`
     (previews nobody confirmed, or that lost a race and were staged again)."""
     out = {}
-    for key in repo.backend.list(DATASETS):
-        parts = key.split("/")
-        if len(parts) != 4 or parts[2] != "proposals" or _modified(repo.backend, key) > cutoff:
+    for key in ctx.backend.list(DATASETS):
+        token = _staged_token(key)
+        if token is None or _modified(ctx.backend, key) > cutoff:
             continue
         try:
-            p = parse_record_file(repo.backend.get(key), Proposal, key)
+            p = parse_record_file(ctx.backend.get(key), Proposal, key)
         except NotFound:
             continue
         except CasError:
             out[key] = None  # damaged: it can never be sealed
             continue
-        if sealed_by(repo, p.dataset, p.base, parts[3]) is None:
+        if sealed_by(ctx, p.dataset, p.base, token) is None:
             out[key] = p
     return out
 
@@ -234,7 +237,6 @@ def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]],
     grace period that are mostly garbage or small, grouped up to the pack size. Returns the
     batches (each a list of (pack id, {garbage digest: length})) and how many unreachable
     objects stay (in young packs, or in large mostly live ones)."""
-    from . import store as store_module  # its pack size as set now, not at gc's first import
     candidates, kept = [], 0
     for pid in sorted(indexed):
         _, entries = packfmt.parse_index(backend.get(index_key(pid)), index_key(pid))
@@ -247,7 +249,7 @@ def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]],
             kept += len(garbage)
     batches, batch, size = [], [], 0
     for pid, garbage, live_bytes in candidates:
-        if batch and size + live_bytes > store_module.PACK_MAX_BYTES:
+        if batch and size + live_bytes > store_module.PACK_MAX_BYTES:  # as set now (tests)
             batches.append(batch)
             batch, size = [], 0
         batch.append((pid, garbage))
@@ -259,10 +261,21 @@ def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]],
     return kept_batches, kept
 
 
+def _staged_token(key: str) -> str | None:
+    """The token of a key under a dataset's `proposals/` (what gc reads as a staged proposal:
+    one whose record is damaged, or whose name is malformed, can never be sealed)."""
+    split = split_dataset_key(key)
+    return split[2] if split is not None and split[1] == "proposals" and split[2] else None
+
+
 def _person_pack(key: str) -> str:
     """The pack a person index file (`persons/<shard>/<pack>`) or person-shards record
     (`persons/shards/<pack>.<map>`) belongs to."""
-    return key.rsplit("/", 1)[1].split(".")[0]
+    shards = parse_person_shards_key(key)
+    if shards is not None:
+        return shards[0]
+    index = parse_person_index_key(key)
+    return index[1] if index is not None else key.rsplit("/", 1)[1].split(".")[0]
 
 
 def _modified(backend, key: str) -> float:

@@ -22,11 +22,10 @@ from typing import Iterable
 import msgspec
 
 from .errors import Aborted, CasError, NotFound
+from .keys import LEASES, ROLES, lease_key, parse_lease_key
 from .objects import Lease, format_record_file, parse_record_file
 
-LEASES = "leases/"
-WRITER, GC, ERASURE = "writer", "gc", "erasure"
-ROLES = (WRITER, GC, ERASURE)
+WRITER, GC, ERASURE = ROLES
 TTL = 300.0        # seconds a lease lives unless renewed; holders renew after a third of it
 MARGIN = 30.0      # a writer does not claim once its lease is this close to expiry (clock skew)
 WRITER_WAIT = 60.0   # how long a writer waits for an erasure in progress before ABORTED
@@ -35,20 +34,6 @@ ERASURE_WAIT = TTL + MARGIN  # how long an erasure waits for the writers that st
 POLL = 0.05          # first pause between two looks at the leases (doubles up to 1 s)
 
 _HOST = socket.gethostname()
-
-
-def lease_key(role: str, lease_id: str) -> str:
-    return f"{LEASES}{role}.{lease_id}"
-
-
-def parse_lease_key(key: str) -> tuple[str, str] | None:
-    """(role, id) of a lease key, or None if `key` is not one."""
-    if not key.startswith(LEASES):
-        return None
-    role, dot, lease_id = key[len(LEASES):].partition(".")
-    if role not in ROLES or not dot or not lease_id or "/" in lease_id:
-        return None
-    return role, lease_id
 
 
 def of_role(leases: Iterable[str], role: str) -> list[str]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, ClassVar
 
 import msgspec
 
 from . import encoding
-from .digest import digest_of
+from .digest import digest_of, register_kind
 from .errors import CorruptData, DigestMismatch, UnsupportedFormat
 
 FORMAT = 1  # the only record format this cas reads and writes
@@ -15,26 +15,36 @@ FORMAT = 1  # the only record format this cas reads and writes
 
 class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind",
               kw_only=True):
+    """Every stored record: its msgspec tag is its kind (the digest domain and the `kind`
+    member). A subclass is registered as a kind by being defined (see TYPES below)."""
+
     format: int = FORMAT
+    # The one-byte code of the kind inside pack files, for the kinds ever written into packs
+    # (docs/format.md section 7); None for records that live in record files.
+    PACK_CODE: ClassVar[int | None] = None
 
 
 class Case(_Record, tag="case", kw_only=True):
     """The frozen content of one evaluation case; its id is the digest of its canonical bytes."""
 
-    run_id: Union[str, None] = None
-    started_at: Union[str, None] = None
+    PACK_CODE: ClassVar[int | None] = 1
+
+    run_id: str | None = None
+    started_at: str | None = None
     input: Any = None
     output: Any = None
     steps: list[dict[str, Any]] = []
     outcome: Any = None
     metadata: dict[str, Any] = {}
-    tenant: Union[str, None] = None
-    person: Union[str, None] = None
+    tenant: str | None = None
+    person: str | None = None
     withheld: list[str] = []
 
 
 class TreeLeaf(_Record, tag="tree.leaf", kw_only=True):
     """A set of at most LEAF_MAX case ids sharing the leaf's prefix, sorted."""
+
+    PACK_CODE: ClassVar[int | None] = 2
 
     ids: list[str]
 
@@ -48,6 +58,8 @@ class TreeChild(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class TreeNode(_Record, tag="tree.node", kw_only=True):
     """An inner trie node: one child per non-empty next hex digit, with subtree counts."""
 
+    PACK_CODE: ClassVar[int | None] = 3
+
     count: int
     children: list[TreeChild]
 
@@ -55,7 +67,7 @@ class TreeNode(_Record, tag="tree.node", kw_only=True):
 class VersionRecord(_Record, tag="version", kw_only=True):
     dataset: str
     number: int
-    parent: Union[int, None]
+    parent: int | None
     content_digest: str
     item_count: int
     operation: str
@@ -64,8 +76,8 @@ class VersionRecord(_Record, tag="version", kw_only=True):
     author: str
     sealed_at: str
     message: str = ""
-    proposal: Union[str, None] = None     # the confirm token of the proposal it sealed
-    provenance: Union[str, None] = None   # digest of its Provenance object (promotions)
+    proposal: str | None = None     # the confirm token of the proposal it sealed
+    provenance: str | None = None   # digest of its Provenance object (promotions)
 
 
 class DatasetRecord(_Record, tag="dataset", kw_only=True):
@@ -88,10 +100,12 @@ class RepoConfig(_Record, tag="config", kw_only=True):
 class Run(_Record, tag="run", kw_only=True):
     """A recorded agent run, as imported (stored in packs, found by run id via imports)."""
 
+    PACK_CODE: ClassVar[int | None] = 7
+
     run_id: str
     tenant: str
-    person: Union[str, None] = None
-    started_at: Union[str, None] = None
+    person: str | None = None
+    started_at: str | None = None
     input: Any = None
     output: Any = None
     steps: list[dict[str, Any]]
@@ -127,7 +141,7 @@ class Review(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
 class ReviewBatch(_Record, tag="review.batch", kw_only=True):
     number: int
     reviews: list[Review]
-    confirm_token: Union[str, None] = None  # the preview it confirmed: a retry saves nothing new
+    confirm_token: str | None = None  # the preview it confirmed: a retry saves nothing new
 
 
 class Settings(_Record, tag="settings", kw_only=True):
@@ -151,6 +165,8 @@ class ProvenanceEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
 class Provenance(_Record, tag="provenance", kw_only=True):
     """Per promoted case: the review that allowed it (referenced by the version record)."""
 
+    PACK_CODE: ClassVar[int | None] = 8
+
     entries: list[ProvenanceEntry]
 
 
@@ -165,7 +181,7 @@ class Proposal(_Record, tag="proposal", kw_only=True):
     add: list[str] = []     # case ids new to the base
     carried: int = 0        # how many base ids stay
     remove: list[str] = []
-    provenance: Union[str, None] = None
+    provenance: str | None = None
     proposed_root: str
     proposed_count: int
     author: str
@@ -187,9 +203,9 @@ class Score(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
     version: int
     content_digest: str
     metric: str
-    value: Union[int, float]       # finite; NaN and the infinities have no canonical form
-    item: Union[str, None] = None  # a case id of that version, or None for the whole version
-    experiment: Union[str, None] = None  # the name of an experiment of that dataset
+    value: int | float       # finite; NaN and the infinities have no canonical form
+    item: str | None = None  # a case id of that version, or None for the whole version
+    experiment: str | None = None  # the name of an experiment of that dataset
     author: str
     recorded_at: str
 
@@ -256,7 +272,7 @@ class VersionRetirement(_Record, tag="version.retirement", kw_only=True):
     retired_at: str
     note: str = ""
     author: str
-    erasure: Union[str, None] = None  # the erasure that retired it (PERSON_ERASED)
+    erasure: str | None = None  # the erasure that retired it (PERSON_ERASED)
 
 
 class PersonObject(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -328,35 +344,53 @@ class Lease(_Record, tag="lease", kw_only=True):
     expires_at: str             # renewed while the holder works; past it, the lease is dead
     packs: list[str] = []       # gc: the packs it may rewrite or delete
     proposals: list[str] = []   # gc: the keys of the stale proposals it may delete
-    erasure: Union[str, None] = None  # erasure: the id of its plan
+    erasure: str | None = None  # erasure: the id of its plan
 
 
-Object = Union[Case, TreeLeaf, TreeNode, VersionRecord, DatasetRecord, RepoConfig, Run,
-               Provenance]
+# The objects: the records stored in packs, by digest (the kinds with a PACK_CODE).
+Object = Case | TreeLeaf | TreeNode | Run | Provenance
 
-TYPES: dict[str, type] = {
-    "case": Case, "tree.leaf": TreeLeaf, "tree.node": TreeNode, "version": VersionRecord,
-    "dataset": DatasetRecord, "config": RepoConfig, "run": Run, "run.import": RunImport,
-    "review.batch": ReviewBatch, "settings": Settings, "proposal": Proposal,
-    "idempotency": IdempotencyRecord, "provenance": Provenance,
-    "score.batch": ScoreBatch, "experiment": Experiment, "version.tombstone": VersionTombstone,
-    "dataset.tombstone": DatasetTombstone, "fence": Fence,
-    "version.retirement": VersionRetirement, "person.index": PersonIndex,
-    "person.shards": PersonShards,
-    "erasure.plan": ErasurePlan, "erasure": Erasure, "lease": Lease,
-}
+
+def _record_types() -> list[type]:
+    """Every record Struct, in definition order: the subclasses of _Record, at any depth."""
+    out, todo = [], list(_Record.__subclasses__())
+    while todo:
+        t = todo.pop(0)
+        out.append(t)
+        todo[:0] = t.__subclasses__()
+    return out
+
+
+def _build_registry() -> dict[str, type]:
+    """The one registry of kinds, from the record types themselves: each type's msgspec tag is
+    its kind. Refuses two types with one kind, and two kinds with one pack code."""
+    types: dict[str, type] = {}
+    codes: dict[int, str] = {}
+    for t in _record_types():
+        kind = t.__struct_config__.tag
+        if kind in types:
+            raise TypeError(f"kind {kind!r} is the tag of both {types[kind].__name__} and "
+                            f"{t.__name__}")
+        register_kind(kind)  # cas.digest checks the spelling and builds the kind's hasher
+        types[kind] = t
+        code = t.PACK_CODE
+        if code is not None:
+            if not (isinstance(code, int) and 1 <= code <= 255) or code in codes:
+                raise TypeError(f"pack code {code!r} of {kind!r} is not a free byte 1-255")
+            codes[code] = kind
+    return types
+
+
+TYPES: dict[str, type] = _build_registry()
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
-# Kind codes used inside pack files (one byte per entry).
-KIND_CODES: dict[str, int] = {"case": 1, "tree.leaf": 2, "tree.node": 3, "version": 4,
-                              "dataset": 5, "config": 6, "run": 7, "provenance": 8}
+# Kind codes used inside pack files (one byte per entry): 1 case, 2 tree.leaf, 3 tree.node,
+# 7 run, 8 provenance. 4, 5, 6 were reserved for version, dataset and config, which were never
+# packed: they are unused, and a reader refuses them like any unknown code.
+KIND_CODES: dict[str, int] = {k: t.PACK_CODE for k, t in TYPES.items() if t.PACK_CODE is not None}
 KIND_BY_CODE: dict[int, str] = {v: k for k, v in KIND_CODES.items()}
 
 
-def kind_of(obj: Object) -> str:
-    return KIND_OF[type(obj)]
-
-
-def encode_object(obj: Object) -> tuple[str, bytes, str]:
+def encode_object(obj: _Record) -> tuple[str, bytes, str]:
     """(kind, canonical bytes, digest) of a record built by cas."""
     kind = KIND_OF[type(obj)]
     data = encoding.encode(obj)
@@ -371,7 +405,7 @@ def check_format(obj: Any, what: str) -> Any:
     return obj
 
 
-def decode_object(kind: str, data: bytes, what: str = "object") -> Object:
+def decode_object(kind: str, data: bytes, what: str = "object") -> Any:
     try:
         type_ = TYPES[kind]
     except KeyError:
@@ -385,12 +419,12 @@ class _RecordFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     record: msgspec.Raw
 
 
-def format_record_file(obj: Object) -> bytes:
+def format_record_file(obj: _Record) -> bytes:
     """A record stored under a name (refs, config): canonical bytes wrapped with their digest.
 
     The digest makes any flipped byte detectable, exactly as for packed objects.
     """
-    kind, data, digest = encode_object(obj)
+    _, data, digest = encode_object(obj)
     return b'{"digest":"' + digest.encode("ascii") + b'","record":' + data + b"}"
 
 

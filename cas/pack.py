@@ -11,6 +11,7 @@ from typing import Iterable, Iterator, NamedTuple
 from blake3 import blake3
 
 from .errors import CorruptData, DigestMismatch, UnsupportedFormat
+from .keys import PACKS, parse_index_key
 
 PACK_MAGIC = b"CASP"
 INDEX_MAGIC = b"CASI"
@@ -189,7 +190,7 @@ class IndexReader:
             head = self.backend.get_range(self.key, 0, DIGESTS_AT)
             _check_header(head, DIGESTS_AT, INDEX_MAGIC, INDEX_FORMAT, "index", self.key)
             self._fanout = FANOUT.unpack_from(head, FANOUT_AT)
-            self._packs = [self.key.rsplit("/", 1)[-1][:-len(".idx")]]
+            self._packs = [_pack_of(self.key)]
 
     @property
     def fanout(self) -> tuple[int, ...]:
@@ -201,7 +202,7 @@ class IndexReader:
     def packs(self) -> list[str]:
         """Ids of the packs this index answers for."""
         if not self.multi:  # named by its key: no read needed
-            return [self.key.rsplit("/", 1)[-1][:-len(".idx")]]
+            return [_pack_of(self.key)]
         if self._fanout is None:
             self._open()
         return self._packs
@@ -324,3 +325,10 @@ def parse_multi_index(data: bytes, where: str = "multi-pack index") -> tuple[lis
         out.append((Entry(d, offset, length, kind), ordinal))
     _check_fanout(fanout, [e.digest for e, _ in out], where)
     return packs, out
+
+
+def _pack_of(key: str) -> str:
+    """The pack a pack index answers for, told by its key (a key of another form, which only a
+    damaged repository holds, by what stands between `packs/` and `.idx`)."""
+    found = parse_index_key(key)
+    return found[0] if found else key[len(PACKS):-len(".idx")]

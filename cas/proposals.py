@@ -7,51 +7,51 @@ version it already sealed. An idempotency key names one request for ever.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
-from . import claims, encoding, leases
-from .digest import digest_of, parse_digest
+from . import checks, claims, datasets, encoding, keys, leases, retirement, sealing
+from . import digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .objects import (Case, IdempotencyRecord, Proposal, Provenance, ProvenanceEntry, Run,
-                      Settings, encode_object, format_record_file, parse_record_file)
-from .refs import DATASETS
+                      Settings, VersionRecord, encode_object, format_record_file,
+                      parse_record_file)
+from .reviews import index as review_index
 from .reviews import require_runs
 from .runs import get_run
 from .tree import EMPTY_ROOT
 
 CONTENT_CLASSES = ("input", "output", "tool_arguments", "tool_results", "metadata")
 SUBJECT_KINDS = {"agent_run": "agent_run", "SUBJECT_KIND_AGENT_RUN": "agent_run"}
-SETTINGS = "settings/"
 CARRIED_PAGE = 500
 
 
 # -- content policy ---------------------------------------------------------------------------
-def settings_key(revision: int) -> str:
-    return f"{SETTINGS}{revision:010d}"
-
-
-def current_settings(repo) -> Settings | None:
+def settings(ctx) -> Settings | None:
+    """The current content policy (None: every content class is copied)."""
     n = 0
-    while repo.backend.exists(settings_key(n + 1)):
+    while ctx.backend.exists(keys.settings_key(n + 1)):
         n += 1
     if n == 0:
         return None
-    return parse_record_file(repo.backend.get(settings_key(n)), Settings, settings_key(n))
+    return parse_record_file(ctx.backend.get(keys.settings_key(n)), Settings, keys.settings_key(n))
 
 
-def set_withheld(repo, withheld: list[str], author: str, now: str) -> Settings:
+def set_content_policy(ctx, withheld: list[str], author: str | None = None) -> Settings:
+    """A new settings revision: the content classes a promotion withholds from cases."""
+    withheld = checks.strings(withheld, "withheld", "content classes")
+    author = checks.author(author)
     classes = sorted(set(withheld))
     for c in classes:
         if c not in CONTENT_CLASSES:
             raise InvalidArgument(f"unknown content class {c!r}; accepted: "
                                   f"{', '.join(CONTENT_CLASSES)}")
     for _ in claims.attempts("a settings revision"):
-        current = current_settings(repo)
+        current = settings(ctx)
         record = Settings(revision=(current.revision if current else 0) + 1, withheld=classes,
-                          author=author, edited_at=now)
-        if repo.backend.put_if_absent(settings_key(record.revision), format_record_file(record)):
+                          author=author, edited_at=ctx.clock())
+        if ctx.backend.put_if_absent(keys.settings_key(record.revision), format_record_file(record)):
             return record
 
 
@@ -150,20 +150,21 @@ def _check_key(key: str) -> str:
     return key
 
 
-def proposal_key(name: str, token: str) -> str:
-    return f"{DATASETS}{name}/proposals/{token}"
+class SealResult(NamedTuple):
+    version: VersionRecord | None   # None: the proposal changes nothing, no version sealed
+    already_sealed: bool            # the token was sealed before; this is that version
 
 
-def idempotency_key(name: str, key: str) -> str:
-    return f"{DATASETS}{name}/keys/{digest_of('idempotency', key.encode())[3:]}"
-
-
-def stage_promotion(repo, name: str, subjects: list[Subject], key: str, author: str,
-                    now: str) -> dict[str, Any]:
-    repo.dataset(name)
-    _check_key(key)
-    settings = current_settings(repo)
-    withheld = settings.withheld if settings else []
+def promote(ctx, name: str, subjects, idempotency_key: str,
+            author: str | None = None) -> dict[str, Any]:
+    """Stage a promotion of reviewed runs and return its preview (with `confirm_token`);
+    seals nothing."""
+    author = checks.author(author)
+    subjects = convert_subjects(subjects, "subjects")
+    datasets.dataset(ctx, name)
+    _check_key(idempotency_key)
+    policy = settings(ctx)
+    withheld = policy.withheld if policy else []
     cases: dict[str, tuple[bytes, str | None]] = {}  # id -> (bytes, person)
     provenance: dict[str, ProvenanceEntry] = {}
     runs: dict[str, str] = {}  # digest -> run id of every run promoted
@@ -183,8 +184,8 @@ def stage_promotion(repo, name: str, subjects: list[Subject], key: str, author: 
             raise FailedPrecondition(f"{where}: a promotion needs a saved review: give its "
                                      "review_annotation_id (see `cas review add`)",
                                      reason="REVIEW_REQUIRED")
-        run = get_run(repo, s.subject_ref)
-        review = repo.review_index.get(s.review_annotation_id)
+        run = get_run(ctx, s.subject_ref)
+        review = review_index(ctx).get(s.review_annotation_id)
         if review is None:
             raise NotFound(f"{where}: no review {s.review_annotation_id!r}",
                            reason="REVIEW_NOT_FOUND")
@@ -199,102 +200,118 @@ def stage_promotion(repo, name: str, subjects: list[Subject], key: str, author: 
             case_id=case_id, run_id=run.run_id, annotation_id=review.annotation_id,
             reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=sorted(withheld)))
         request.append([kind, s.subject_ref, s.review_annotation_id])
-    request_digest = digest_of("proposal", encoding.encode(
-        {"operation": "promote", "subjects": sorted(request), "withheld": sorted(withheld)}))
-    return _stage(repo, name, "promote", key, request_digest, cases, [],
-                  Provenance(entries=[provenance[c] for c in sorted(provenance)]), author, now,
+    request = encoding.encode(
+        {"operation": "promote", "subjects": sorted(request), "withheld": sorted(withheld)})
+    return _stage(ctx, name, "promote", idempotency_key, request, cases, [],
+                  Provenance(entries=[provenance[c] for c in sorted(provenance)]), author,
                   runs)
 
 
-def stage_removal(repo, name: str, ids: list[str], key: str, author: str,
-                  now: str) -> dict[str, Any]:
-    repo.dataset(name)
-    _check_key(key)
-    ids = [parse_digest(i, "case id") for i in ids]  # as every read: upper case is folded
-    head = repo.refs.head(name)
-    if not ids and (head == 0 or repo.version_state(name, head) != "RETIRED"):
+def remove(ctx, name: str, item_ids: list[str], idempotency_key: str,
+           author: str | None = None) -> dict[str, Any]:
+    """Stage the removal of cases from the head and return its preview; seals nothing."""
+    item_ids = checks.strings(item_ids, "item_ids", "case ids")
+    author = checks.author(author)
+    datasets.dataset(ctx, name)
+    _check_key(idempotency_key)
+    ids = [digest.parse_digest(i, "case id") for i in item_ids]  # as every read: upper case folded
+    head = ctx.refs.head(name)
+    if not ids and (head == 0 or retirement.version_state(ctx, name, head) != "RETIRED"):
         raise FailedPrecondition("a removal needs at least one case id; an empty removal is "
                                  "accepted only when the current version is retired",
                                  reason="EMPTY_REMOVAL")
-    request_digest = digest_of("proposal", encoding.encode(
-        {"operation": "remove", "ids": sorted(set(ids))}))
-    return _stage(repo, name, "remove", key, request_digest, {}, sorted(set(ids)), None,
-                  author, now)
+    request = encoding.encode({"operation": "remove", "ids": sorted(set(ids))})
+    return _stage(ctx, name, "remove", idempotency_key, request, {}, sorted(set(ids)),
+                  None, author)
 
 
-def _stage(repo, name, operation, key, request_digest, cases, removes, provenance, author,
-           now, runs: dict[str, str] | None = None) -> dict[str, Any]:
-    with leases.writing(repo, operation) as lease:
-        require_runs(repo, runs or {})  # the runs promoted were not erased since they were read
-        return _stage_leased(repo, lease, name, operation, key, request_digest, cases, removes,
-                             provenance, author, now)
+def _stage(ctx, name, operation, key, request: bytes, cases, removes, provenance, author,
+           runs: dict[str, str] | None = None) -> dict[str, Any]:
+    with leases.writing(ctx, operation) as lease:
+        require_runs(ctx, runs or {})  # the runs promoted were not erased since they were read
+        return _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
+                             provenance, author, ctx.clock())
 
 
-def _stage_leased(repo, lease, name, operation, key, request_digest, cases, removes,
+def _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
                   provenance, author, now) -> dict[str, Any]:
-    ikey = idempotency_key(name, key)
+    ikey = keys.idempotency_key(name, key)
+    request_digest = digest.request_digest(request)
+    # A claim stored before request digests had their own domain names the request in the
+    # proposal kind's domain: the same request still finds it.
+    same_request = {request_digest, digest.legacy_request_digest(request)}
     try:
-        prior = parse_record_file(repo.backend.get(ikey), IdempotencyRecord, ikey)
+        prior = parse_record_file(ctx.backend.get(ikey), IdempotencyRecord, ikey)
     except NotFound:
         prior = None
     if prior is not None:
-        if prior.request != request_digest:
-            raise FailedPrecondition(f"idempotency key {key!r} was already used for a different "
-                                     "request; use a new key", reason="IDEMPOTENCY_KEY_REUSED")
-        return preview(repo, load_proposal(repo, name, prior.token), prior.token)
-    head = repo.refs.head(name)
-    base = repo.refs.read_version(name, head) if head else None
+        _check_same_request(prior, same_request, key)
+        return preview(ctx, load_proposal(ctx, name, prior.token), prior.token)
+    head = ctx.refs.head(name)
+    base = ctx.refs.read_version(name, head) if head else None
     base_root = base.content_digest if base else EMPTY_ROOT
     # A retired base may have lost erased cases: they are not carried, and promoting the same
     # run again adds its case anew (its bytes are stored again).
-    lost = repo.lost_cases(base) if base and repo.refs.read_retirement(name, head) else []
-    with repo.store.writer(lease.avoid_packs) as writer:
-        trie = repo._trie(writer.add)
-        missing = [r for r in removes if not trie.contains(base_root, r)]
-        if missing:
-            raise NotFound(f"{name}@{head} does not hold {missing[0]}"
-                           + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
-                           reason="ITEM_NOT_IN_VERSION", case_id=missing[0])
-        added = sorted(c for c in cases if c in lost or not trie.contains(base_root, c))
-        removes = sorted(set(removes).union(lost).difference(added))
-        for case_id in added:
-            data, person = cases[case_id]
-            writer.add_encoded("case", data, case_id, person)
-        prov_digest = None
-        if provenance is not None and added:
-            new_ids = set(added)
-            kept = Provenance(entries=[e for e in provenance.entries if e.case_id in new_ids])
-            prov_digest = writer.add(kept, persons={cases[c][1] for c in added
-                                                    if cases[c][1] is not None})
-        root = trie.apply(base_root, added, removes)
-        writer.add(trie.node(root))
-        count = trie.count(root)
+    lost = retirement.lost_cases(ctx, base) if base and ctx.refs.read_retirement(name, head) \
+        else []
+    with ctx.store.writer(lease.avoid_packs) as writer:
+        added, removes, prov_digest, root, count = _stage_tree(
+            ctx, writer, name, head, base_root, cases, removes, lost, provenance)
+    carried = (base.item_count if base else 0) - len(removes) - len(set(added) & set(lost))
     core = dict(dataset=name, operation=operation, base=head, idempotency_key=key,
-                request=request_digest, add=added, carried=(base.item_count if base else 0)
-                - len(removes) - len(set(added).intersection(lost)), remove=removes, provenance=prov_digest, proposed_root=root,
-                proposed_count=count)
-    token = "ct-" + digest_of("proposal", encoding.encode(core))[3:35]
+                request=request_digest, add=added, carried=carried, remove=removes,
+                provenance=prov_digest, proposed_root=root, proposed_count=count)
+    token = digest.proposal_token(encoding.encode(core))
     record = Proposal(**core, author=author, created_at=now)
     lease.check()
-    repo.backend.put_if_absent(proposal_key(name, token), format_record_file(record))
+    ctx.backend.put_if_absent(keys.proposal_key(name, token), format_record_file(record))
     claim = IdempotencyRecord(dataset=name, key=key, request=request_digest, token=token)
-    if not repo.backend.put_if_absent(ikey, format_record_file(claim)):
-        prior = parse_record_file(repo.backend.get(ikey), IdempotencyRecord, ikey)
-        if prior.request != request_digest:
-            raise FailedPrecondition(f"idempotency key {key!r} was already used for a different "
-                                     "request; use a new key", reason="IDEMPOTENCY_KEY_REUSED")
+    if not ctx.backend.put_if_absent(ikey, format_record_file(claim)):
+        prior = parse_record_file(ctx.backend.get(ikey), IdempotencyRecord, ikey)
+        _check_same_request(prior, same_request, key)
         token = prior.token
-        record = load_proposal(repo, name, token)
-    return preview(repo, record, token)
+        record = load_proposal(ctx, name, token)
+    return preview(ctx, record, token)
 
 
-def load_proposal(repo, name: str, token: str) -> Proposal:
+def _stage_tree(ctx, writer, name, head, base_root, cases, removes, lost, provenance):
+    """Store the proposed tree: the cases added (new to the base, or lost from it), their
+    provenance, the nodes. Returns (added, removed, provenance digest, root, count)."""
+    trie = ctx.trie(writer.add)
+    missing = [r for r in removes if not trie.contains(base_root, r)]
+    if missing:
+        raise NotFound(f"{name}@{head} does not hold {missing[0]}"
+                       + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                       reason="ITEM_NOT_IN_VERSION", case_id=missing[0])
+    added = sorted(c for c in cases if c in lost or not trie.contains(base_root, c))
+    removes = sorted(set(removes).union(lost).difference(added))
+    for case_id in added:
+        data, person = cases[case_id]
+        writer.add_encoded("case", data, case_id, person)
+    prov_digest = None
+    if provenance is not None and added:
+        new_ids = set(added)
+        kept = Provenance(entries=[e for e in provenance.entries if e.case_id in new_ids])
+        prov_digest = writer.add(kept, persons={cases[c][1] for c in added
+                                                if cases[c][1] is not None})
+    root = trie.apply(base_root, added, removes)
+    writer.add(trie.node(root))
+    return added, removes, prov_digest, root, trie.count(root)
+
+
+def _check_same_request(prior: IdempotencyRecord, same_request: set[str], key: str) -> None:
+    if prior.request not in same_request:
+        raise FailedPrecondition(f"idempotency key {key!r} was already used for a different "
+                                 "request; use a new key", reason="IDEMPOTENCY_KEY_REUSED")
+
+
+def load_proposal(ctx, name: str, token: str) -> Proposal:
     if not isinstance(token, str) or not token.startswith("ct-") or len(token) != 35 or \
             not all(c in "0123456789abcdef" for c in token[3:]):
         raise InvalidArgument(f"{token!r} is not a confirm token (ct- and 32 hex digits)")
-    key = proposal_key(name, token)
+    key = keys.proposal_key(name, token)
     try:
-        return parse_record_file(repo.backend.get(key), Proposal, key)
+        return parse_record_file(ctx.backend.get(key), Proposal, key)
     except NotFound:
         raise NotFound(f"dataset {name!r} has no proposal with confirm token {token} (gc "
                        "deletes a proposal left unsealed for longer than its grace period, and "
@@ -302,16 +319,16 @@ def load_proposal(repo, name: str, token: str) -> Proposal:
                        reason="PROPOSAL_NOT_FOUND") from None
 
 
-def preview(repo, p: Proposal, token: str) -> dict[str, Any]:
-    base = repo.refs.read_version(p.dataset, p.base) if p.base else None
+def preview(ctx, p: Proposal, token: str) -> dict[str, Any]:
+    base = ctx.refs.read_version(p.dataset, p.base) if p.base else None
     withheld = {}
     if p.provenance:
-        for e in repo.store.get(p.provenance, Provenance).entries:
+        for e in ctx.store.get(p.provenance, Provenance).entries:
             withheld[e.case_id] = e.withheld
     carried = []
     if base is not None:
         removed = set(p.remove).union(p.add)  # an erased case added again is not carried
-        trie = repo._trie()
+        trie = ctx.trie()
         for case_id in trie.iterate(base.content_digest):
             if case_id not in removed:
                 carried.append(case_id)
@@ -339,33 +356,39 @@ def _recut(p: Proposal) -> bool:
     return p.operation == "remove" and not p.remove
 
 
-def seal(repo, name: str, token: str, author: str, message: str = ""):
-    """Seal a proposal. Returns (version record or None, already_sealed)."""
-    load_proposal(repo, name, token)  # refuse a bad token before taking a lease
-    with leases.writing(repo, "seal") as lease:
-        return _seal_leased(repo, lease, name, token, author, message)
+def seal(ctx, name: str, confirm_token: str, author: str | None = None,
+         message: str = "") -> SealResult:
+    """Seal the proposal a preview's `confirm_token` names; sealing it again returns the
+    version it sealed (`already_sealed`)."""
+    checks.dataset_name(name)
+    encoding.check_text(confirm_token, "confirm token")
+    encoding.check_text(message, "message")
+    author = checks.author(author)
+    load_proposal(ctx, name, confirm_token)  # refuse a bad token before taking a lease
+    with leases.writing(ctx, "seal") as lease:
+        return SealResult(*_seal_leased(ctx, lease, name, confirm_token, author, message))
 
 
-def _seal_leased(repo, lease, name: str, token: str, author: str, message: str):
-    if proposal_key(name, token) in lease.doomed_proposals:
+def _seal_leased(ctx, lease, name: str, token: str, author: str, message: str):
+    if keys.proposal_key(name, token) in lease.doomed_proposals:
         raise FailedPrecondition(
             f"the proposal with confirm token {token} is stale and a gc is collecting it; "
             "preview again to stage it anew", reason="PROPOSAL_STALE")
-    p = load_proposal(repo, name, token)  # again, under the lease: gc may have collected it
+    p = load_proposal(ctx, name, token)  # again, under the lease: gc may have collected it
     if not (p.add or p.remove or _recut(p)):
         return None, False
-    existing = sealed_by(repo, name, p.base, token)
+    existing = sealed_by(ctx, name, p.base, token)
     if existing is not None:
         return existing, True
-    head = repo.refs.head(name)
+    head = ctx.refs.head(name)
     if head != p.base:
         raise FailedPrecondition(
             f"this proposal was made on {name}@{p.base}, but the head is now {name}@{head}; "
             "preview again to build on the head", reason="PROPOSAL_STALE", base=p.base,
             head=head)
-    with repo.store.writer(lease.avoid_packs) as writer:
-        record = repo._seal(name, p.base, p.add, p.remove, writer, message, author,
-                            p.operation)
+    with ctx.store.writer(lease.avoid_packs) as writer:
+        record = sealing.seal_tree(ctx, name, p.base, p.add, p.remove, writer, message, author,
+                                   p.operation)
     if record.content_digest != p.proposed_root:  # the base lost erased cases since the preview
         raise FailedPrecondition(
             f"{name}@{p.base} was retired since this proposal was previewed and no longer "
@@ -373,38 +396,38 @@ def _seal_leased(repo, lease, name: str, token: str, author: str, message: str):
             head=head)
     record = msgspec.structs.replace(record, proposal=token, provenance=p.provenance)
     lease.check()
-    if repo.refs.append_version(record):
-        repo.settle(record)
+    if ctx.refs.append_version(record):
+        sealing.settle(ctx, record)
         return record, False
-    existing = sealed_by(repo, name, p.base, token)
+    existing = sealed_by(ctx, name, p.base, token)
     if existing is not None:
         return existing, True
     raise FailedPrecondition(
         f"another writer sealed {name}@{record.number} first; preview again to build on it",
-        reason="PROPOSAL_STALE", base=p.base, head=repo.refs.head(name))
+        reason="PROPOSAL_STALE", base=p.base, head=ctx.refs.head(name))
 
 
-def sealed_by(repo, name, base, token):
+def sealed_by(ctx, name, base, token):
     """The version this token sealed, if any: the one built on `base` (base + 1, or the next
     number above it that was not deleted before it was sealed)."""
     try:
-        record = repo.refs.read_version(name, repo.refs.next_number(name, base))
+        record = ctx.refs.read_version(name, ctx.refs.next_number(name, base))
     except NotFound:
         return None
     return record if record.proposal == token else None
 
 
-def delete_proposal(repo, key: str, proposal: Proposal | None) -> bool:
+def delete_proposal(ctx, key: str, proposal: Proposal | None) -> bool:
     """Delete a staged proposal (gc: stale; erasure: it holds an erased case) and the
     idempotency claim naming it, the claim first, so that a retried request stages anew instead
     of finding a proposal that is gone. `proposal` is None if its record is damaged."""
-    token = key.rsplit("/", 1)[1]
+    token = keys.parse_proposal_key(key)[1]
     if proposal is not None:
-        ikey = idempotency_key(proposal.dataset, proposal.idempotency_key)
+        ikey = keys.idempotency_key(proposal.dataset, proposal.idempotency_key)
         try:
-            claim = parse_record_file(repo.backend.get(ikey), IdempotencyRecord, ikey)
+            claim = parse_record_file(ctx.backend.get(ikey), IdempotencyRecord, ikey)
             if claim.token == token:
-                repo.backend.delete(ikey)
+                ctx.backend.delete(ikey)
         except NotFound:
             pass
-    return repo.backend.delete(key)
+    return ctx.backend.delete(key)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 
 from .errors import InvalidArgument, NotFound
+# (experiment_key, retired_key and score_batch_key are imported from here by other modules)
+from .keys import (DATASETS, citation_key_of, deleted_key, experiment_key,  # noqa: F401
+                   meta_key, numbers, parse_meta_key, parse_tombstone_key, retired_key,
+                   score_batch_key, tombstone_key, version_key)
 from .objects import (DatasetRecord, DatasetTombstone, VersionRecord, VersionRetirement,
                       VersionTombstone, format_record_file, parse_record_file)
 
-DATASETS = "datasets/"
 _NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
 
 
@@ -23,37 +26,6 @@ def check_dataset_name(name: str) -> str:
             f"invalid dataset name {name!r}: use 1-128 characters from a-z, 0-9, '.', '_', '-', "
             "starting with a letter or digit", name=str(name))
     return name
-
-
-def version_key(dataset: str, number: int) -> str:
-    return f"{DATASETS}{dataset}/versions/{number:010d}"
-
-
-def meta_key(dataset: str, revision: int) -> str:
-    return f"{DATASETS}{dataset}/meta/{revision:010d}"
-
-
-def deleted_key(dataset: str, number: int) -> str:
-    """The tombstone of a deleted version: its number stays used forever."""
-    return f"{DATASETS}{dataset}/deleted/{number:010d}"
-
-
-def tombstone_key(dataset: str) -> str:
-    """The tombstone of a deleted dataset: its name can never be created again."""
-    return f"{DATASETS}{dataset}/tombstone"
-
-
-def retired_key(dataset: str, number: int) -> str:
-    """The retirement of a version: written once, never removed."""
-    return f"{DATASETS}{dataset}/retired/{number:010d}"
-
-
-def score_batch_key(dataset: str, number: int) -> str:
-    return f"{DATASETS}{dataset}/scores/{number:010d}"
-
-
-def experiment_key(dataset: str, number: int) -> str:
-    return f"{DATASETS}{dataset}/experiments/{number:010d}"
 
 
 class RefsLog:
@@ -132,11 +104,10 @@ class RefsLog:
 
     def citation_head(self, dataset: str, log: str) -> int:
         """The highest claimed number of a citation log ("scores" or "experiments")."""
-        key_of = score_batch_key if log == "scores" else experiment_key
-        return self._head(f"{DATASETS}{dataset}/{log}/", lambda n: key_of(dataset, n))
+        return self._head(f"{DATASETS}{dataset}/{log}/", citation_key_of(dataset, log))
 
     def deleted_numbers(self, dataset: str) -> list[int]:
-        return _numbers(self.backend.list(f"{DATASETS}{dataset}/deleted/"))
+        return numbers(self.backend.list(f"{DATASETS}{dataset}/deleted/"))
 
     def _heads(self, dataset: str) -> tuple[int, int]:
         """(highest number used, newest live version): both listings, then probing past them
@@ -155,7 +126,7 @@ class RefsLog:
         return n, max(live - gone, default=0)
 
     def version_numbers(self, dataset: str) -> list[int]:
-        return _numbers(self.backend.list(f"{DATASETS}{dataset}/versions/"))
+        return numbers(self.backend.list(f"{DATASETS}{dataset}/versions/"))
 
     # -- dataset metadata -----------------------------------------------------------------
     def read_meta(self, dataset: str, revision: int) -> DatasetRecord:
@@ -181,16 +152,14 @@ class RefsLog:
     def dataset_names(self) -> list[str]:
         """Datasets that exist and are not deleted (an interrupted deletion leaves records
         behind its tombstone; the dataset is deleted all the same)."""
-        suffix = f"/meta/{1:010d}"
         keys = list(self.backend.list(DATASETS))
-        deleted = {k[len(DATASETS):-len("/tombstone")] for k in keys
-                   if k.endswith("/tombstone") and k.count("/") == 2}
-        return sorted(n for n in (k[len(DATASETS):-len(suffix)] for k in keys
-                                  if k.endswith(suffix)) if n not in deleted)
+        deleted = {found[0] for found in map(parse_tombstone_key, keys) if found}
+        return sorted(found[0] for found in map(parse_meta_key, keys)
+                      if found and found[1] == 1 and found[0] not in deleted)
 
     def _head(self, prefix: str, key_of) -> int:
-        numbers = _numbers(self.backend.list(prefix))
-        n = numbers[-1] if numbers else 0
+        listed = numbers(self.backend.list(prefix))
+        n = listed[-1] if listed else 0
         while self.backend.exists(key_of(n + 1)):  # the listing may lag a fresh append
             n += 1
         return n
@@ -208,12 +177,3 @@ def read_log_from(backend, key_of, type_, after: int):
             return
         n += 1
         yield n, parse_record_file(data, type_, key)
-
-
-def _numbers(keys) -> list[int]:
-    out = []
-    for k in keys:
-        tail = k.rsplit("/", 1)[-1]
-        if tail.isdigit() and len(tail) == 10:
-            out.append(int(tail))
-    return sorted(out)

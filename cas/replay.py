@@ -11,7 +11,9 @@ from . import encoding
 from .digest import PREFIX, domain
 from .errors import InvalidArgument, InvalidJSONValue, UnsupportedFormat
 from .objects import Case
-from .repository import EncodedCase, encode_case
+from .cases import EncodedCase, encode_case
+from .proposals import withhold
+from .repository import Repository
 
 NONE, INTERNAL, EXTERNAL = EFFECTS = ("none", "internal", "external")
 CARRIED, RECORDED, UNRECORDED, STUBBED = DISPOSITIONS = (
@@ -248,8 +250,6 @@ def replay_item(repo, dataset: str, version: int, item_id: str, plan: Any = None
     The repository's current content policy still controls what a replay can include: classes
     it withholds now are left out of the replayed run (and named in its `withheld`), so a
     read-only call whose recorded answer is withheld replays as UNRECORDED."""
-    from .proposals import withhold
-    from .repository import Repository
     if not isinstance(repo, Repository):
         raise InvalidArgument(f"replay_item reads from a cas.Repository, not "
                               f"{encoding.describe(repo)}")

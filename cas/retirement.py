@@ -7,10 +7,13 @@ set as sealed. The first retirement of a version stands; the state never goes ba
 
 from __future__ import annotations
 
+from . import checks, datasets, encoding
 from .encoding import check_json
-from .errors import FailedPrecondition, InvalidArgument
-from .objects import VersionRetirement, format_record_file
-from .refs import retired_key
+from .errors import FailedPrecondition, InvalidArgument, NotFound
+from .keys import ERASURES, PENDING
+from .objects import (Erasure, ErasurePlan, VersionRecord, VersionRetirement, format_record_file,
+                      parse_record_file)
+from .keys import retired_key
 
 ACTIVE = "ACTIVE"
 RETIRED = "RETIRED"
@@ -60,22 +63,69 @@ def write_erased(backend, version, erasure: str, author: str, when: str) -> bool
         author=author, erasure=erasure))
 
 
-def retire(repo, name: str, number: int, cause: str, note: str, author: str,
-           now: str) -> VersionRetirement:
-    """An operator retires `name@number` for a documented cause. Deletes nothing."""
+def retire(ctx, name: str, number: int, cause: str, note: str,
+           author: str | None = None) -> VersionRetirement:
+    """Retire `name@number` for an operator's cause (CONTAMINATED, INVALID_LABELS,
+    OPERATOR_REQUEST; any letter case) with a note. Deletes nothing; permanent."""
+    if not isinstance(cause, str):
+        raise InvalidArgument(f"unknown retirement cause {encoding.describe(cause)}; "
+                              "accepted: " + ", ".join(OPERATOR_CAUSES) + " (any letter "
+                              "case)", reason="CAUSE_INVALID", accepted=list(OPERATOR_CAUSES))
+    author = checks.author(author)
     cause = parse_cause(cause)
     note = check_note(note)
-    repo.version(name, number)  # exists (NotFound, naming a deletion, otherwise)
-    record = VersionRetirement(dataset=name, number=number, cause=cause, retired_at=now,
-                               note=note, author=author)
-    if not write(repo.backend, record):
-        prior = repo.refs.read_retirement(name, number)
+    datasets.version(ctx, name, number)  # exists (NotFound, naming a deletion, otherwise)
+    record = VersionRetirement(dataset=name, number=number, cause=cause,
+                               retired_at=ctx.clock(), note=note, author=author)
+    if not write(ctx.backend, record):
+        prior = ctx.refs.read_retirement(name, number)
         raise FailedPrecondition(
             f"{name}@{number} is already retired ({prior.cause} at {prior.retired_at}); a "
             "retirement is permanent and its first cause stands",
             reason="VERSION_ALREADY_RETIRED", dataset=name, version=number,
             cause=prior.cause, retired_at=prior.retired_at)
     return record
+
+
+def retirement(ctx, name: str, number: int) -> VersionRetirement | None:
+    """The VersionRetirement of `name@number`, or None while it is ACTIVE."""
+    datasets.version(ctx, name, number)
+    return ctx.refs.read_retirement(name, number)
+
+
+def version_state(ctx, name: str, number: int) -> str:
+    """`ACTIVE`, or `RETIRED` once the version can no longer be honoured (for ever)."""
+    return RETIRED if retirement(ctx, name, number) is not None else ACTIVE
+
+
+def active(ctx, name: str, number: int, what: str) -> VersionRecord:
+    """The record of a version a read may use; a retired one is refused, saying `what`."""
+    record = datasets.version(ctx, name, number)
+    retired = ctx.refs.read_retirement(name, number)
+    if retired is not None:
+        raise refuse_retired(name, number, retired, what)
+    return record
+
+
+def erased_cases(ctx) -> set[str]:
+    """Ids of every case an erasure deleted (or is deleting)."""
+    out: set[str] = set()
+    for key in ctx.backend.list(ERASURES):
+        type_ = ErasurePlan if key.startswith(PENDING) else Erasure
+        try:
+            out.update(parse_record_file(ctx.backend.get(key), type_, key).cases)
+        except NotFound:
+            continue  # a plan completed meanwhile: its log record is listed too, or soon
+    return out
+
+
+def lost_cases(ctx, record: VersionRecord) -> list[str]:
+    """The erased cases a version holds whose bytes are gone: a version cut from it leaves
+    them out. (An erased case promoted again has its bytes back, and is not lost.)"""
+    checks.record(record)
+    trie = ctx.trie()
+    return sorted(c for c in erased_cases(ctx) if trie.contains(record.content_digest, c)
+                  and not ctx.store.contains(c))
 
 
 def refuse_retired(name: str, number: int, retirement: VersionRetirement,

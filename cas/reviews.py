@@ -6,19 +6,14 @@ from typing import IO, Iterable
 
 import msgspec
 
-from . import claims, encoding, leases
-from .digest import digest_of
+from . import checks, claims, encoding, leases
+from . import digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound
-from .objects import Review, ReviewBatch, format_record_file
+from .objects import Review, ReviewBatch, encode_object, format_record_file
+from .keys import review_batch_key
 from .refs import read_log_from
 from .runs import get_run
-
-REVIEWS = "reviews/"
-
-
-def batch_key(number: int) -> str:
-    return f"{REVIEWS}{number:010d}"
-
+from .userconfig import require_person
 
 class ReviewRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     run_id: str
@@ -48,7 +43,7 @@ def read_review_requests(stream: IO[bytes] | Iterable[bytes], source: str) -> li
 
 def confirm_token(kind: str, payload) -> str:
     """A token naming exactly what a preview showed: the same request gives the same token."""
-    return "ct-" + digest_of("proposal", encoding.encode({"kind": kind, "request": payload}))[3:35]
+    return digest.confirm_token(encoding.encode({"kind": kind, "request": payload}))
 
 
 def check_token(given: str | None, expected: str) -> bool:
@@ -63,7 +58,40 @@ def check_token(given: str | None, expected: str) -> bool:
     return True
 
 
-def plan_reviews(repo, requests: list[ReviewRequest], reviewer: str) -> tuple[list[dict], str]:
+def index(ctx) -> ReviewIndex:
+    """The context's review index (read once, then extended as the log grows)."""
+    return ctx.derived("reviews", lambda: ReviewIndex(ctx.backend))
+
+
+def add_reviews(ctx, requests: list, confirm_token: str | None = None,
+                reviewer: str | None = None) -> dict:
+    """Preview (no token) or save (the preview's token) reviews of runs by the configured
+    person. Each request is {"run_id", "metric", "label"}."""
+    checks.many(requests, "requests", 'reviews ({"run_id", "metric", "label"})',
+                (str, bytes, bytearray, dict, ReviewRequest))
+    encoding.check_text(confirm_token, "confirm token", optional=True)
+    encoding.check_text(reviewer, "reviewer", optional=True)
+    reviewer = reviewer or require_person("a review")
+    try:
+        reqs = [r if isinstance(r, ReviewRequest) else msgspec.convert(r, ReviewRequest)
+                for r in requests]
+    except msgspec.ValidationError as exc:
+        raise InvalidArgument(f"a review is {{run_id, metric, label}}: {exc}") from None
+    rows, token = plan_reviews(ctx, reqs, reviewer)
+    if not check_token(confirm_token, token):
+        return {"confirm_token": token, "reviews": rows}
+    saved = save_reviews(ctx, rows, ctx.clock(), token)
+    return {"annotation_ids": [r.annotation_id for r in saved],
+            "reviews": [msgspec.to_builtins(r) for r in saved]}
+
+
+def reviews(ctx, run_id: str) -> list[Review]:
+    """The reviews of a recorded run, oldest first."""
+    get_run(ctx, run_id)
+    return index(ctx).of_run(run_id)
+
+
+def plan_reviews(ctx, requests: list[ReviewRequest], reviewer: str) -> tuple[list[dict], str]:
     """Validate a batch and return its preview rows and confirm token (nothing is stored)."""
     if not requests:
         raise InvalidArgument("no reviews given: a review is {run_id, metric, label}")
@@ -77,53 +105,53 @@ def plan_reviews(repo, requests: list[ReviewRequest], reviewer: str) -> tuple[li
             if problem is not None:
                 raise InvalidArgument(f"review {field} must be 1-256 printable characters; "
                                       f"it {problem}")
-        run = get_run(repo, r.run_id)
+        run = get_run(ctx, r.run_id)
         rows.append({"run_id": r.run_id, "run": encode_run_digest(run), "metric": r.metric,
                      "label": r.label, "reviewer": reviewer})
     return rows, confirm_token("review", rows)
 
 
 def encode_run_digest(run) -> str:
-    from .objects import encode_object
     return encode_object(run)[2]
 
 
-def save_reviews(repo, rows: list[dict], now: str, token: str | None = None) -> list[Review]:
+def save_reviews(ctx, rows: list[dict], now: str, token: str | None = None) -> list[Review]:
     """Save a confirmed batch. Confirming the same token again (a retried command) returns the
     reviews it saved the first time instead of saving them twice."""
     # Under a writer's lease: an erasure of a reviewed run's person waits for this save (and
     # redacts it), or this save waits for the erasure (and then finds the run gone).
-    with leases.writing(repo, "review"):
-        return _save_leased(repo, rows, now, token)
+    with leases.writing(ctx, "review"):
+        return _save_leased(ctx, rows, now, token)
 
 
-def _save_leased(repo, rows: list[dict], now: str, token: str | None) -> list[Review]:
-    require_runs(repo, {row["run"]: row["run_id"] for row in rows})
+def _save_leased(ctx, rows: list[dict], now: str, token: str | None) -> list[Review]:
+    require_runs(ctx, {row["run"]: row["run_id"] for row in rows})
+    reviews_index = index(ctx)
     for _ in claims.attempts("a review batch number"):
-        number = repo.review_index.refresh() + 1
-        if token is not None and token in repo.review_index.by_token:
-            return repo.review_index.by_token[token]
+        number = reviews_index.refresh() + 1
+        if token is not None and token in reviews_index.by_token:
+            return reviews_index.by_token[token]
         reviews = []
         for position, row in enumerate(rows):
             # The batch number and position make the id unique even for the same judgment
             # given twice at the same instant (in one batch, or with a coarse clock).
             core = dict(row, reviewed_at=now, batch=number, position=position)
-            annotation_id = "ann-" + digest_of("review.batch", encoding.encode(core))[3:35]
+            annotation_id = digest.annotation_id(encoding.encode(core))
             reviews.append(Review(annotation_id=annotation_id, run_id=row["run_id"],
                                   run=row["run"], metric=row["metric"], label=row["label"],
                                   reviewer=row["reviewer"], reviewed_at=now))
         record = ReviewBatch(number=number, reviews=reviews, confirm_token=token)
-        if repo.backend.put_if_absent(batch_key(number), format_record_file(record)):
-            repo.review_index.refresh()
+        if ctx.backend.put_if_absent(review_batch_key(number), format_record_file(record)):
+            reviews_index.refresh()
             return reviews
 
 
-def require_runs(repo, runs: dict[str, str]) -> None:
+def require_runs(ctx, runs: dict[str, str]) -> None:
     """Under a writer's lease, before recording anything that names runs (digest -> run id):
     each must still be stored; an erasure that completed since they were read removed it."""
-    repo.store.refresh()
-    for digest, run_id in runs.items():
-        if not repo.store.contains(digest):
+    ctx.store.refresh()
+    for run_digest, run_id in runs.items():
+        if not ctx.store.contains(run_digest):
             raise NotFound(f"run {run_id!r} is no longer stored (an erasure removed it since "
                            "it was read); nothing was saved", reason="RUN_NOT_FOUND",
                            run_id=run_id)
@@ -137,7 +165,7 @@ class ReviewIndex:
         self._loaded = 0
 
     def refresh(self) -> int:
-        for n, batch in read_log_from(self.backend, batch_key, ReviewBatch, self._loaded):
+        for n, batch in read_log_from(self.backend, review_batch_key, ReviewBatch, self._loaded):
             for review in batch.reviews:
                 self._by_id[review.annotation_id] = review
             if batch.confirm_token is not None:

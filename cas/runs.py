@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from typing import IO, Any, Iterable
+from typing import IO, Any, Iterable, NamedTuple
 
-from . import claims, encoding, leases
+from . import checks, claims, encoding, leases
 from .errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
 from .objects import Run, RunEntry, RunImport, encode_object, format_record_file
+from .keys import import_key
 from .refs import read_log_from
 
-IMPORTS = "runs/imports/"
 FIELDS = ("run_id", "tenant", "person", "started_at", "input", "output", "steps", "outcome",
           "metadata")
 STEP_TYPES = ("message", "tool_call")
 MAX_LINE = 16 << 20  # a longer line is refused, never read into a record
-
-
-def import_key(number: int) -> str:
-    return f"{IMPORTS}{number:010d}"
 
 
 def _text(value: Any, where: str, *, optional: bool = False, limit: int = 512) -> str | None:
@@ -122,14 +118,31 @@ class RunIndex:
         return dict(self._by_id)
 
 
-def import_runs(repo, runs: list[Run], author: str, now: str) -> tuple[list[str], int]:
-    """Store new runs and one import record naming them. Returns (new run ids, unchanged).
+class RunImportResult(NamedTuple):
+    new: list[str]       # run ids imported now
+    unchanged: int       # runs already stored with identical content
 
-    All or nothing: every conflict is found before anything is written; the import record
-    that makes the runs visible is written last, after the pack holding them.
+
+def index(ctx) -> RunIndex:
+    """The context's run index (read once, then extended as the log grows)."""
+    return ctx.derived("runs", lambda: RunIndex(ctx.backend))
+
+
+def import_runs(ctx, source, author: str | None = None) -> RunImportResult:
+    """Import runs from a binary JSON Lines stream (or a list of dicts): all or nothing.
+    An identical run again is a no-op; a known run id with other content is refused.
+
+    Every conflict is found before anything is written; the import record that makes the
+    runs visible is written last, after the pack holding them.
     """
-    index = repo.run_index
-    index.refresh()
+    author = checks.author(author)
+    if isinstance(source, (list, tuple)):
+        runs = [parse_run(obj, f"$[{i}]") for i, obj in enumerate(source)]
+    else:
+        name = getattr(source, "name", "input")
+        runs = read_runs_jsonl(source, name if isinstance(name, str) else "input")
+    runs_index = index(ctx)
+    runs_index.refresh()
     seen: dict[str, tuple[str, Run]] = {}
     for run in runs:
         digest = encode_object(run)[2]
@@ -138,16 +151,17 @@ def import_runs(repo, runs: list[Run], author: str, now: str) -> tuple[list[str]
             raise InvalidArgument(f"run {run.run_id!r} appears twice with different content",
                                   run_id=run.run_id)
         seen[run.run_id] = (digest, run)
-    with leases.writing(repo, "import") as lease:
-        return _import_leased(repo, lease, index, seen, author, now)
+    with leases.writing(ctx, "import") as lease:
+        return RunImportResult(*_import_leased(ctx, lease, runs_index, seen, author,
+                                               ctx.clock()))
 
 
-def _import_leased(repo, lease, index, seen, author, now) -> tuple[list[str], int]:
+def _import_leased(ctx, lease, runs_index, seen, author, now) -> tuple[list[str], int]:
     for _ in claims.attempts("a run import number"):
-        checked = index.refresh()  # every import up to this number is checked below
+        checked = runs_index.refresh()  # every import up to this number is checked below
         new = {}
         for run_id, (digest, run) in seen.items():
-            stored = index.get(run_id)
+            stored = runs_index.get(run_id)
             if stored is None:
                 new[run_id] = (digest, run)
             elif stored != digest:
@@ -156,34 +170,44 @@ def _import_leased(repo, lease, index, seen, author, now) -> tuple[list[str], in
                     "names one recording", reason="RUN_ID_CONFLICT", run_id=run_id)
         if not new:
             return [], len(seen)
-        with repo.store.writer(lease.avoid_packs) as writer:
+        with ctx.store.writer(lease.avoid_packs) as writer:
             for digest, run in new.values():
                 writer.add(run)
-        if index.refresh() != checked:
+        if runs_index.refresh() != checked:
             continue  # an import landed since the check (or during it): check against it too
         number = checked + 1
         record = RunImport(number=number, author=author, imported_at=now,
                            runs=[RunEntry(run_id=r, run=d) for r, (d, _) in sorted(new.items())])
         lease.check()
-        if repo.backend.put_if_absent(import_key(number), format_record_file(record)):
-            index.refresh()
+        if ctx.backend.put_if_absent(import_key(number), format_record_file(record)):
+            runs_index.refresh()
             return sorted(new), len(seen) - len(new)
         # another import took this number: re-check conflicts against it, then retry
 
 
-def get_run(repo, run_id: str) -> Run:
-    digest = repo.run_index.get(run_id)
+def runs(ctx) -> list[str]:
+    """Every recorded run id, sorted."""
+    return sorted(index(ctx).all())
+
+
+def get_run(ctx, run_id: str) -> Run:
+    """The recorded run `run_id`."""
+    if not isinstance(run_id, str):
+        raise InvalidArgument(f"a run id is a string, not {encoding.describe(run_id)}")
+    runs_index = index(ctx)
+    digest = runs_index.get(run_id)
     if digest is not None:
+        ctx.refuse_erasing(digest, f"run {run_id!r}")
         try:
-            return repo.store.get(digest, Run)
+            return ctx.store.get(digest, Run)
         except NotFound:
             # An erasure (in another process) deleted the run and redacted the import record
             # this index read: read the log again. A run the log still names is damage.
-            repo.run_index.reload()
-            digest = repo.run_index.get(run_id)
+            runs_index.reload()
+            digest = runs_index.get(run_id)
             if digest is not None:
                 try:
-                    return repo.store.get(digest, Run)
+                    return ctx.store.get(digest, Run)
                 except NotFound:
                     raise DataLoss(f"run {run_id!r} ({digest}) is recorded as imported but "
                                    "its object is missing", run_id=run_id, digest=digest) from None

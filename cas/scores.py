@@ -24,16 +24,16 @@ from typing import Any, Iterator, Union
 
 import msgspec
 
-from . import claims, encoding
+from . import checks, claims, datasets, encoding
 from .digest import parse_digest
 from .errors import (Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound)
 from .objects import (DatasetTombstone, Experiment, Fence, Score, ScoreBatch, VersionRecord,
                       VersionTombstone, format_record_file, parse_record_file_of)
+from .refs import check_dataset_name
 from .retirement import ACTIVE, RETIRED, refuse_retired
-from .refs import (DATASETS, check_dataset_name, deleted_key, experiment_key, meta_key,
-                   score_batch_key, tombstone_key, version_key)
+from .keys import (CITATION_LOGS, DATASETS, citation_key_of, deleted_key, meta_key,
+                   tombstone_key, version_key)
 
-LOGS = ("scores", "experiments")
 _PIN_RE = re.compile(r"(?P<dataset>[^@#]+)@(?P<version>[1-9][0-9]*)#(?P<digest>.+)\Z")
 PIN_FORM = "DATASET@VERSION#b3:<64 hex digits>"
 
@@ -106,15 +106,17 @@ def as_pin(pin: Any) -> Pin:
                           f"{type(pin).__name__}", reason="INVALID_PIN")
 
 
-def pin(repo, name: str, number: int) -> Pin:
-    record = _citable(repo, name, number)
+def pin(ctx, name: str, number: int) -> Pin:
+    """A `cas.Pin` of an ACTIVE version: dataset, version and its content_digest."""
+    record = _citable(ctx, name, number)
     return Pin(record.dataset, record.number, record.content_digest)
 
 
-def resolve_pin(repo, pin_: Any) -> VersionRecord:
-    """The version a pin names, re-read and checked against the pin's digest."""
-    p = as_pin(pin_)
-    record = _live_version(repo, p.dataset, p.version)
+def resolve_pin(ctx, pin: Any) -> VersionRecord:
+    """The VersionRecord a pin (or its string) names, re-read; refused if its digest no
+    longer matches (PIN_MISMATCH) or the version was deleted (NotFound)."""
+    p = as_pin(pin)
+    record = _live_version(ctx, p.dataset, p.version)
     _check_pin_digest(p, record)
     return record
 
@@ -127,13 +129,13 @@ def _check_pin_digest(p: Pin, record: VersionRecord) -> None:
             expected=p.content_digest, got=record.content_digest)
 
 
-def _live_version(repo, name: str, number: int) -> VersionRecord:
+def _live_version(ctx, name: str, number: int) -> VersionRecord:
     """The version record, refused (NotFound) if it or its dataset is deleted, even when the
     deletion is still in progress."""
-    record = repo.version(name, number)
-    if repo.backend.exists(tombstone_key(name)):
-        raise _dataset_deleted(repo, name)
-    gone = repo.refs.read_version_tombstone(name, number)
+    record = datasets.version(ctx, name, number)
+    if ctx.backend.exists(tombstone_key(name)):
+        raise _dataset_deleted(ctx, name)
+    gone = ctx.refs.read_version_tombstone(name, number)
     if gone is not None:
         raise NotFound(f"version {number} of dataset {name!r} was deleted ({gone.deleted_at} "
                        f"by {gone.author})", reason="VERSION_DELETED", dataset=name,
@@ -141,66 +143,61 @@ def _live_version(repo, name: str, number: int) -> VersionRecord:
     return record
 
 
-def _citable(repo, name: str, number: int, check_tombstones: bool = True) -> VersionRecord:
+def _citable(ctx, name: str, number: int, check_tombstones: bool = True) -> VersionRecord:
     """A version a pin, score or experiment may cite: it exists and it is ACTIVE."""
-    record = _live_version(repo, name, number) if check_tombstones else repo.version(name, number)
-    retired = repo.refs.read_retirement(name, number)
+    record = _live_version(ctx, name, number) if check_tombstones else datasets.version(ctx, name, number)
+    retired = ctx.refs.read_retirement(name, number)
     if retired is not None:
         raise refuse_retired(name, number, retired, "pinning, scoring or an experiment over it")
     return record
 
 
-def _dataset_deleted(repo, name: str) -> NotFound:
-    gone = repo.refs.read_dataset_tombstone(name)
+def _dataset_deleted(ctx, name: str) -> NotFound:
+    gone = ctx.refs.read_dataset_tombstone(name)
     when = f" ({gone.deleted_at} by {gone.author})" if gone is not None else ""
     return NotFound(f"dataset {name!r} was deleted{when}", reason="DATASET_DELETED",
                     dataset=name)
 
 
-def _check_not_deleted(repo, name: str, number: int) -> None:
+def _check_not_deleted(ctx, name: str, number: int) -> None:
     """Refuse a citation of a deleted (or being deleted) version or dataset. Called after the
     citation log's head was read and before its next number is claimed (see the module doc)."""
-    if repo.backend.exists(tombstone_key(name)):
-        raise _dataset_deleted(repo, name)
-    if repo.backend.exists(deleted_key(name, number)):
-        repo.refs.read_version(name, number)  # NotFound, saying it was deleted
+    if ctx.backend.exists(tombstone_key(name)):
+        raise _dataset_deleted(ctx, name)
+    if ctx.backend.exists(deleted_key(name, number)):
+        ctx.refs.read_version(name, number)  # NotFound, saying it was deleted
         raise NotFound(f"version {number} of dataset {name!r} is being deleted",
                        reason="VERSION_DELETED", dataset=name, version=number)
 
 
 # -- the citation logs ----------------------------------------------------------------------
-def _key_of(name: str, log: str):
-    key = score_batch_key if log == "scores" else experiment_key
-    return lambda n: key(name, n)
-
-
 def _entry_type(log: str) -> type:
     return ScoreBatch if log == "scores" else Experiment
 
 
-def read_log(repo, name: str, log: str, after: int = 0) -> Iterator[tuple[int, str, Any]]:
+def read_log(ctx, name: str, log: str, after: int = 0) -> Iterator[tuple[int, str, Any]]:
     """(number, key, entry or Fence) of a citation log from `after + 1` to its end."""
-    key_of = _key_of(name, log)
+    key_of = citation_key_of(name, log)
     n = after
     while True:
         key = key_of(n + 1)
         try:
-            data = repo.backend.get(key)
+            data = ctx.backend.get(key)
         except NotFound:
             return
         n += 1
         yield n, key, parse_record_file_of(data, (_entry_type(log), Fence), key)
 
 
-def _claim(repo, name: str, log: str, make, check) -> tuple[int, str]:
+def _claim(ctx, name: str, log: str, make, check) -> tuple[int, str]:
     """Claim the next number of a citation log for `make(number)`, after `check(head)`
     (which refuses by raising) has seen everything below it. Returns (number, key)."""
-    key_of = _key_of(name, log)
+    key_of = citation_key_of(name, log)
     for _ in claims.attempts(f"a number in {DATASETS}{name}/{log}/", dataset=name):
-        head = repo.refs.citation_head(name, log)
+        head = ctx.refs.citation_head(name, log)
         check(head)
         key = key_of(head + 1)
-        if repo.backend.put_if_absent(key, format_record_file(make(head + 1))):
+        if ctx.backend.put_if_absent(key, format_record_file(make(head + 1))):
             return head + 1, key
 
 
@@ -208,76 +205,89 @@ def _claim(repo, name: str, log: str, make, check) -> tuple[int, str]:
 _SCORE_FIELDS = frozenset({"metric", "value", "item", "experiment"})
 
 
-def record_scores(repo, pin_: Any, scores: list, author: str, now: str) -> list[RecordedScore]:
-    """Store `scores` (dicts of metric, value, item=None, experiment=None) citing `pin_`, as
+def record_score(ctx, pin: Any, *, metric: str, value, item: str | None = None,
+                 experiment: str | None = None, author: str | None = None) -> RecordedScore:
+    """Store one score citing `pin`; returns it as a RecordedScore (with `score_id`)."""
+    return record_scores(ctx, pin, [{"metric": metric, "value": value, "item": item,
+                                     "experiment": experiment}], author=author)[0]
+
+
+def record_scores(ctx, pin: Any, scores: list, author: str | None = None) -> list[RecordedScore]:
+    """Store `scores` (dicts of metric, value, item=None, experiment=None) citing `pin`, as
     one batch. Everything is checked before anything is stored."""
-    p = as_pin(pin_)
+    author, now = checks.author(author), ctx.clock()
+    p = as_pin(pin)
     if isinstance(scores, (dict, str, bytes)) or not hasattr(scores, "__iter__"):
         raise InvalidArgument("scores must be a list of dicts {metric, value, item, experiment}")
     scores = list(scores)
     if not scores:
         raise InvalidArgument("no scores to record: give at least one")
-    record = _citable(repo, p.dataset, p.version, check_tombstones=False)
+    record = _citable(ctx, p.dataset, p.version, check_tombstones=False)
     _check_pin_digest(p, record)
-    items: set[str] = set()
-    wanted_experiments: set[str] = set()
-    rows = []
-    for i, s in enumerate(scores):
-        where = f"score {i}" if len(scores) > 1 else "score"
-        if not isinstance(s, dict):
-            raise InvalidArgument(f"{where} must be a dict {{metric, value, item, experiment}}, "
-                                  f"not {type(s).__name__}", index=i)
-        unknown = sorted(set(s) - _SCORE_FIELDS, key=encoding.describe)
-        if unknown:
-            raise InvalidArgument(f"{where} has unknown field {encoding.describe(unknown[0])}; "
-                                  "accepted: metric, value, item, experiment", index=i)
-        if "metric" not in s or "value" not in s:
-            raise InvalidArgument(f"{where} needs a metric and a value", index=i)
-        metric = check_label(s["metric"], "metric")
-        value = check_value(s["value"])
-        item = s.get("item")
-        if item is not None:
-            if not isinstance(item, str):
-                raise InvalidArgument(f"item {encoding.describe(item)} is not a case id; "
-                                      "expected 'b3:' followed by 64 hex digits", index=i)
-            item = parse_digest(item, "item")
-            items.add(item)
-        experiment = s.get("experiment")
-        if experiment is not None:
-            experiment = check_label(experiment, "experiment name")
-            wanted_experiments.add(experiment)
-        rows.append((metric, value, item, experiment))
-    trie = repo._trie()
-    for item in sorted(items):
+    rows = [_score_row(s, f"score {i}" if len(scores) > 1 else "score", i)
+            for i, s in enumerate(scores)]
+    trie = ctx.trie()
+    for item in sorted({item for _, _, item, _ in rows if item is not None}):
         if not trie.contains(record.content_digest, item):
             raise NotFound(f"case {item} is not in {p.dataset}@{p.version}; a score's item must "
                            "be a case of the version it cites", reason="ITEM_NOT_IN_VERSION",
                            case_id=item, dataset=p.dataset, version=p.version)
-    if wanted_experiments:
-        known = {e.name: e for e in experiments(repo, p.dataset)}
-        for name in sorted(wanted_experiments):
-            exp = known.get(name)
-            if exp is None:
-                raise NotFound(f"dataset {p.dataset!r} has no experiment {name!r} (create it "
-                               "first with `cas experiment create`)",
-                               reason="EXPERIMENT_NOT_FOUND", dataset=p.dataset,
-                               experiment=name)
-            if exp.version != p.version:
-                raise FailedPrecondition(
-                    f"experiment {name!r} is over {p.dataset}@{exp.version}, not "
-                    f"{p.dataset}@{p.version}; its scores must cite that version",
-                    reason="EXPERIMENT_VERSION_MISMATCH", experiment=name,
-                    version=exp.version)
+    _check_experiments(ctx, p, {e for _, _, _, e in rows if e is not None})
     batch_scores = [Score(dataset=p.dataset, version=p.version,
                           content_digest=p.content_digest, metric=metric, value=value,
                           item=item, experiment=experiment, author=author, recorded_at=now)
                     for metric, value, item, experiment in rows]
     encoding.check_json(batch_scores)  # e.g. a lone surrogate in a metric name
     number, key = _claim(
-        repo, p.dataset, "scores",
+        ctx, p.dataset, "scores",
         lambda n: ScoreBatch(dataset=p.dataset, number=n, scores=batch_scores),
-        lambda head: _check_not_deleted(repo, p.dataset, p.version))
+        lambda head: _check_not_deleted(ctx, p.dataset, p.version))
     return [_recorded(key, i, s) for i, s in enumerate(batch_scores)]
+
+
+def _score_row(s: Any, where: str, i: int) -> tuple:
+    """(metric, value, item, experiment) of one score given as a dict, each checked."""
+    if not isinstance(s, dict):
+        raise InvalidArgument(f"{where} must be a dict {{metric, value, item, experiment}}, "
+                              f"not {type(s).__name__}", index=i)
+    unknown = sorted(set(s) - _SCORE_FIELDS, key=encoding.describe)
+    if unknown:
+        raise InvalidArgument(f"{where} has unknown field {encoding.describe(unknown[0])}; "
+                              "accepted: metric, value, item, experiment", index=i)
+    if "metric" not in s or "value" not in s:
+        raise InvalidArgument(f"{where} needs a metric and a value", index=i)
+    metric = check_label(s["metric"], "metric")
+    value = check_value(s["value"])
+    item = s.get("item")
+    if item is not None:
+        if not isinstance(item, str):
+            raise InvalidArgument(f"item {encoding.describe(item)} is not a case id; "
+                                  "expected 'b3:' followed by 64 hex digits", index=i)
+        item = parse_digest(item, "item")
+    experiment = s.get("experiment")
+    if experiment is not None:
+        experiment = check_label(experiment, "experiment name")
+    return metric, value, item, experiment
+
+
+def _check_experiments(ctx, p: Pin, wanted: set[str]) -> None:
+    """Every experiment the scores name exists and is over the version they cite."""
+    if not wanted:
+        return
+    known = {e.name: e for e in experiments(ctx, p.dataset)}
+    for name in sorted(wanted):
+        exp = known.get(name)
+        if exp is None:
+            raise NotFound(f"dataset {p.dataset!r} has no experiment {name!r} (create it "
+                           "first with `cas experiment create`)",
+                           reason="EXPERIMENT_NOT_FOUND", dataset=p.dataset,
+                           experiment=name)
+        if exp.version != p.version:
+            raise FailedPrecondition(
+                f"experiment {name!r} is over {p.dataset}@{exp.version}, not "
+                f"{p.dataset}@{p.version}; its scores must cite that version",
+                reason="EXPERIMENT_VERSION_MISMATCH", experiment=name,
+                version=exp.version)
 
 
 def _recorded(key: str, index: int, s: Score, state: str = ACTIVE) -> RecordedScore:
@@ -287,20 +297,20 @@ def _recorded(key: str, index: int, s: Score, state: str = ACTIVE) -> RecordedSc
                          recorded_at=s.recorded_at, version_state=state)
 
 
-def scores(repo, name: str, version: int | None = None) -> list[RecordedScore]:
+def scores(ctx, name: str, version: int | None = None) -> list[RecordedScore]:
     """Every score of a dataset (or of one of its versions), in the order recorded."""
-    repo.dataset(name)
+    datasets.dataset(ctx, name)
     if version is not None:
-        repo.version(name, version)  # NotFound for a version never sealed, or deleted
+        datasets.version(ctx, name, version)  # NotFound for a version never sealed, or deleted
     out = []
     states: dict[int, str] = {}
-    for _, key, entry in read_log(repo, name, "scores"):
+    for _, key, entry in read_log(ctx, name, "scores"):
         if isinstance(entry, Fence):
             continue
         for i, s in enumerate(entry.scores):
             if version is None or s.version == version:
                 if s.version not in states:
-                    retired = repo.refs.read_retirement(name, s.version)
+                    retired = ctx.refs.read_retirement(name, s.version)
                     states[s.version] = ACTIVE if retired is None else RETIRED
                 out.append(_recorded(key, i, s, states[s.version]))
     return out
@@ -337,16 +347,18 @@ def check_label(text: Any, what: str) -> str:
 
 
 # -- experiments -----------------------------------------------------------------------------
-def create_experiment(repo, name: str, number: int, experiment_name: str, author: str,
-                      now: str) -> Experiment:
+def create_experiment(ctx, name: str, version: int, experiment_name: str,
+                      author: str | None = None) -> Experiment:
+    """A named experiment over the ACTIVE version `name@version` (names unique per dataset)."""
+    author, now, number = checks.author(author), ctx.clock(), version
     experiment_name = check_label(experiment_name, "experiment name")
-    record = _citable(repo, name, number, check_tombstones=False)
+    record = _citable(ctx, name, number, check_tombstones=False)
     seen: dict[str, Experiment] = {}
     last = 0
 
     def check(head: int) -> None:
         nonlocal last
-        for n, _, entry in read_log(repo, name, "experiments", last):
+        for n, _, entry in read_log(ctx, name, "experiments", last):
             last = n
             if isinstance(entry, Experiment):
                 seen[entry.name] = entry
@@ -356,30 +368,22 @@ def create_experiment(repo, name: str, number: int, experiment_name: str, author
                                 f"{experiment_name!r} (over {name}@{prior.version})",
                                 reason="EXPERIMENT_EXISTS", dataset=name,
                                 experiment=experiment_name)
-        _check_not_deleted(repo, name, number)
+        _check_not_deleted(ctx, name, number)
 
     def make(n: int) -> Experiment:
         return Experiment(dataset=name, number=n, name=experiment_name, version=number,
                           content_digest=record.content_digest, author=author, created_at=now)
 
-    number_, key = _claim(repo, name, "experiments", make, check)
+    number_, key = _claim(ctx, name, "experiments", make, check)
     return make(number_)
 
 
-def experiments(repo, name: str) -> list[Experiment]:
-    repo.dataset(name)
-    return [e for _, _, e in read_log(repo, name, "experiments") if isinstance(e, Experiment)]
+def experiments(ctx, name: str) -> list[Experiment]:
+    """The experiments of a dataset, in the order created."""
+    datasets.dataset(ctx, name)
+    return [e for _, _, e in read_log(ctx, name, "experiments") if isinstance(e, Experiment)]
 
 
-def experiment(repo, name: str, experiment_name: str) -> Experiment:
-    for e in experiments(repo, name):
-        if e.name == experiment_name:
-            return e
-    raise NotFound(f"dataset {name!r} has no experiment {experiment_name!r}",
-                   reason="EXPERIMENT_NOT_FOUND", dataset=name, experiment=experiment_name)
-
-
-# -- deletion -----------------------------------------------------------------------------
 def _citation(name: str, log: str, key: str, entry: Any, version: int | None) -> str | None:
     """A description of the first citation of `version` (any version if None) in an entry."""
     if isinstance(entry, Fence):
@@ -401,14 +405,14 @@ def _cited(name: str, what: str, citation: str, key: str, **fields) -> FailedPre
                               dataset=name, **fields)
 
 
-def _scan(repo, name: str, target: int | None, what: str, rollback=None,
+def _scan(ctx, name: str, target: int | None, what: str, rollback=None,
           **fields) -> dict[str, int]:
     """Refuse if any entry of either citation log cites `version` (any version if None);
     returns each log's head."""
     heads = {}
-    for log in LOGS:
+    for log in CITATION_LOGS:
         heads[log] = 0
-        for n, key, entry in read_log(repo, name, log):
+        for n, key, entry in read_log(ctx, name, log):
             heads[log] = n
             found = _citation(name, log, key, entry, target)
             if found:
@@ -427,22 +431,22 @@ def _citation_id(log: str, key: str, entry: Any, version: int | None) -> str:
     return key
 
 
-def _fence(repo, name: str, target: int | None, heads: dict[str, int], reason: str,
+def _fence(ctx, name: str, target: int | None, heads: dict[str, int], reason: str,
            author: str, now: str, rollback, what: str, **fields) -> None:
     """Claim the next number of each citation log. A citation that took a number first is
     read here: the deletion is withdrawn (`rollback`) and refused, naming it."""
-    for log in LOGS:
+    for log in CITATION_LOGS:
         n = heads[log]
-        key_of = _key_of(name, log)
+        key_of = citation_key_of(name, log)
         try:
             for _ in claims.attempts(f"a fence in {DATASETS}{name}/{log}/", dataset=name):
                 fence = Fence(dataset=name, log=log, number=n + 1, reason=reason,
                               author=author, written_at=now)
                 key = key_of(n + 1)
-                if repo.backend.put_if_absent(key, format_record_file(fence)):
+                if ctx.backend.put_if_absent(key, format_record_file(fence)):
                     break
                 try:
-                    data = repo.backend.get(key)
+                    data = ctx.backend.get(key)
                 except NotFound:
                     continue  # the claim that won was withdrawn meanwhile: this number again
                 entry = parse_record_file_of(data, (_entry_type(log), Fence), key)
@@ -457,77 +461,80 @@ def _fence(repo, name: str, target: int | None, heads: dict[str, int], reason: s
             raise
 
 
-def delete_version(repo, name: str, number: int, author: str, now: str) -> VersionTombstone:
+def delete_version(ctx, name: str, number: int, author: str | None = None) -> VersionTombstone:
     """Delete a version nothing cites: tombstone, fences, then the version file. An
     interrupted deletion is completed by running it again."""
-    repo.dataset(name)
+    author, now = checks.author(author), ctx.clock()
+    datasets.dataset(ctx, name)
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
         raise InvalidArgument(f"version must be a positive integer, not "
                               f"{encoding.describe(number)}")
     vkey, dkey = version_key(name, number), deleted_key(name, number)
-    tomb = repo.refs.read_version_tombstone(name, number)
-    if tomb is not None and not repo.backend.exists(vkey):
+    tomb = ctx.refs.read_version_tombstone(name, number)
+    if tomb is not None and not ctx.backend.exists(vkey):
         raise NotFound(f"version {number} of dataset {name!r} was already deleted "
                        f"({tomb.deleted_at} by {tomb.author})", reason="VERSION_DELETED",
                        dataset=name, version=number)
     what = f"version {name}@{number}"
 
     def rollback() -> None:
-        repo.backend.delete(dkey)
+        ctx.backend.delete(dkey)
 
     if tomb is None:
-        record = repo.refs.read_version(name, number)
-        heads = _scan(repo, name, number, what, version=number)
+        record = ctx.refs.read_version(name, number)
+        heads = _scan(ctx, name, number, what, version=number)
         tomb = VersionTombstone(dataset=name, number=number,
                                 content_digest=record.content_digest,
                                 item_count=record.item_count, author=author, deleted_at=now)
-        if not repo.backend.put_if_absent(dkey, format_record_file(tomb)):
-            tomb = repo.refs.read_version_tombstone(name, number) or tomb  # a concurrent delete
+        if not ctx.backend.put_if_absent(dkey, format_record_file(tomb)):
+            tomb = ctx.refs.read_version_tombstone(name, number) or tomb  # a concurrent delete
     else:  # resuming an interrupted deletion (the version file is still there): check again
-        heads = _scan(repo, name, number, what, rollback, version=number)
-    _fence(repo, name, number, heads, f"delete version {number}", author, now, rollback, what,
+        heads = _scan(ctx, name, number, what, rollback, version=number)
+    _fence(ctx, name, number, heads, f"delete version {number}", author, now, rollback, what,
            version=number)
-    repo.backend.delete(vkey)
+    ctx.backend.delete(vkey)
     return tomb
 
 
-def delete_dataset(repo, name: str, author: str, now: str) -> DatasetTombstone:
+def delete_dataset(ctx, name: str, author: str | None = None) -> DatasetTombstone:
     """Delete a dataset none of whose versions is cited: tombstone, fences, then its records.
     The tombstone and the citation logs (by then only fences) stay, so the name is never
     created again and no late citation can claim a number there."""
-    check_dataset_name(name)
-    tomb = repo.refs.read_dataset_tombstone(name)
+    checks.dataset_name(name)
+    author, now = checks.author(author), ctx.clock()
+    tomb = ctx.refs.read_dataset_tombstone(name)
     prefix = f"{DATASETS}{name}/"
     kept = (tombstone_key(name), f"{prefix}scores/", f"{prefix}experiments/")
     if tomb is not None:
-        leftovers = [k for k in repo.backend.list(prefix) if not k.startswith(kept)]
+        leftovers = [k for k in ctx.backend.list(prefix) if not k.startswith(kept)]
         if not leftovers:
             raise NotFound(f"dataset {name!r} was already deleted ({tomb.deleted_at} by "
                            f"{tomb.author})", reason="DATASET_DELETED", dataset=name)
     else:
-        repo.dataset(name)
+        datasets.dataset(ctx, name)
     what = f"dataset {name!r}"
 
     def rollback() -> None:
         # Only while nothing is deleted yet: a half-deleted dataset keeps its tombstone.
-        if repo.backend.exists(meta_key(name, 1)):
-            repo.backend.delete(tombstone_key(name))
+        if ctx.backend.exists(meta_key(name, 1)):
+            ctx.backend.delete(tombstone_key(name))
 
-    heads = _scan(repo, name, None, what, rollback if tomb is not None else None)
+    heads = _scan(ctx, name, None, what, rollback if tomb is not None else None)
     if tomb is None:
-        tomb = DatasetTombstone(dataset=name, head=repo.refs.last_number(name), author=author,
+        tomb = DatasetTombstone(dataset=name, head=ctx.refs.last_number(name), author=author,
                                 deleted_at=now)
-        if not repo.backend.put_if_absent(tombstone_key(name), format_record_file(tomb)):
-            tomb = repo.refs.read_dataset_tombstone(name) or tomb
-    _fence(repo, name, None, heads, "delete dataset", author, now, rollback, what)
+        if not ctx.backend.put_if_absent(tombstone_key(name), format_record_file(tomb)):
+            tomb = ctx.refs.read_dataset_tombstone(name) or tomb
+    _fence(ctx, name, None, heads, "delete dataset", author, now, rollback, what)
     # Metadata revision 1 first: from then on the dataset does not exist for any reader.
-    doomed = [k for k in repo.backend.list(prefix) if not k.startswith(kept)]
+    doomed = [k for k in ctx.backend.list(prefix) if not k.startswith(kept)]
     first = meta_key(name, 1)
     for key in sorted(doomed, key=lambda k: (k != first, k)):
-        repo.backend.delete(key)
+        ctx.backend.delete(key)
     return tomb
 
 
-__all__ = ["Pin", "RecordedScore", "as_pin", "pin", "resolve_pin", "record_scores", "scores",
-           "create_experiment", "experiments", "experiment", "delete_version",
+__all__ = ["Pin", "RecordedScore", "as_pin", "pin", "resolve_pin", "record_score", "record_scores",
+           "scores",
+           "create_experiment", "experiments", "delete_version",
            "delete_dataset", "read_log"]

@@ -10,61 +10,18 @@ import msgspec
 from . import pack as packfmt
 from .digest import digest_of, from_bytes, person_digest, to_bytes
 from .errors import Aborted, CorruptData, DigestMismatch, NotFound
+# (PERSONS, person_shards_key and parse_person_shards_key are imported from here by others)
+from .keys import (PACKS, PERSONS, SHARDS, index_key, multi_index_key,  # noqa: F401
+                   pack_key, parse_index_key, parse_multi_index_key, parse_pack_key,
+                   parse_person_shards_key, person_index_key, person_shard,
+                   person_shards_key)
 from .objects import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, PersonObject,
                       PersonShards, decode_object, encode_object, format_record_file,
                       parse_record_file)
 
-PACKS = "packs/"
-PERSONS = "persons/"
 PACK_MAX_BYTES = 64 << 20  # a batch is flushed as one pack once it holds this much
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
 PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"])  # the objects that name a person
-
-
-def pack_key(pid: str) -> str:
-    return f"{PACKS}{pid}.pack"
-
-
-def index_key(pid: str) -> str:
-    return f"{PACKS}{pid}.idx"
-
-
-def multi_index_key(checksum: str) -> str:
-    return f"{PACKS}{checksum}.midx"
-
-
-def person_index_key(shard: str, pid: str) -> str:
-    """The person index of pack `pid` for the people whose keyed digest starts with `shard`."""
-    return f"{PERSONS}{shard}/{pid}"
-
-
-def person_shard(person: str) -> str:
-    return person[3:5]
-
-
-SHARDS = f"{PERSONS}shards/"
-
-
-def person_shards_key(pid: str, shards: Iterable[str]) -> str:
-    """The record of which person index files pack `pid` has. Its name carries the same set as
-    a 256-bit map (bit s set for shard s), so that one listing tells an erasure every pack's
-    shards without reading a record per pack."""
-    bits = 0
-    for shard in shards:
-        bits |= 1 << int(shard, 16)
-    return f"{SHARDS}{pid}.{bits:064x}"
-
-
-def parse_person_shards_key(key: str) -> tuple[str, set[str]] | None:
-    """(pack id, shards) of a person-shards key, or None if `key` is not one."""
-    if not key.startswith(SHARDS):
-        return None
-    pid, dot, bitmap = key[len(SHARDS):].partition(".")
-    if len(pid) != 64 or len(bitmap) != 64 or not all(
-            c in "0123456789abcdef" for c in pid + bitmap):
-        return None
-    bits = int(bitmap, 16)
-    return pid, {f"{s:02x}" for s in range(256) if bits >> s & 1}
 
 
 class _PersonOnly(msgspec.Struct):
@@ -109,15 +66,17 @@ class ObjectStore:
             if self._indexes is not None:
                 break
             keys = list(self.backend.list(PACKS))
-            multi = [packfmt.IndexReader(self.backend, k) for k in keys if k.endswith(".midx")]
+            multi = [packfmt.IndexReader(self.backend, k) for k in keys
+                     if parse_multi_index_key(k)]
             try:
                 covered = {p for m in multi for p in m.packs}
             except NotFound:  # a multi-pack index was dropped since the listing: list again
                 if attempt == 2:
                     raise
                 continue
-            single = [packfmt.IndexReader(self.backend, k) for k in keys if k.endswith(".idx")
-                      and k[len(PACKS):-len(".idx")] not in covered]
+            single = [packfmt.IndexReader(self.backend, index_key(found[0]))
+                      for found in map(parse_index_key, keys)
+                      if found and found[0] not in covered]
             self._indexes = multi + single
         return self._indexes
 
@@ -286,8 +245,7 @@ class ObjectStore:
         return out
 
     def pack_ids(self) -> list[str]:
-        return [k[len(PACKS):-len(".idx")] for k in self.backend.list(PACKS)
-                if k.endswith(".idx")]
+        return [found[0] for found in map(parse_index_key, self.backend.list(PACKS)) if found]
 
     def write_person_index(self, pid: str, persons: dict[bytes, Iterable[str]]) -> int:
         """Write the person index of pack `pid` (raw digest -> keyed persons: one for a case or
@@ -378,8 +336,8 @@ class ObjectStore:
         """Packs without an index: a write in flight, or a deletion interrupted between
         unpublishing a pack and deleting it."""
         keys = set(self.backend.list(PACKS))
-        return sorted(k[len(PACKS):-len(".pack")] for k in keys
-                      if k.endswith(".pack") and k[:-len(".pack")] + ".idx" not in keys)
+        return sorted(found[0] for found in map(parse_pack_key, keys)
+                      if found and index_key(found[0]) not in keys)
 
     def person_objects(self, pid: str, person: str) -> set[str]:
         """Digests of the objects in pack `pid` that name the person with keyed digest
@@ -447,7 +405,7 @@ class ObjectStore:
         backend = self.backend
         recorded = self.recorded_shards(shards_by_pack)
         for key in list(backend.list(PACKS)):
-            if key.endswith(".midx") and not shards_by_pack.keys().isdisjoint(
+            if parse_multi_index_key(key) and not shards_by_pack.keys().isdisjoint(
                     packfmt.IndexReader(backend, key).packs):
                 backend.delete(key)
         for pid, shards in shards_by_pack.items():

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import click
 
-from .main import INTEGER, Context, VersionOption, cli, json_option, to_json
-
-pass_ctx = click.make_pass_decorator(Context)
+from .common import INTEGER, Context, VersionOption, json_option, pass_ctx, to_json
 
 
-@cli.group()
+@click.group()
 @json_option
 def dataset() -> None:
     """Create, list, show and edit datasets."""
@@ -104,3 +102,6 @@ def delete(ctx: Context, name: str) -> None:
     t = ctx.repo().delete_dataset(name)
     ctx.emit(to_json(t), f"deleted dataset {t.dataset}; the name {t.dataset!r} cannot be "
                          "used again")
+
+
+COMMANDS = (dataset,)  # registered on the root group by cli/main.py

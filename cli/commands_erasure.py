@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import click
 
-from .main import VERSION_ARGS, Context, cli, json_option, split_version_args, to_json
+from .common import (
+    VERSION_ARGS,
+    Context,
+    json_option,
+    pass_ctx,
+    split_version_args,
+    to_json,
+)
 
-pass_ctx = click.make_pass_decorator(Context)
 
-
-@cli.command(context_settings=VERSION_ARGS)
+@click.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @click.option("--cause", required=True, metavar="CAUSE",
               help="CONTAMINATED, INVALID_LABELS or OPERATOR_REQUEST (any letter case).")
@@ -25,7 +30,7 @@ def retire(ctx: Context, args: tuple[str, ...], cause: str, note: str) -> None:
              f"retired {r.dataset}@{r.number}: {r.cause} at {r.retired_at}")
 
 
-@cli.command()
+@click.command()
 @click.option("--person", required=True, metavar="PERSON_ID",
               help="The person whose cases, runs and reviews are deleted.")
 @click.option("--confirm-token", default=None, metavar="TOKEN",
@@ -36,18 +41,17 @@ def erase(ctx: Context, person: str, confirm_token: str | None) -> None:
     """Erase a person: without --confirm-token, preview what would be deleted and retired;
     with the preview's token, delete it from every version, pack and log."""
     result = ctx.repo().erase(person, confirm_token, progress=ctx.progress)
-    if not isinstance(result, dict):
-        ctx.progress("", 0, 0)
-    if isinstance(result, dict):
+    if isinstance(result, dict):  # a preview
         ctx.emit(result, lambda: _preview_text(result))
         return
+    ctx.progress("", 0, 0)
     ctx.emit(to_json(result), lambda: _erasure_text(result, "erased"))
 
 
 def _preview_text(p: dict) -> str:
-    lines = [f"erasing {p['person']} would delete {len(p['cases'])} cases, {len(p['runs'])} "
-             f"runs and {len(p['reviews'])} reviews, and retire {len(p['versions_to_retire'])} "
-             "versions:"]
+    lines = [(f"erasing {p['person']} would delete {len(p['cases'])} cases, {len(p['runs'])} "
+              f"runs and {len(p['reviews'])} reviews, and retire "
+              f"{len(p['versions_to_retire'])} versions:")]
     lines += [f"  retire {v['dataset']}@{v['number']} ({v['state']}, {v['item_count']} cases)"
               for v in p["versions_to_retire"]]
     lines += [f"  run {r}" for r in p["runs"]]
@@ -69,7 +73,7 @@ def _erasure_text(e, verb: str) -> str:
             f"{e.packs_rewritten} packs; retired: {retired}")
 
 
-@cli.group()
+@click.group()
 @json_option
 def erasures() -> None:
     """The record of completed erasures (keyed digests and counts, no identities)."""
@@ -85,7 +89,7 @@ def erasures_list(ctx: Context) -> None:
              lambda: "\n".join(_erasure_text(e, e.id) for e in records))
 
 
-@cli.command()
+@click.command()
 @click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
 @click.option("--grace", default="24h", show_default=True, metavar="DURATION",
               help="Keep packs and staged proposals younger than this (seconds, or e.g. 30m, "
@@ -114,3 +118,6 @@ def gc(ctx: Context, dry_run: bool, grace: str, wait: str) -> None:
                 f"person index records deleted; {report.garbage_kept} unreachable objects kept "
                 "(young packs or mostly live ones)")
     ctx.emit(report._asdict(), human)
+
+
+COMMANDS = (retire, erase, erasures, gc)  # registered on the root group by cli/main.py

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .main import Context, cli, json_option, version_summary
-
-pass_ctx = click.make_pass_decorator(Context)
+from .common import Context, json_option, pass_ctx, version_summary
 
 
 def _preview_text(p: dict) -> str:
@@ -27,7 +25,7 @@ def _preview_text(p: dict) -> str:
     return "\n".join(lines)
 
 
-@cli.command()
+@click.command()
 @click.argument("dataset_name", metavar="DATASET")
 @click.option("--file", "subjects_file", type=click.File("rb"), required=True,
               help="JSON array of subjects: subject_kind, subject_ref, review_annotation_id.")
@@ -42,7 +40,7 @@ def promote(ctx: Context, dataset_name: str, subjects_file, idempotency_key: str
     ctx.emit(p, lambda: _preview_text(p))
 
 
-@cli.command()
+@click.command()
 @click.argument("dataset_name", metavar="DATASET")
 @click.argument("item_ids", nargs=-1, metavar="[ITEM_ID]...")
 @click.option("--idempotency-key", required=True, help="Names this request for ever.")
@@ -55,7 +53,7 @@ def remove(ctx: Context, dataset_name: str, item_ids: tuple[str, ...],
     ctx.emit(p, lambda: _preview_text(p))
 
 
-@cli.command()
+@click.command()
 @click.argument("dataset_name", metavar="DATASET")
 @click.option("--confirm-token", required=True, help="The token a preview printed.")
 @click.option("-m", "--message", default="", help="Why this version exists.")
@@ -76,3 +74,6 @@ def seal(ctx: Context, dataset_name: str, confirm_token: str, message: str) -> N
              ("already sealed as " if result.already_sealed else "sealed ")
              + f"{v.dataset}@{v.number}: {v.item_count} cases (+{v.added} -{v.removed}) "
              f"{v.content_digest}")
+
+
+COMMANDS = (promote, remove, seal)  # registered on the root group by cli/main.py

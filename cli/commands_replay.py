@@ -6,16 +6,22 @@ import json
 
 import click
 
-from .main import (VERSION_ARGS, Context, cli, json_option, read_usage_error,
-                   split_version_args, to_json)
+from .common import (
+    VERSION_ARGS,
+    Context,
+    json_option,
+    pass_ctx,
+    read_usage_error,
+    split_version_args,
+    to_json,
+)
 
-pass_ctx = click.make_pass_decorator(Context)
 FORMS = ("DATASET VERSION ITEM_ID", "DATASET@VERSION ITEM_ID")
 
 
 def _record_text(record) -> str:
-    lines = [f"{record.steps} steps, {record.tool_calls} tool calls: {record.replayed} replayed, "
-             f"{record.stubbed} stubbed, {record.unrecorded} unrecorded",
+    lines = [(f"{record.steps} steps, {record.tool_calls} tool calls: {record.replayed} "
+              f"replayed, {record.stubbed} stubbed, {record.unrecorded} unrecorded"),
              f"plan: {record.plan_digest}",
              "stubbed tools: " + (", ".join(record.stubbed_tools) or "-")]
     for d in record.steps_detail:
@@ -38,7 +44,7 @@ def _diff_text(diff) -> str:
     return "\n".join(lines)
 
 
-@cli.command(context_settings=VERSION_ARGS)
+@click.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION ITEM_ID")
 @click.option("--plan", "plan_file", type=click.File("rb"), default=None,
               help="Plan JSON: default_effect and tools [{tool_name, effect}] ('-' for "
@@ -77,3 +83,6 @@ def replay(ctx: Context, args: tuple[str, ...], plan_file, show_diff: bool,
         other = cas.replay_case(frozen, plan)
     diff = cas.diff_runs(frozen, other)
     ctx.emit(to_json(diff), lambda: _diff_text(diff))
+
+
+COMMANDS = (replay,)  # registered on the root group by cli/main.py

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 
 import click
 
-from .main import Context, cli, json_option
-
-pass_ctx = click.make_pass_decorator(Context)
+from .common import Context, json_option, pass_ctx
 
 
-@cli.command()
+@click.command()
 @click.argument("path", default=".")
 @json_option
 @pass_ctx
@@ -24,7 +21,7 @@ def init(ctx: Context, path: str) -> None:
              f"initialized empty cas repository in {repo.location}")
 
 
-@cli.command()
+@click.command()
 @json_option
 @pass_ctx
 def fsck(ctx: Context) -> None:
@@ -53,22 +50,21 @@ def fsck(ctx: Context) -> None:
         raise SystemExit(7)
 
 
-@cli.command()
+@click.command()
 @click.argument("digest")
 @json_option
 @pass_ctx
 def cat(ctx: Context, digest: str) -> None:
     """Print one stored object, verified against its DIGEST (its canonical JSON bytes)."""
     from cas.digest import parse_digest
-    digest = parse_digest(digest)
-    kind, data = ctx.repo().store.get_bytes(digest)
-    if ctx.as_json:
-        ctx.emit({"digest": digest, "kind": kind, "object": json.loads(data)})
+    kind, data = ctx.repo().object_bytes(digest)  # refuses a bad digest, verifies the bytes
+    if ctx.as_json:  # the digest as the library spells it (uppercase hex folded)
+        ctx.emit({"digest": parse_digest(digest), "kind": kind, "object": json.loads(data)})
     else:
         click.echo(data.decode("utf-8"))
 
 
-@cli.command()
+@click.command()
 @click.argument("src")
 @click.argument("dst")
 @json_option
@@ -76,22 +72,14 @@ def cat(ctx: Context, digest: str) -> None:
 def mirror(ctx: Context, src: str, dst: str) -> None:
     """Copy the repository at SRC to DST (directories or s3:// URLs), verifying every digest
     and copying only what DST lacks. Safe to interrupt and run again."""
-    import cas
-    from cas.backends import backend_for
-    from cas.mirror import mirror as run_mirror
-    for what, location in (("SRC", src), ("DST", dst)):
-        try:
-            os.fsencode(location)  # the bytes of a path (undecodable ones come back as such)
-        except UnicodeEncodeError:
-            location = "\x00"
-        if "\x00" in location:  # no path holds these
-            raise cas.InvalidArgument(f"{what} is not a location: it holds a NUL character or "
-                                      "a lone surrogate")
-    source = cas.open(src).backend  # refuses a location that holds no repository
-    report = run_mirror(source, backend_for(dst, create=True), progress=ctx.progress)
+    from cas import mirror as mirroring
+    report = mirroring.copy(src, dst, progress=ctx.progress)
     if not ctx.as_json:
         ctx.progress("", 0, 0)
     ctx.emit(report._asdict(),
              f"mirrored {src} -> {dst}: {report.packs_copied} packs and "
              f"{report.records_copied} records copied ({report.bytes_copied} bytes), "
              f"{report.packs_present} packs and {report.records_present} records already there")
+
+
+COMMANDS = (init, fsck, cat, mirror)  # registered on the root group by cli/main.py

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import click
 
-from .main import Context, cli, json_option, to_json
-
-pass_ctx = click.make_pass_decorator(Context)
+from .common import Context, json_option, pass_ctx, to_json
 
 
-@cli.group()
+@click.group()
 @json_option
 def runs() -> None:
     """Import, list and show recorded agent runs."""
@@ -46,7 +44,7 @@ def runs_show(ctx: Context, run_id: str) -> None:
     ctx.emit(run, lambda: json.dumps(run, indent=2, sort_keys=True, ensure_ascii=False))
 
 
-@cli.group()
+@click.group()
 @json_option
 def review() -> None:
     """Record and read human reviews of runs (preview, then confirm)."""
@@ -101,7 +99,7 @@ def review_list(ctx: Context, run_id: str) -> None:
                        f"{r.reviewed_at}" for r in items))
 
 
-@cli.command("config")
+@click.command("config")
 @click.argument("key")
 @click.argument("value", required=False)
 @json_option
@@ -117,7 +115,7 @@ def config(ctx: Context, key: str, value: str | None) -> None:
         raise SystemExit(1)
 
 
-@cli.group()
+@click.group()
 @json_option
 def settings() -> None:
     """Repository settings: which content classes promotion may copy into cases."""
@@ -152,3 +150,6 @@ def settings_policy(ctx: Context, withheld: tuple[str, ...], copy_all: bool) -> 
     record = ctx.repo().set_content_policy([] if copy_all else list(withheld))
     ctx.emit(to_json(record), f"settings revision {record.revision}: withheld "
                               f"{', '.join(record.withheld) or 'nothing'}")
+
+
+COMMANDS = (runs, review, config, settings)  # registered on the root group by cli/main.py

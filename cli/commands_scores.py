@@ -7,10 +7,15 @@ import re
 
 import click
 
-from .main import (VERSION_ARGS, Context, cli, json_option, refuse_unknown_options,
-                   split_version_args, to_json)
-
-pass_ctx = click.make_pass_decorator(Context)
+from .common import (
+    VERSION_ARGS,
+    Context,
+    json_option,
+    pass_ctx,
+    refuse_unknown_options,
+    split_version_args,
+    to_json,
+)
 
 VERSION_FORMS = ("DATASET VERSION", "DATASET@VERSION")
 _NUMBER_RE = re.compile(r"-?(0|[1-9][0-9]*)(?P<frac>\.[0-9]+)?(?P<exp>[eE][+-]?[0-9]+)?\Z")
@@ -47,7 +52,7 @@ def _score_line(s) -> str:
 
 
 # -- pins ---------------------------------------------------------------------------------
-@cli.command("pin", context_settings=VERSION_ARGS)
+@click.command("pin", context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @json_option
 @pass_ctx
@@ -59,7 +64,7 @@ def pin(ctx: Context, args: tuple[str, ...]) -> None:
               "content_digest": p.content_digest}, str(p))
 
 
-@cli.command("pin-verify")
+@click.command("pin-verify")
 @click.argument("pin_text", metavar="PIN")
 @json_option
 @pass_ctx
@@ -76,7 +81,7 @@ def pin_verify(ctx: Context, pin_text: str) -> None:
 
 
 # -- scores -------------------------------------------------------------------------------
-@cli.group()
+@click.group()
 @json_option
 def score() -> None:
     """Record and list scores that cite an exact version."""
@@ -125,7 +130,7 @@ def score_list(ctx: Context, args: tuple[str, ...]) -> None:
 
 
 # -- experiments --------------------------------------------------------------------------
-@cli.group()
+@click.group()
 @json_option
 def experiment() -> None:
     """Create and list experiments, each over an exact version."""
@@ -161,7 +166,7 @@ def experiment_list(ctx: Context, name: str) -> None:
 
 
 # -- deletion -----------------------------------------------------------------------------
-@cli.group("version")
+@click.group("version")
 @json_option
 def version_group() -> None:
     """Delete versions (reads are `cas show`, `cas items`, `cas case`)."""
@@ -178,3 +183,6 @@ def version_delete(ctx: Context, args: tuple[str, ...]) -> None:
     t = ctx.repo().delete_version(name, number)
     ctx.emit(to_json(t), f"deleted {t.dataset}@{t.number} ({t.item_count} cases, "
                          f"{t.content_digest}); number {t.number} will not be used again")
+
+
+COMMANDS = (pin, pin_verify, score, experiment, version_group)  # registered on the root group by cli/main.py

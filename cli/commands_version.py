@@ -6,11 +6,19 @@ import json
 
 import click
 
-from .main import (INTEGER, VERSION_ARGS, Context, VersionOption, cli, json_option,
-                   read_usage_error, split_version_args, to_json, version_number,
-                   version_summary)
-
-pass_ctx = click.make_pass_decorator(Context)
+from .common import (
+    INTEGER,
+    VERSION_ARGS,
+    Context,
+    VersionOption,
+    json_option,
+    pass_ctx,
+    read_usage_error,
+    split_version_args,
+    to_json,
+    version_number,
+    version_summary,
+)
 
 
 def _version_line(v) -> str:
@@ -18,7 +26,7 @@ def _version_line(v) -> str:
             f"{v.content_digest}")
 
 
-@cli.command()
+@click.command()
 @click.argument("dataset_name", metavar="DATASET")
 @click.option("--base", type=VersionOption(minimum=0), default=None,
               help="The version this one is built on (required once the dataset has versions).")
@@ -34,17 +42,10 @@ def commit(ctx: Context, dataset_name: str, base: int | None, add_file, removes,
            retry: bool) -> None:
     """Seal a new version of DATASET: BASE minus --remove, plus the cases in --add."""
     import cas
-    repo = ctx.repo()
-    if base is None:
-        head = repo.head(dataset_name)
-        if head:
-            raise cas.InvalidArgument(
-                f"dataset {dataset_name!r} has versions; name the one to build on with "
-                f"--base (its newest is {head})", head=head)
     source = getattr(add_file, "name", "stdin")
     cases = cas.read_cases_jsonl(add_file, source) if add_file is not None else ()
-    record = repo.commit(dataset_name, base=base, add=cases, remove=removes, message=message,
-                         retry=retry)
+    record = ctx.repo().commit(dataset_name, base=base, add=cases, remove=removes,
+                               message=message, retry=retry)
     ctx.emit(to_json(record), "sealed " + _version_line(record))
 
 
@@ -66,7 +67,7 @@ def _more(page) -> list[str]:
     return [f"# more: --cursor {page.next_cursor}"] if page.has_more else []
 
 
-@cli.command(context_settings=VERSION_ARGS)
+@click.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @json_option
 @pass_ctx
@@ -97,7 +98,7 @@ def show(ctx: Context, args: tuple[str, ...]) -> None:
     ctx.emit({**to_json(v), "state": state, **retirement}, human)
 
 
-@cli.command(context_settings=VERSION_ARGS)
+@click.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @_cursor_option
 @_limit_option
@@ -114,7 +115,7 @@ def items(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) -
              lambda: "\n".join(page.items + _more(page)))
 
 
-@cli.command(context_settings=VERSION_ARGS)
+@click.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION CASE_ID")
 @json_option
 @pass_ctx
@@ -128,7 +129,7 @@ def case(ctx: Context, args: tuple[str, ...]) -> None:
     ctx.emit(value, lambda: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
 
 
-@cli.command(context_settings=VERSION_ARGS)
+@click.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET A B")
 @_cursor_option
 @_limit_option
@@ -139,7 +140,7 @@ def diff(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) ->
     (also DATASET@A [DATASET@]B)."""
     forms = ("DATASET A B", "DATASET@A [DATASET@]B")
     name, a, (new,) = split_version_args("diff", args, forms, rest_are_versions=True)
-    other, at, b = new.rpartition("@") if "@" in new else (name, "", new)
+    other, _, b = new.rpartition("@") if "@" in new else (name, "", new)
     b = version_number(b) if other else None
     if b is None:
         raise read_usage_error("diff", forms, f"{new!r} is not a version number")
@@ -156,7 +157,7 @@ def diff(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) ->
     ctx.emit(data, human)
 
 
-@cli.command(context_settings=VERSION_ARGS)
+@click.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION CASE_ID")
 @json_option
 @pass_ctx
@@ -169,7 +170,7 @@ def prove(ctx: Context, args: tuple[str, ...]) -> None:
     ctx.emit(proof, lambda: json.dumps(proof, sort_keys=True))
 
 
-@cli.command("verify-proof")
+@click.command("verify-proof")
 @click.argument("proof_file", type=click.File("rb"))
 @click.option("--root", default=None, help="The content_digest the proof must lead to.")
 @click.option("--case", "case_id", default=None, help="The case id the proof must show.")
@@ -190,3 +191,6 @@ def verify_proof(ctx: Context, proof_file, root: str | None, case_id: str | None
             reason="PROOF_INVALID", root=root or proof.root, case_id=case_id or proof.case_id)
     ctx.emit({"valid": True, "root": proof.root, "case_id": proof.case_id},
              f"valid: {proof.case_id} is in {proof.root}")
+
+
+COMMANDS = (commit, show, items, case, diff, prove, verify_proof)  # registered on the root group by cli/main.py

@@ -1,8 +1,11 @@
-"""Shared fixtures: a real SeaweedFS server for every test that runs against S3."""
+"""Shared fixtures: a real SeaweedFS server for every test that runs against S3, a fresh
+repository on each backend, and the people the lifecycle and erasure tests act as."""
 
+import io
 import os
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import settings
 
 # In CI every property test runs the same examples on every run (a failure reproduces with the
@@ -11,6 +14,10 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+import cas
+from cas.backends.memory import MemoryBackend
+from cas_cli.main import cli
+from lifecycle_helpers import OPERATOR, REVIEWER, jsonl, review, run_obj
 from seaweed import SeaweedServer
 
 
@@ -43,3 +50,57 @@ def location(request, tmp_path, monkeypatch):
     server = request.getfixturevalue("seaweed")
     monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
     return server.url()
+
+
+@pytest.fixture
+def repo(location):
+    """A fresh repository on each backend."""
+    return cas.init(location)
+
+
+@pytest.fixture
+def mem():
+    return cas.Repository.create(MemoryBackend())
+
+
+@pytest.fixture
+def staged(repo):
+    """Four imported runs r-0..r-3, each with one saved review, and an empty dataset."""
+    repo.import_runs(io.BytesIO(jsonl(*(run_obj(f"r-{i}", i) for i in range(4)))))
+    anns = {f"r-{i}": review(repo, f"r-{i}") for i in range(4)}
+    repo.create_dataset("evals")
+    return repo, anns
+
+
+@pytest.fixture
+def as_reviewer(monkeypatch, tmp_path):
+    """A configured person for reviews (REVIEWER), and never the real user's config file."""
+    monkeypatch.setenv("CAS_USER", REVIEWER)
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
+
+
+@pytest.fixture
+def as_operator(monkeypatch, tmp_path):
+    """The operator (OPERATOR) as the configured person, and never the real user's config."""
+    monkeypatch.setenv("CAS_USER", OPERATOR)
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
+
+
+@pytest.fixture
+def small_packs(monkeypatch):
+    monkeypatch.setattr("cas.store.PACK_MAX_BYTES", 20_000)
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    """Run a `cas` command in tmp_path as Ada, with no user config and no CAS_REPO of the
+    caller's (a module whose commands need another person has its own `run`)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "no-config.json"))
+    monkeypatch.delenv("CAS_REPO", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+    return invoke

@@ -1,30 +1,15 @@
 """CLI behaviour: exit codes, exact output, --json shapes, errors as one line or a JSON object."""
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
-from cas_cli.main import EXIT_CODES, cli
+from cas_cli.main import EXIT_CODES
 
 EXAMPLE = pathlib.Path(__file__).parent.parent / "examples" / "cases.jsonl"
-
-
-@pytest.fixture
-def run(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
-    monkeypatch.delenv("CAS_REPO", raising=False)
-    runner = CliRunner()
-
-    def invoke(*args, input=None):
-        result = runner.invoke(cli, list(args), input=input, catch_exceptions=False)
-        return result
-    return invoke
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import pytest
 
 import cas
 from cas.backends.local import LocalBackend
-from cas.refs import version_key
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

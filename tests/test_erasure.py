@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 
 import cas
-from cas import leases
 from cas.backends.memory import MemoryBackend
+from lifecycle_helpers import OPERATOR
 
-OPERATOR = "Grace <grace@example.com>"
 ALICE = "alice.moreau@example.org"   # the person erased
 BOB = "bob-17"
 # Distinctive strings of Alice's runs: each must be gone from every byte of the repository.
@@ -25,10 +23,7 @@ ALICE_MARKERS = ["Ticket 88231: refund to IBAN FR76-3000-6000-0112-3456-7890-189
                  "alice-run-", "moreau.alice@", "14 rue des Lilas", "ALICE-SECRET-7731"]
 
 
-@pytest.fixture(autouse=True)
-def person(monkeypatch, tmp_path):
-    monkeypatch.setenv("CAS_USER", OPERATOR)
-    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
+pytestmark = pytest.mark.usefixtures("as_operator")  # as OPERATOR
 
 
 def agent_run(run_id: str, person: str, n: int, secret: str) -> dict:
@@ -166,11 +161,6 @@ def assert_no_trace(files: dict[str, bytes], needles: list[str]) -> None:
                 assert needle not in text, (where, needle)
 
 
-@pytest.fixture
-def repo(location):
-    return cas.init(location)
-
-
 def test_erasing_a_person_end_to_end(repo, location):
     ids = build(repo)
     score = repo.record_score(repo.pin("support", 2), metric="resolution", value=0.5)
@@ -299,42 +289,6 @@ def test_a_proposal_staged_before_the_erasure_cannot_seal_it_back(repo):
     assert repo.fsck().ok
 
 
-def test_operator_retirement(repo):
-    build(repo)
-    record = repo.version("billing", 2)
-    before = {k: repo.backend.get(k) for k in repo.backend.list("") if not k.startswith("datasets/billing/retired/")}
-    r = repo.retire("billing", 2, "contaminated", "cases appeared in the model-9 training mix")
-    assert (r.cause, r.note, r.author) == ("CONTAMINATED", "cases appeared in the model-9 "
-                                           "training mix", OPERATOR)
-    # it deletes nothing and changes no other file
-    after = {k: repo.backend.get(k) for k in repo.backend.list("")}
-    assert {k: v for k, v in after.items() if k in before} == before
-    assert set(after) - set(before) == {"datasets/billing/retired/0000000002"}
-    assert repo.version("billing", 2) == record
-    for cause in ("Invalid_Labels", "OPERATOR_REQUEST"):
-        with pytest.raises(cas.FailedPrecondition) as info:
-            repo.retire("billing", 2, cause, "again")
-        assert info.value.reason == "VERSION_ALREADY_RETIRED"
-    assert repo.retirement("billing", 2).cause == "CONTAMINATED"  # the first cause stands
-    for cause, reason in (("PERSON_ERASED", "CAUSE_RESERVED"), ("person_erased", "CAUSE_RESERVED"),
-                          ("LEAKED", "CAUSE_INVALID"), ("", "CAUSE_INVALID")):
-        with pytest.raises(cas.InvalidArgument) as info:
-            repo.retire("billing", 1, cause, "why")
-        assert info.value.reason == reason and "OPERATOR_REQUEST" in info.value.message
-    with pytest.raises(cas.InvalidArgument) as info:
-        repo.retire("billing", 1, "invalid_labels", "  ")
-    assert info.value.reason == "NOTE_REQUIRED"
-    with pytest.raises(cas.NotFound):
-        repo.retire("billing", 9, "OPERATOR_REQUEST", "no such version")
-    assert repo.version_state("billing", 1) == "ACTIVE"
-    # an empty removal re-seals the same set as a new, active version
-    recut = remove(repo, "billing", [], "recut")
-    assert (recut.number, recut.content_digest) == (3, record.content_digest)
-    assert repo.version_state("billing", 3) == "ACTIVE"
-    assert len(all_items(repo, "billing", 3)) == 3
-    assert repo.fsck().ok
-
-
 def test_erasing_a_person_with_no_data_is_recorded_and_retires_nothing(repo):
     build(repo)
     preview = repo.erase("nobody@example.com")
@@ -347,26 +301,7 @@ def test_erasing_a_person_with_no_data_is_recorded_and_retires_nothing(repo):
             repo.erase(bad)
 
 
-def test_mirror_follows_an_erasure(tmp_path):
-    src = cas.init(str(tmp_path / "a"))
-    build(src)
-    from cas.backends import backend_for
-    from cas.mirror import mirror
-    dst_backend = backend_for(str(tmp_path / "b"), create=True)
-    mirror(src.backend, dst_backend)
-    assert any(ALICE.encode() in d for d in repository_bytes(cas.open(str(tmp_path / "b")),
-                                                             str(tmp_path / "b")).values())
-    src.erase(ALICE, src.erase(ALICE)["confirm_token"])
-    mirror(src.backend, dst_backend)
-    dst = cas.open(str(tmp_path / "b"))
-    assert_no_trace(repository_bytes(dst, str(tmp_path / "b")), ALICE_MARKERS + [ALICE])
-    assert dst.fsck().ok, dst.fsck().problems
-    assert {(n, v) for n, v in RETIRED if dst.version_state(n, v) == "RETIRED"} == RETIRED
-    assert dst.erasures() == src.erasures()
-    assert sorted(dst.backend.list("")) == sorted(src.backend.list(""))
-
-
-# -- garbage collection ------------------------------------------------------------------------
+# -- garbage for gc (its tests: test_gc.py) -----------------------------------------------------
 def _deleted_version_garbage(repo):
     """A pack that is mostly garbage (40 large cases only a deleted version held) with one live
     case in it, which gc must rewrite rather than delete."""
@@ -378,31 +313,7 @@ def _deleted_version_garbage(repo):
     repo.delete_version("scratch", 2)
 
 
-def test_gc_deletes_only_unreachable_objects_in_old_packs(repo):
-    build(repo)
-    _deleted_version_garbage(repo)
-    readable = {(n, v): snapshot(repo, n, v) for n, v in RETIRED | UNTOUCHED}
-    listing = {k: repo.backend.get(k) for k in repo.backend.list("")}
-    young = repo.gc()  # default grace: every pack is younger than a day
-    assert young.objects_deleted == 0 and young.garbage_kept >= 40
-    dry = repo.gc(dry_run=True, grace=0)
-    assert dry.dry_run and dry.objects_deleted >= 40 and dry.bytes_reclaimed > 80_000
-    assert {k: repo.backend.get(k) for k in repo.backend.list("")} == listing
-    done = repo.gc(grace="0s")
-    assert done.objects_deleted == dry.objects_deleted and done.packs_rewritten >= 1
-    survivor = cas.encode_case({"input": "survivor"}).case_id
-    assert repo.case("scratch", 3, survivor).input == "survivor"
-    assert done.bytes_reclaimed > 80_000
-    assert not any(b"dropped 1" in repo.backend.get(k) for k in repo.backend.list(""))
-    for (n, v), snap in readable.items():
-        assert snapshot(repo, n, v) == snap
-    assert repo.fsck().ok
-    assert repo.gc(grace=0).objects_deleted == 0  # nothing left to collect
-    with pytest.raises(cas.InvalidArgument):
-        repo.gc(grace="soon")
-
-
-# -- a crash anywhere during erase or gc -------------------------------------------------------
+# -- a crash anywhere during an erase (or a gc: test_gc.py) -------------------------------------
 class InjectedFault(Exception):
     pass
 
@@ -453,9 +364,15 @@ def _seeded() -> MemoryBackend:
 
 
 def _check_after_crash(inner) -> str:
-    """Reopen (which finishes an interrupted erasure) and check: fsck clean, the erasure
-    complete or not started, no active version lost a case. Returns which."""
+    """Reopen and check: opening writes nothing, and reads refuse Alice's run while her
+    erasure is pending; the next writer (here `finish_erasures`) completes it. Then fsck is
+    clean, the erasure complete or not started, no active version lost a case. Returns which."""
+    before = {k: inner.get(k) for k in inner.list("")}
     repo = cas.Repository(inner)
+    assert {k: inner.get(k) for k in inner.list("")} == before  # opening never writes
+    if list(inner.list("erasures/pending/")):
+        _assert_refused_while_pending(repo)
+    repo.finish_erasures()
     report = repo.fsck()
     assert report.ok, report.problems
     assert not list(inner.list("erasures/pending/"))
@@ -473,6 +390,13 @@ def _check_after_crash(inner) -> str:
     assert all(repo.version_state(n, v) == "ACTIVE" for n, v in RETIRED | UNTOUCHED)
     assert repo.run("alice-run-0").person == ALICE
     return "not started"
+
+
+def _assert_refused_while_pending(repo) -> None:
+    """A pending erasure's run is never read: refused as being erased (or gone already)."""
+    with pytest.raises((cas.FailedPrecondition, cas.NotFound)) as refused:
+        repo.run("alice-run-0")
+    assert refused.value.reason in ("ERASURE_PENDING", "RUN_NOT_FOUND")
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before-write", "lost-reply"])
@@ -495,27 +419,8 @@ def test_a_fault_at_every_mutation_of_an_erase(after):
             repo.erase(ALICE, token)
         outcomes.add(_check_after_crash(inner))
     # the erasure's lease, then the journal, are the first writes: failing them leaves
-    # nothing; once the journal landed, the next open completes the erasure
+    # nothing; once the journal landed, the next writer completes the erasure
     assert outcomes == {"not started", "complete"}
-
-
-@pytest.mark.parametrize("after", [False, True], ids=["before-write", "lost-reply"])
-def test_a_fault_at_every_mutation_of_gc(after):
-    probe = FaultyBackend(_seeded())
-    cas.Repository(probe).gc(grace=0)
-    total = probe.mutations
-    assert total >= 4  # the new pack and its index, then the old index and pack
-    for k in range(1, total + 1):
-        inner = _seeded()
-        repo = cas.Repository(FaultyBackend(inner, fail_at=k, after=after))
-        with pytest.raises(InjectedFault):
-            repo.gc(grace=0)
-        assert _check_after_crash(inner) == "not started"
-        # A later gc finishes the job (once the crashed one's lease is dead: a killed process
-        # on this host at once, any other after the lease's lifetime).
-        again = cas.Repository(inner, time=lambda: time.time() + leases.TTL + 1)
-        again.gc(grace=0)
-        assert again.fsck().ok and again.gc(grace=0).objects_deleted == 0
 
 
 def test_sigkill_during_erase(tmp_path):
@@ -541,7 +446,12 @@ def test_sigkill_during_erase(tmp_path):
         time.sleep(rng.uniform(0, 0.05))
         child.send_signal(signal.SIGKILL)
         child.wait()
-        repo = cas.open(str(where))  # finishes the erasure if the journal was written
+        before = sorted(p.relative_to(where) for p in where.rglob("*"))
+        repo = cas.open(str(where))
+        assert sorted(p.relative_to(where) for p in where.rglob("*")) == before  # read only
+        if list(repo.backend.list("erasures/pending/")):
+            _assert_refused_while_pending(repo)
+        repo.finish_erasures()  # the journal was written: the erasure completes
         report = repo.fsck()
         assert report.ok, report.problems
         if repo.erasures():
@@ -574,9 +484,10 @@ def test_a_version_sealed_on_a_base_erased_meanwhile_is_retired_too(repo, monkey
     monkeypatch.setattr(repo.refs, "append_version", racing)
     late = repo.commit("support", base=3, add=[{"input": "late case"}])
     assert late.number == 4
-    # the writer is done: the erasure completes (here, on the next open) and finds the
-    # version sealed meanwhile, which holds the erased cases
-    (done,) = cas.Repository(repo.backend).erasures()
+    # the writer is done: the erasure completes (here, when the next writer finishes it) and
+    # finds the version sealed meanwhile, which holds the erased cases
+    (done,) = cas.Repository(repo.backend).finish_erasures()
+    assert cas.Repository(repo.backend).erasures() == [done]
     assert done.id == token and repo.version_state("support", 4) == "RETIRED"
     assert repo.retirement("support", 4).erasure == token
     assert repo.fsck().ok
@@ -622,24 +533,3 @@ def test_fsck_checks_retirement_and_person_index_records(repo):
     errors = [p for p in repo.fsck().problems if p.severity == "error"]
     assert [(p.where, p.message) for p in errors] == [
         (pkey, f"lists b3:{'0' * 64}, which pack {record.pack} does not hold")]
-
-
-def test_gc_merges_small_packs_and_an_erasure_still_finds_its_objects(repo):
-    build(repo)
-    packs = len(repo.store.pack_ids())
-    assert packs >= 8  # about one per promotion and commit
-    readable = {(n, v): snapshot(repo, n, v) for n, v in RETIRED | UNTOUCHED}
-    report = repo.gc(grace=0)
-    assert (report.packs_rewritten, report.packs_written, report.objects_deleted) == (packs, 1, 0)
-    assert len(repo.store.pack_ids()) == 1
-    again = cas.Repository(repo.backend)
-    for (n, v), snap in readable.items():
-        assert snapshot(again, n, v) == snap
-    assert again.gc(grace=0).packs_rewritten == 0  # one pack, nothing to drop: left alone
-    # the merged pack's person index lets an erasure find Alice's objects
-    preview = again.erase(ALICE)
-    assert len(preview["cases"]) == 3 and len(preview["runs"]) == 4
-    again.erase(ALICE, preview["confirm_token"])
-    assert_no_trace({k: repo.backend.get(k) for k in repo.backend.list("")},
-                    ALICE_MARKERS + [ALICE])
-    assert again.fsck().ok

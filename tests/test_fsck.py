@@ -215,6 +215,29 @@ def test_unexpected_key_reported(repo, key):
     assert any(p.where == key and p.severity == "error" for p in report.problems), report.problems
 
 
+def test_a_key_of_every_family_is_expected(tmp_path):
+    """The unexpected-key check follows the key layout (cas.keys.FAMILIES): a key of any
+    family is checked as a record of it, never reported as unexpected, even when damaged."""
+    from cas.keys import FAMILIES
+    repo = cas.init(str(tmp_path))
+    examples = {"config": (), "person.shards": ("a" * 64, {"0f"}), "person.index": ("0f", "a" * 64),
+                "pack": ("b" * 64,), "pack.index": ("b" * 64,), "multi.index": ("c" * 64,),
+                "run.import": (1,), "review.batch": (1,), "settings": (1,),
+                "dataset.tombstone": ("d",), "proposal": ("d", "ct-" + "e" * 32),
+                "idempotency": ("d", "f" * 64), "lease": ("gc", "0123"),
+                "erasure": ("ct-" + "1" * 32,), "erasure.plan": ("ct-" + "2" * 32,)}
+    keys = [f.format(*examples.get(f.name, ("d", 1))) for f in FAMILIES]  # ("d", 1): d@1
+    for key in keys:
+        repo.backend.put_if_absent(key, b"damaged")
+    unexpected = {p.where for p in repo.fsck().problems
+                  if p.message == "unexpected key in the repository"}
+    assert unexpected.isdisjoint(keys)
+    assert repo.backend.put_if_absent("datasets/d/unknown/0000000001", b"damaged")
+    assert "datasets/d/unknown/0000000001" in {
+        p.where for p in cas.Repository(repo.backend).fsck().problems
+        if p.message == "unexpected key in the repository"}
+
+
 def test_pack_without_index_is_only_a_notice(repo):
     before = baseline(repo)
     pack, _ = packfmt.format_pack([(1, b'{"format":1,"input":"orphan","kind":"case"}')])
@@ -394,7 +417,7 @@ def test_deleting_a_settings_revision_is_a_gap(lifecycle):
 
 
 def test_a_missing_idempotency_claim_is_reported(lifecycle):
-    from cas.proposals import idempotency_key
+    from cas.keys import idempotency_key
     repo = lifecycle
     sealed = repo.version("evals", 1).proposal
     assert repo.backend.delete(idempotency_key("evals", "k1"))

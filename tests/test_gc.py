@@ -11,6 +11,9 @@ import cas
 from cas import leases
 from cas.backends.memory import MemoryBackend
 from cas.store import pack_key
+from test_erasure import (ALICE, ALICE_MARKERS, RETIRED, UNTOUCHED, FaultyBackend, InjectedFault,
+                          _check_after_crash, _deleted_version_garbage, _seeded, assert_no_trace,
+                          build, snapshot)
 
 REVIEWER = "Rita <rita@example.com>"
 
@@ -46,12 +49,13 @@ def every_kind_of_garbage(repo) -> None:
 
 
 @pytest.fixture
-def location(tmp_path):
+def local(tmp_path):
+    """A local directory (the `location` fixture is every backend)."""
     return str(tmp_path)
 
 
-def test_a_dry_run_predicts_exactly_what_gc_deletes(location):
-    repo = cas.init(location)
+def test_a_dry_run_predicts_exactly_what_gc_deletes(local):
+    repo = cas.init(local)
     every_kind_of_garbage(repo)
     future = aged(repo)
     before = {k: repo.backend.get(k) for k in repo.backend.list("")}
@@ -68,10 +72,10 @@ def test_a_dry_run_predicts_exactly_what_gc_deletes(location):
     assert (again.objects_deleted, again.proposals_deleted, again.packs_deleted) == (0, 0, 0)
 
 
-def test_merging_packs_without_garbage_is_predicted_too(location):
+def test_merging_packs_without_garbage_is_predicted_too(local):
     """The quick start's case: no garbage at all, but small packs merge, and the headers and
     indexes saved are what the real gc reclaims."""
-    repo = cas.init(location)
+    repo = cas.init(local)
     repo.create_dataset("ds", author="a")
     for i in range(4):
         repo.commit("ds", base=i, add=[{"input": f"case {i}"}], author="a")
@@ -81,8 +85,8 @@ def test_merging_packs_without_garbage_is_predicted_too(location):
     assert future.gc(grace=0)._replace(dry_run=True) == dry
 
 
-def test_stale_proposals_are_collected_with_their_claims(location):
-    repo = cas.init(location)
+def test_stale_proposals_are_collected_with_their_claims(local):
+    repo = cas.init(local)
     repo.create_dataset("ds", author="a")
     repo.import_runs([{"run_id": f"r{i}", "tenant": "t", "steps": []} for i in range(2)],
                      author="a")
@@ -112,8 +116,8 @@ def test_stale_proposals_are_collected_with_their_claims(location):
     assert repo.fsck().ok
 
 
-def test_gc_defers_while_a_writer_that_started_first_is_at_work(location):
-    repo = cas.init(location)
+def test_gc_defers_while_a_writer_that_started_first_is_at_work(local):
+    repo = cas.init(local)
     repo.create_dataset("ds", author="a")
     repo.commit("ds", base=0, add=[{"input": "x"}], author="a")
     repo.commit("ds", base=1, remove=[cas.encode_case({"input": "x"}).case_id], author="a")
@@ -127,8 +131,8 @@ def test_gc_defers_while_a_writer_that_started_first_is_at_work(location):
     assert repo.fsck().ok
 
 
-def test_a_second_gc_steps_back(location):
-    repo = cas.init(location)
+def test_a_second_gc_steps_back(local):
+    repo = cas.init(local)
     with leases.acquire(repo, leases.GC, "gc"):
         with pytest.raises(cas.Aborted) as caught:
             repo.gc(grace=0)
@@ -154,8 +158,8 @@ def test_a_writer_keeps_clear_of_the_packs_a_running_gc_may_delete():
 
 
 # -- leases ---------------------------------------------------------------------------------
-def test_a_lease_is_dead_once_expired_or_its_process_is_gone(location):
-    repo = cas.init(location)
+def test_a_lease_is_dead_once_expired_or_its_process_is_gone(local):
+    repo = cas.init(local)
     held = leases.acquire(repo, leases.WRITER, "commit")
     assert held.key in leases.live(repo)
     later = cas.Repository(repo.backend, time=lambda: time.time() + leases.TTL + 1)
@@ -176,10 +180,10 @@ def test_a_lease_is_dead_once_expired_or_its_process_is_gone(location):
     assert repo.fsck().ok
 
 
-def test_a_lease_renews_and_refuses_a_claim_once_it_runs_out(location):
-    repo = cas.init(location)
+def test_a_lease_renews_and_refuses_a_claim_once_it_runs_out(local):
+    repo = cas.init(local)
     clock = [time.time()]
-    repo.time = lambda: clock[0]
+    repo.context.time = lambda: clock[0]
     held = leases.acquire(repo, leases.WRITER, "commit")
     first = held.record.expires_at
     clock[0] += leases.TTL / 2
@@ -196,8 +200,8 @@ def test_a_lease_renews_and_refuses_a_claim_once_it_runs_out(location):
     assert not list(repo.backend.list("leases/"))
 
 
-def test_a_writer_waits_for_an_erasure_in_progress_then_gives_up(location, monkeypatch):
-    repo = cas.init(location)
+def test_a_writer_waits_for_an_erasure_in_progress_then_gives_up(local, monkeypatch):
+    repo = cas.init(local)
     repo.create_dataset("ds", author="a")
     monkeypatch.setattr(leases, "WRITER_WAIT", 0.2)
     with leases.acquire(repo, leases.ERASURE, "erase", erasure="e1"):
@@ -210,8 +214,8 @@ def test_a_writer_waits_for_an_erasure_in_progress_then_gives_up(location, monke
     assert repo.commit("ds", base=0, add=[{"input": "x"}], author="a").number == 1
 
 
-def test_a_wait_for_writers_is_reported_as_progress(location):
-    repo = cas.init(location)
+def test_a_wait_for_writers_is_reported_as_progress(local):
+    repo = cas.init(local)
     heard = []
     with leases.writing(repo, "commit"):
         report = repo.gc(grace=0, wait=0.3, progress=lambda *a: heard.append(a))
@@ -219,3 +223,71 @@ def test_a_wait_for_writers_is_reported_as_progress(location):
     assert heard and heard[0] == ("waiting for writers that started first", 1, 0)
     with pytest.raises(cas.InvalidArgument):
         repo.gc(progress=5)
+
+
+# -- after an erasure's build (test_erasure.py), on both backends -------------------------
+@pytest.mark.usefixtures("as_operator")
+def test_gc_deletes_only_unreachable_objects_in_old_packs(repo):
+    build(repo)
+    _deleted_version_garbage(repo)
+    readable = {(n, v): snapshot(repo, n, v) for n, v in RETIRED | UNTOUCHED}
+    listing = {k: repo.backend.get(k) for k in repo.backend.list("")}
+    young = repo.gc()  # default grace: every pack is younger than a day
+    assert young.objects_deleted == 0 and young.garbage_kept >= 40
+    dry = repo.gc(dry_run=True, grace=0)
+    assert dry.dry_run and dry.objects_deleted >= 40 and dry.bytes_reclaimed > 80_000
+    assert {k: repo.backend.get(k) for k in repo.backend.list("")} == listing
+    done = repo.gc(grace="0s")
+    assert done.objects_deleted == dry.objects_deleted and done.packs_rewritten >= 1
+    survivor = cas.encode_case({"input": "survivor"}).case_id
+    assert repo.case("scratch", 3, survivor).input == "survivor"
+    assert done.bytes_reclaimed > 80_000
+    assert not any(b"dropped 1" in repo.backend.get(k) for k in repo.backend.list(""))
+    for (n, v), snap in readable.items():
+        assert snapshot(repo, n, v) == snap
+    assert repo.fsck().ok
+    assert repo.gc(grace=0).objects_deleted == 0  # nothing left to collect
+    with pytest.raises(cas.InvalidArgument):
+        repo.gc(grace="soon")
+
+
+@pytest.mark.usefixtures("as_operator")
+@pytest.mark.parametrize("after", [False, True], ids=["before-write", "lost-reply"])
+def test_a_fault_at_every_mutation_of_gc(after):
+    probe = FaultyBackend(_seeded())
+    cas.Repository(probe).gc(grace=0)
+    total = probe.mutations
+    assert total >= 4  # the new pack and its index, then the old index and pack
+    for k in range(1, total + 1):
+        inner = _seeded()
+        repo = cas.Repository(FaultyBackend(inner, fail_at=k, after=after))
+        with pytest.raises(InjectedFault):
+            repo.gc(grace=0)
+        assert _check_after_crash(inner) == "not started"
+        # A later gc finishes the job (once the crashed one's lease is dead: a killed process
+        # on this host at once, any other after the lease's lifetime).
+        again = cas.Repository(inner, time=lambda: time.time() + leases.TTL + 1)
+        again.gc(grace=0)
+        assert again.fsck().ok and again.gc(grace=0).objects_deleted == 0
+
+
+@pytest.mark.usefixtures("as_operator")
+def test_gc_merges_small_packs_and_an_erasure_still_finds_its_objects(repo):
+    build(repo)
+    packs = len(repo.store.pack_ids())
+    assert packs >= 8  # about one per promotion and commit
+    readable = {(n, v): snapshot(repo, n, v) for n, v in RETIRED | UNTOUCHED}
+    report = repo.gc(grace=0)
+    assert (report.packs_rewritten, report.packs_written, report.objects_deleted) == (packs, 1, 0)
+    assert len(repo.store.pack_ids()) == 1
+    again = cas.Repository(repo.backend)
+    for (n, v), snap in readable.items():
+        assert snapshot(again, n, v) == snap
+    assert again.gc(grace=0).packs_rewritten == 0  # one pack, nothing to drop: left alone
+    # the merged pack's person index lets an erasure find Alice's objects
+    preview = again.erase(ALICE)
+    assert len(preview["cases"]) == 3 and len(preview["runs"]) == 4
+    again.erase(ALICE, preview["confirm_token"])
+    assert_no_trace({k: repo.backend.get(k) for k in repo.backend.list("")},
+                    ALICE_MARKERS + [ALICE])
+    assert again.fsck().ok

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import cas
 from cas import encoding
 from cas.errors import CasError
-from cas.repository import EncodedCase
+from cas import EncodedCase
 from cas.reviews import read_review_requests
 from cas.proposals import parse_subjects
 from cas_cli.main import EXIT_CODES, cli

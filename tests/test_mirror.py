@@ -1,5 +1,8 @@
 """Mirror: every prefix of a mirror is a consistent repository, and erased bytes never survive
-at the destination (not in an unpublished pack, not in a staging file)."""
+at the destination (not in an unpublished pack, not in a staging file). A mirror carries every
+record (runs, reviews, settings, proposals, multi-pack indexes), between a local directory and
+S3 both ways, resumes when interrupted, refuses another repository or a divergence, and
+follows deletions and erasures."""
 
 from __future__ import annotations
 
@@ -13,21 +16,24 @@ import textwrap
 import pytest
 
 import cas
-from test_erasure import FaultyBackend, InjectedFault as Killed
 from cas.backends import backend_for
 from cas.backends.local import LocalBackend
 from cas.mirror import mirror
+from faultproxy import FaultProxy
+from lifecycle_helpers import OPERATOR
+from test_erasure import ALICE_MARKERS as ERASURE_MARKERS, RETIRED, FaultyBackend
+from test_erasure import InjectedFault as Killed, assert_no_trace, repository_bytes
+from test_erasure import build as build_for_erasure
+from test_multi_index import cases as midx_cases, multi_keys
+from test_s3 import cases
+from test_scores import cases as score_cases
 
-OPERATOR = "Grace <grace@example.com>"
 ALICE = "alice.moreau@example.org"   # the person erased
 BOB = "bob-17"
 ALICE_MARKERS = ["IBAN FR76-3000-6000-0112", "14 rue des Lilas", "ALICE-SECRET-7731"]
 
 
-@pytest.fixture(autouse=True)
-def operator(monkeypatch, tmp_path):
-    monkeypatch.setenv("CAS_USER", OPERATOR)
-    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
+pytestmark = pytest.mark.usefixtures("as_operator")  # as OPERATOR
 
 
 def alice_case(i: int) -> dict:
@@ -336,3 +342,158 @@ def test_sweep_keeps_live_writers_and_removes_dead_ones(tmp_path):
     os.utime(staging / ("0" * 24), (1, 1))
     assert backend.sweep_staging(100) == 2  # other hosts, and old names: by age only
     assert [p.name for p in staging.iterdir()] == [me]
+
+
+# -- after an erasure (test_erasure.py's repository) ----------------------------------------
+def test_mirror_follows_an_erasure(tmp_path):
+    src = cas.init(str(tmp_path / "a"))
+    build_for_erasure(src)
+    from cas.backends import backend_for
+    from cas.mirror import mirror
+    dst_backend = backend_for(str(tmp_path / "b"), create=True)
+    mirror(src.backend, dst_backend)
+    assert any(ALICE.encode() in d for d in repository_bytes(cas.open(str(tmp_path / "b")),
+                                                             str(tmp_path / "b")).values())
+    src.erase(ALICE, src.erase(ALICE)["confirm_token"])
+    mirror(src.backend, dst_backend)
+    dst = cas.open(str(tmp_path / "b"))
+    assert_no_trace(repository_bytes(dst, str(tmp_path / "b")), ERASURE_MARKERS + [ALICE])
+    assert dst.fsck().ok, dst.fsck().problems
+    assert {(n, v) for n, v in RETIRED if dst.version_state(n, v) == "RETIRED"} == RETIRED
+    assert dst.erasures() == src.erasures()
+    assert sorted(dst.backend.list("")) == sorted(src.backend.list(""))
+
+
+# -- between a local directory and S3 ----------------------------------------------------
+def test_mirror_local_to_s3_and_back(tmp_path, s3_url):
+    local = cas.init(str(tmp_path / "a"))
+    local.create_dataset("evals")
+    local.commit("evals", base=None, add=cases(30))
+    local.commit("evals", base=1, add=cases(5, "more"))
+    report = mirror(local.backend, backend_for(s3_url, create=True))
+    assert report.packs_copied == 2 and report.records_copied == 3
+    again = mirror(local.backend, backend_for(s3_url))
+    assert again.packs_copied == again.records_copied == 0
+    back = backend_for(str(tmp_path / "b"), create=True)
+    mirror(backend_for(s3_url), back)
+    copy = cas.open(str(tmp_path / "b"))
+    assert copy.fsck().ok
+    assert copy.version("evals", 2) == local.version("evals", 2)
+    assert copy.items("evals", 2, limit=100) == local.items("evals", 2, limit=100)
+
+
+def test_interrupted_mirror_resumes(tmp_path, seaweed, monkeypatch):
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    local = cas.init(str(tmp_path / "a"))
+    local.create_dataset("evals")
+    for v in range(3):
+        local.commit("evals", base=v or None, add=cases(10, f"v{v}"))
+    with FaultProxy(seaweed.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        monkeypatch.setattr("cas.backends.s3.BACKOFF_S", 0.001)
+        url = seaweed.url()
+        puts = []
+
+        def plan(method, path, n):
+            if method == "PUT":
+                puts.append(path)
+                if len(puts) > 4:
+                    return "503"
+            return None
+        proxy.plan = plan
+        with pytest.raises(cas.CasError) as info:
+            mirror(local.backend, backend_for(url, create=True))
+        assert info.value.code == "UNAVAILABLE"
+        proxy.plan = lambda method, path, n: None
+        partial = cas.open(url)
+        assert partial.fsck().ok  # what was copied is consistent: no record without its objects
+        mirror(local.backend, backend_for(url))
+        assert cas.open(url).version("evals", 3) == local.version("evals", 3)
+        assert cas.open(url).fsck().ok
+
+
+def test_mirror_refuses_another_repository_and_divergence(tmp_path, s3_url):
+    a = cas.init(str(tmp_path / "a"))
+    a.create_dataset("evals")
+    a.commit("evals", base=None, add=cases(3))
+    other = cas.init(s3_url)
+    with pytest.raises(cas.FailedPrecondition, match="another repository"):
+        mirror(a.backend, other.backend)
+    b_backend = backend_for(str(tmp_path / "b"), create=True)
+    mirror(a.backend, b_backend)
+    b = cas.open(str(tmp_path / "b"))
+    a.commit("evals", base=1, add=cases(1, "in-a"))
+    b.commit("evals", base=1, add=cases(1, "in-b"))
+    with pytest.raises(cas.FailedPrecondition, match="diverged") as info:
+        mirror(a.backend, b.backend)
+    assert info.value.reason == "DIVERGED"
+
+
+def test_mirror_carries_runs_reviews_settings_and_proposals(tmp_path, s3_url, monkeypatch):
+    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
+    local = cas.init(str(tmp_path / "a"))
+    local.import_runs([{"run_id": f"r-{i}", "tenant": "acme", "steps": [
+        {"type": "tool_call", "tool_name": "ls", "arguments": {}, "result": [i]}]}
+        for i in range(3)])
+    local.set_content_policy(["metadata"])
+    request = [{"run_id": "r-1", "metric": "dataset_eligibility", "label": "reviewed"}]
+    token = local.add_reviews(request)["confirm_token"]
+    annotation = local.add_reviews(request, confirm_token=token)["annotation_ids"][0]
+    local.create_dataset("evals")
+    subjects = [{"subject_kind": "agent_run", "subject_ref": "r-1",
+                 "review_annotation_id": annotation}]
+    preview = local.promote("evals", subjects, "k1")
+    local.seal("evals", preview["confirm_token"])
+    report = mirror(local.backend, backend_for(s3_url, create=True))
+    assert report.records_copied >= 6
+    remote = cas.open(s3_url)
+    assert remote.fsck().ok, remote.fsck().problems
+    assert remote.runs() == ["r-0", "r-1", "r-2"]
+    assert [r.annotation_id for r in remote.reviews("r-1")] == [annotation]
+    assert remote.settings().withheld == ["metadata"]
+    # the same request with the same key is the same proposal at the mirror
+    assert remote.promote("evals", subjects, "k1")["confirm_token"] == preview["confirm_token"]
+    assert remote.seal("evals", preview["confirm_token"]).already_sealed
+
+
+# -- deletions, multi-pack indexes -------------------------------------------------------
+def test_mirror_follows_deletions_and_never_resurrects(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
+    src = cas.init(str(tmp_path / "src"))
+    src.create_dataset("evals")
+    src.create_dataset("gone")
+    for name in ("evals", "gone"):
+        src.commit(name, base=None, add=score_cases(2, name))
+        src.commit(name, base=1, add=score_cases(1, name + "2"))
+    src.record_score(src.pin("evals", 1), metric="acc", value=1)
+    dst = LocalBackend(str(tmp_path / "dst" / ".cas"))
+    (tmp_path / "dst" / ".cas").mkdir(parents=True)
+    mirror(src.backend, dst)
+    old = LocalBackend(str(tmp_path / "old" / ".cas"))
+    (tmp_path / "old" / ".cas").mkdir(parents=True)
+    mirror(src.backend, old)  # a copy from before the deletions
+    src.delete_version("evals", 2)
+    src.delete_dataset("gone")
+    report = mirror(src.backend, dst)
+    assert report.records_deleted == 4  # evals@2, and gone's meta and two versions
+    copy = cas.Repository(dst)
+    assert copy.datasets() == ["evals"] and copy.head("evals") == 1
+    assert copy.fsck().ok, copy.fsck().problems
+    # mirroring the old copy into the new one brings nothing deleted back
+    report = mirror(old, dst)
+    assert report.records_copied == 0 and report.records_skipped == 4
+    assert copy.datasets() == ["evals"] and copy.head("evals") == 1
+    with pytest.raises(cas.NotFound):
+        copy.version("evals", 2)
+    assert copy.fsck().ok
+
+
+def test_mirror_copies_multi_indexes(tmp_path, small_packs):
+    repo = cas.init(str(tmp_path / "a"))
+    repo.create_dataset("d")
+    repo.commit("d", base=None, add=midx_cases(150))
+    dst = LocalBackend(str(tmp_path / "b" / ".cas"))
+    mirror(repo.backend, dst)
+    assert multi_keys(dst) == multi_keys(repo.backend)
+    copy = cas.open(str(tmp_path / "b"))
+    assert copy.fsck().ok and copy.items("d", 1, limit=200) == repo.items("d", 1, limit=200)

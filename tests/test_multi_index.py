@@ -7,22 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import pack as packfmt
-from cas.backends.local import LocalBackend
 from cas.backends.memory import MemoryBackend
 from cas.errors import CasError
-from cas.mirror import mirror
 from cas.pack import Entry, IndexReader, format_index, format_multi_index, parse_multi_index
 from cas.store import PACKS
 
 
 def cases(n, tag="c"):
     return [{"input": f"{tag}-{i}", "output": "x" * 200} for i in range(n)]
-
-
-@pytest.fixture
-def small_packs(monkeypatch):
-    monkeypatch.setattr("cas.store.PACK_MAX_BYTES", 20_000)
 
 
 def multi_keys(backend):
@@ -111,14 +103,3 @@ def test_fsck_names_a_damaged_or_dishonest_multi_index(tmp_path, small_packs):
     (tmp_path / ".cas" / lkey).unlink()
     again = cas.open(str(tmp_path))
     assert again.fsck().ok and len(again.items("d", 1, limit=500).items) == 200
-
-
-def test_mirror_copies_multi_indexes(tmp_path, small_packs):
-    repo = cas.init(str(tmp_path / "a"))
-    repo.create_dataset("d")
-    repo.commit("d", base=None, add=cases(150))
-    dst = LocalBackend(str(tmp_path / "b" / ".cas"))
-    mirror(repo.backend, dst)
-    assert multi_keys(dst) == multi_keys(repo.backend)
-    copy = cas.open(str(tmp_path / "b"))
-    assert copy.fsck().ok and copy.items("d", 1, limit=200) == repo.items("d", 1, limit=200)

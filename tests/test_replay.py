@@ -7,7 +7,6 @@ paths run on both backends (`location`) and check that a replay writes nothing.
 from __future__ import annotations
 
 import copy
-import io
 import json
 import os
 import re
@@ -830,8 +829,6 @@ def test_replay_item_refusals(tmp_path):
         cas.replay_item(repo, "raw", 1, "not-a-digest")
 
 
-@pytest.mark.skipif(not hasattr(cas.Repository, "retire"),
-                    reason="retirement (Repository.retire) is not implemented yet")
 def test_a_retired_version_is_refused(tmp_path, person):
     repo, case_id = committed(tmp_path, case_of(call("ls")))
     assert cas.replay_item(repo, "raw", 1, case_id).record.stubbed == 1

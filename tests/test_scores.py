@@ -7,19 +7,16 @@ import json
 import math
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
 from cas import scores as scoresmod
-from cas.backends.local import LocalBackend
 from cas.backends.memory import MemoryBackend
-from cas.mirror import mirror
 from cas.objects import (DatasetTombstone, Fence, Score, ScoreBatch, VersionTombstone,
                          format_record_file)
 from cas.refs import deleted_key, score_batch_key, tombstone_key, version_key
-from cas_cli.main import EXIT_CODES, cli
+from cas_cli.main import EXIT_CODES
 
 ZERO = "b3:" + "0" * 64
 
@@ -350,7 +347,7 @@ def test_a_citation_that_races_a_deletion_wins(repo, monkeypatch):
 
     def scan_then_score(r, name, target, what, rollback=None, **fields):
         heads = real_scan(r, name, target, what, rollback, **fields)
-        r.record_score(r.pin("evals", 1), metric="late", value=1)
+        repo.record_score(repo.pin("evals", 1), metric="late", value=1)
         return heads
 
     monkeypatch.setattr(scoresmod, "_scan", scan_then_score)
@@ -409,37 +406,6 @@ def test_fsck_checks_the_new_records(location, monkeypatch):
     }
 
 
-def test_mirror_follows_deletions_and_never_resurrects(tmp_path, monkeypatch):
-    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
-    src = cas.init(str(tmp_path / "src"))
-    src.create_dataset("evals")
-    src.create_dataset("gone")
-    for name in ("evals", "gone"):
-        src.commit(name, base=None, add=cases(2, name))
-        src.commit(name, base=1, add=cases(1, name + "2"))
-    src.record_score(src.pin("evals", 1), metric="acc", value=1)
-    dst = LocalBackend(str(tmp_path / "dst" / ".cas"))
-    (tmp_path / "dst" / ".cas").mkdir(parents=True)
-    mirror(src.backend, dst)
-    old = LocalBackend(str(tmp_path / "old" / ".cas"))
-    (tmp_path / "old" / ".cas").mkdir(parents=True)
-    mirror(src.backend, old)  # a copy from before the deletions
-    src.delete_version("evals", 2)
-    src.delete_dataset("gone")
-    report = mirror(src.backend, dst)
-    assert report.records_deleted == 4  # evals@2, and gone's meta and two versions
-    copy = cas.Repository(dst)
-    assert copy.datasets() == ["evals"] and copy.head("evals") == 1
-    assert copy.fsck().ok, copy.fsck().problems
-    # mirroring the old copy into the new one brings nothing deleted back
-    report = mirror(old, dst)
-    assert report.records_copied == 0 and report.records_skipped == 4
-    assert copy.datasets() == ["evals"] and copy.head("evals") == 1
-    with pytest.raises(cas.NotFound):
-        copy.version("evals", 2)
-    assert copy.fsck().ok
-
-
 # -- the property: a version any score cites is never deletable ----------------------------
 ops = st.lists(st.tuples(st.sampled_from(["seal", "score", "delete", "delete-dataset"]),
                          st.integers(1, 6)), max_size=25)
@@ -492,19 +458,6 @@ def test_versions_cited_by_any_score_are_never_deletable(steps):
 
 
 # -- the CLI --------------------------------------------------------------------------------
-@pytest.fixture
-def run(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
-    monkeypatch.delenv("CAS_REPO", raising=False)
-    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "no-config.json"))
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-    return invoke
-
-
 @pytest.fixture
 def evals(run, tmp_path):
     (tmp_path / "a.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases(3)))

@@ -1,8 +1,12 @@
-"""Test vectors of docs/format.md: input JSON -> canonical bytes -> digest, for every object kind.
+"""Test vectors of docs/format.md: input JSON -> canonical bytes -> digest, for every object kind,
+and input -> identifier for every derived identifier (section 3.1).
 
 The digests are recomputed here with the blake3 package directly (domain bytes written out),
-not through cas.digest, so a change to either side is caught. Regenerate the golden file only
-on purpose: CAS_UPDATE_VECTORS=1 python -m pytest tests/test_vectors.py
+not through cas.digest, so a change to either side is caught. The golden files are the
+reference: a run without the update flag fails when an encoding or a derivation changed.
+Regenerate them only on purpose: CAS_UPDATE_VECTORS=1 python -m pytest tests/test_vectors.py
+(that run writes the files and reports each changed vector as a skip; it asserts nothing
+against what it just wrote).
 """
 
 import json
@@ -159,13 +163,105 @@ def compute(kind: str, text: str) -> dict:
             "canonical_hex": canonical.hex(), "digest": "b3:" + h.hexdigest()}
 
 
+# Derived identifiers (docs/format.md section 3.1): (name, domain bytes written out, input
+# value whose canonical bytes are hashed, output prefix, hex digits kept).
+DERIVED_INPUTS = [
+    ("request-digest", b"cas:request-digest\x00",
+     {"operation": "promote", "subjects": [["agent_run", "r-17",
+                                            "ann-0123456789abcdef0123456789abcdef"]],
+      "withheld": ["tool_results"]}, "b3:", 64),
+    ("proposal-token", b"cas:proposal-token\x00",
+     {"dataset": "support-evals", "operation": "promote", "base": 1,
+      "idempotency_key": "promote-2026-11-30",
+      "request": "b3:1111111111111111111111111111111111111111111111111111111111111111",
+      "add": ["b3:2222222222222222222222222222222222222222222222222222222222222222"],
+      "carried": 1, "remove": [],
+      "provenance": "b3:3333333333333333333333333333333333333333333333333333333333333333",
+      "proposed_root": "b3:4444444444444444444444444444444444444444444444444444444444444444",
+      "proposed_count": 2}, "ct-", 32),
+    ("confirm-token", b"cas:confirm-token\x00",
+     {"kind": "review", "request": [
+         {"run_id": "r-17", "run": "b3:22bad69bb3870becf495c12a2487ebcf8eeb54355a45d4d2b909c1ce0a6d2fff",
+          "metric": "dataset_eligibility", "label": "reviewed",
+          "reviewer": "Ada <ada@example.com>"}]}, "ct-", 32),
+    ("annotation-id", b"cas:annotation-id\x00",
+     {"run_id": "r-17", "run": "b3:22bad69bb3870becf495c12a2487ebcf8eeb54355a45d4d2b909c1ce0a6d2fff",
+      "metric": "dataset_eligibility", "label": "reviewed", "reviewer": "Ada <ada@example.com>",
+      "reviewed_at": "2026-11-30T12:00:00.000000Z", "batch": 1, "position": 0}, "ann-", 32),
+    # Not canonical JSON: the UTF-8 bytes of an idempotency key, in the "idempotency" kind's
+    # domain (kept: it names where claims are found).
+    ("idempotency-claim-name", b"cas:idempotency\x00", "promote-2026-11-30", "", 64),
+]
+DERIVED = pathlib.Path(__file__).parent / "vectors" / "derived.json"
+
+
+def derived_vector(name: str, dom: bytes, value, prefix: str, keep: int) -> dict:
+    data = value.encode("utf-8") if isinstance(value, str) else encoding.encode(value)
+    return {"domain": dom.decode("ascii").replace("\x00", "\\0"), "domain_hex": dom.hex(),
+            "input": data.decode("utf-8"), "input_hex": data.hex(),
+            "output": prefix + blake3(dom + data).hexdigest()[:keep]}
+
+
+def check_golden(path: pathlib.Path, got: dict) -> None:
+    """Compare with the golden file; with CAS_UPDATE_VECTORS set, write it instead and report
+    which vectors changed (a skip), never comparing the file with what was just written."""
+    text = json.dumps(got, indent=2, ensure_ascii=False) + "\n"
+    if os.environ.get("CAS_UPDATE_VECTORS"):
+        old = json.loads(path.read_text()) if path.exists() else {}
+        changed = sorted(n for n in set(old) | set(got) if old.get(n) != got.get(n))
+        if text != (path.read_text() if path.exists() else None):
+            path.write_text(text)
+        pytest.skip(f"CAS_UPDATE_VECTORS: wrote {path.name}; changed: {', '.join(changed)}"
+                    if changed else f"CAS_UPDATE_VECTORS: {path.name} unchanged")
+    want = json.loads(path.read_text())
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name] == want[name], name
+    assert path.read_text() == text  # the file is exactly what the update flag would write
+
+
 def test_vectors_match_golden_file():
     got = {name: compute(kind, text) for name, kind, text in INPUTS}
     got["person-digest"] = person_vector()
-    if os.environ.get("CAS_UPDATE_VECTORS"):
-        VECTORS.write_text(json.dumps(got, indent=2, ensure_ascii=False) + "\n")
-    want = json.loads(VECTORS.read_text())
-    assert got == want
+    check_golden(VECTORS, got)
+
+
+def test_derived_vectors_match_golden_file():
+    check_golden(DERIVED, {n: derived_vector(n, *rest) for n, *rest in DERIVED_INPUTS})
+
+
+def test_golden_files_are_consistent_in_themselves():
+    """Each vector's hex, text and digest agree with each other, computed from the file alone
+    (so a hand edit of one of them is caught even where the code agrees with it)."""
+    for vec in json.loads(VECTORS.read_text()).values():
+        if "canonical" not in vec:
+            continue
+        canonical = bytes.fromhex(vec["canonical_hex"])
+        assert canonical.decode("utf-8") == vec["canonical"]
+        assert vec["digest"] == "b3:" + blake3(
+            b"cas:" + vec["kind"].encode() + b"\x00" + canonical).hexdigest()
+    for vec in json.loads(DERIVED.read_text()).values():
+        dom, data = bytes.fromhex(vec["domain_hex"]), bytes.fromhex(vec["input_hex"])
+        assert data.decode("utf-8") == vec["input"]
+        assert dom.decode("ascii") == vec["domain"].replace("\\0", "\x00")
+        h = blake3(dom + data).hexdigest()
+        assert vec["output"].split("-", 1)[-1].removeprefix("b3:") in (h, h[:32])
+
+
+def test_derived_vectors_agree_with_library():
+    from cas import digest
+    vec = json.loads(DERIVED.read_text())
+    data = {n: bytes.fromhex(v["input_hex"]) for n, v in vec.items()}
+    assert digest.request_digest(data["request-digest"]) == vec["request-digest"]["output"]
+    assert digest.proposal_token(data["proposal-token"]) == vec["proposal-token"]["output"]
+    assert digest.confirm_token(data["confirm-token"]) == vec["confirm-token"]["output"]
+    assert digest.annotation_id(data["annotation-id"]) == vec["annotation-id"]["output"]
+    key = data["idempotency-claim-name"].decode()
+    assert digest.idempotency_claim_name(key) == vec["idempotency-claim-name"]["output"]
+    assert digest.digest_of("idempotency", key.encode())[3:] == digest.idempotency_claim_name(key)
+    for n, v in vec.items():
+        if n != "idempotency-claim-name":
+            assert digest.DERIVED_DOMAINS[n] == bytes.fromhex(v["domain_hex"])
 
 
 def test_person_digest_vector_agrees_with_library():
@@ -190,6 +286,8 @@ def test_empty_tree_root_is_the_empty_leaf_vector():
 
 def test_format_document_shows_every_vector():
     doc = (pathlib.Path(__file__).parent.parent / "docs" / "format.md").read_text()
+    for name, vec in json.loads(DERIVED.read_text()).items():
+        assert vec["input"] in doc and vec["output"] in doc, name
     for name, vec in json.loads(VECTORS.read_text()).items():
         if name == "person-digest":
             assert vec["key_hex"] in doc and vec["person_digest"] in doc
