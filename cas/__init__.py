@@ -14,14 +14,14 @@ from .repository import Repository
 from .replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
                      diff_runs, format_plan, parse_plan, plan_digest, replay_case, replay_item)
 from .scores import Pin, RecordedScore
-from .tree import Proof, verify_proof
+from .tree import Proof, check_proof, verify_proof
 
 __all__ = [
     "Aborted", "AlreadyExists", "CasError", "DataLoss", "DigestMismatch", "FailedPrecondition",
     "InvalidArgument", "InvalidJSONValue", "NotFound", "UnsupportedFormat", "VersionConflict",
     "Case", "DatasetRecord", "VersionRecord", "Diff", "DiffPage", "EncodedCase", "ItemsPage",
     "MAX_DEPTH", "MAX_PAGE", "Repository", "VersionsPage", "encode_case", "find", "init", "open",
-    "read_cases_jsonl", "Proof", "verify_proof",
+    "read_cases_jsonl", "Proof", "check_proof", "verify_proof",
     "Pin", "RecordedScore",
     "Plan", "ReplayRecord", "ReplayResult", "RunDiff", "StepDetail", "ToolEffect", "diff_runs",
     "format_plan", "parse_plan", "plan_digest", "replay_case", "replay_item",

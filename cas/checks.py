@@ -17,7 +17,8 @@ from .userconfig import configured_person
 MAX_PAGE = 500  # the largest page of ids a read returns; a larger limit is refused
 MAX_VERSION = 9_999_999_999  # version numbers are written with 10 digits in keys
 _TOKEN_RE = re.compile(r"ct-[0-9a-f]{32}\Z")
-_GRACE_RE = re.compile(r"\s*[0-9]{1,12}[smhdSMHD]?\s*\Z")
+_DURATION_RE = re.compile(r"\s*([0-9]{1,12})([smhdSMHD]?)\s*\Z")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def author(given: Any) -> str:
@@ -115,15 +116,16 @@ def seconds(value: Any, what: str, optional: bool = False) -> None:
                               f"{encoding.describe(value)}")
 
 
-def grace(value: Any) -> None:
-    """gc's grace period: seconds, or a number with s, m, h or d."""
-    if isinstance(value, str):
-        if not _GRACE_RE.match(value):
-            raise InvalidArgument(f"invalid grace period {encoding.describe(value)}; use "
-                                  "seconds or a number with s, m, h or d, e.g. 0, 90, 15m, "
-                                  "24h, 7d")
-    else:
-        seconds(value, "grace period")
+def duration(value: Any, what: str) -> float:
+    """Seconds given as a number, or as text: a number with s, m, h or d (`90`, `15m`, `7d`)."""
+    if not isinstance(value, str):
+        seconds(value, what)
+        return float(value)
+    found = _DURATION_RE.match(value)
+    if found is None:
+        raise InvalidArgument(f"invalid {what} {encoding.describe(value)}; use seconds or a "
+                              "number with s, m, h or d, e.g. 0, 90, 15m, 24h, 7d")
+    return float(int(found[1]) * _UNITS[found[2].lower()])
 
 
 def record(value: Any) -> None:

@@ -410,6 +410,7 @@ def redacted(record, kept: list):
 def recover(ctx, wait: float = 0.0) -> list[Erasure]:
     """Finish every erasure a crashed (or waiting) process left half done. One that must still
     wait for writers that started before it is left for later (it waits at most `wait`)."""
+    checks.seconds(wait, "wait")
     done = []
     for key in ctx.backend.list(PENDING):
         try:

@@ -17,7 +17,7 @@ from . import checks, erasure, leases
 from . import pack as packfmt
 from . import store as store_module
 from .digest import to_bytes
-from .errors import Aborted, CasError, InvalidArgument, NotFound
+from .errors import Aborted, CasError, NotFound
 from .objects import Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
 from .proposals import delete_proposal, sealed_by
 from .datasets import live_versions
@@ -43,21 +43,6 @@ class GcReport(NamedTuple):
     records_deleted: int = 0    # person index files of packs that are gone
     deferred: int = 0        # writers that started first and were still at work: nothing was
                              # deleted (run gc again)
-
-
-def parse_grace(text) -> float:
-    """`0`, `90`, `30s`, `15m`, `2h`, `7d` -> seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if isinstance(text, (int, float)) and not isinstance(text, bool) and text >= 0:
-        return float(text)
-    if isinstance(text, str):
-        t = text.strip().lower()
-        scale = units.get(t[-1:], None)
-        number = t[:-1] if scale else t
-        if number.isdigit():
-            return float(int(number) * (scale or 1))
-    raise InvalidArgument(f"invalid grace period {text!r}; use seconds or a number with s, m, "
-                          "h or d, e.g. 0, 90, 15m, 24h, 7d")
 
 
 def reachable(ctx, skip: frozenset[str] = frozenset()) -> set[bytes]:
@@ -103,16 +88,15 @@ def reachable(ctx, skip: frozenset[str] = frozenset()) -> set[bytes]:
     return seen
 
 
-def collect(ctx, dry_run: bool = False, grace: float = 86400.0,
-            wait: float | None = None, progress=None) -> GcReport:
+def collect(ctx, dry_run: bool = False, grace: float | str = 86400.0,
+            wait: float | str | None = None, progress=None) -> GcReport:
     """Collect garbage (see the module docstring and docs/format.md, section 9). A dry run
-    plans exactly as a real one and reports what it would delete, writing nothing. `wait`:
-    seconds to wait for writers that started before this gc (default leases.GC_WAIT)."""
-    checks.grace(grace)
-    checks.seconds(wait, "wait", optional=True)
+    plans exactly as a real one and reports what it would delete, writing nothing. `grace`:
+    packs and proposals younger than this are kept; `wait`: how long to wait for writers that
+    started before this gc (default leases.GC_WAIT); each in seconds, or as `15m`, `24h`, `7d`."""
+    grace = checks.duration(grace, "grace period")
+    wait = leases.GC_WAIT if wait is None else checks.duration(wait, "wait")
     checks.progress(progress)
-    grace = parse_grace(grace)
-    wait = leases.GC_WAIT if wait is None else wait
     backend = ctx.backend
     store = ctx.store
     store.refresh()

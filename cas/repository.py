@@ -76,10 +76,8 @@ class Repository:
     version = _op(_datasets.version)
     versions = _op(_datasets.versions)
     commit = _writes(_sealing.commit)
-    settle = _writes(_sealing.settle)
     retirement = _op(_retirement.retirement)
     version_state = _op(_retirement.version_state)
-    lost_cases = _op(_retirement.lost_cases)
     retire = _writes(_retirement.retire)
 
     # -- reads of an exact version (cas/reads.py) ------------------------------------------

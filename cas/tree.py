@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterator, Union
 import msgspec
 
 from . import encoding
-from .digest import digest_of, is_digest
-from .errors import CasError, InvalidArgument
+from .digest import digest_of, is_digest, parse_digest
+from .errors import CasError, FailedPrecondition, InvalidArgument
 from .objects import TreeChild, TreeLeaf, TreeNode, encode_object
 
 LEAF_MAX = 64
@@ -328,3 +328,19 @@ def verify_proof(proof: Proof, root: str | None = None, case_id: str | None = No
             return False
         expected, depth = child.node, depth + 1
     return False
+
+
+
+def check_proof(proof: Any, root: str | None = None, case_id: str | None = None) -> Proof:
+    """The proof, if it shows `case_id` (default: the one it names) in the tree whose root is
+    `root` (default: the one it names); else `FailedPrecondition`, reason `PROOF_INVALID`.
+    `root` and `case_id` are digests as a person writes them (upper-case hex is folded)."""
+    proof = parse_proof(proof)
+    root = parse_digest(root, "root") if root is not None else None
+    case_id = parse_digest(case_id, "case id") if case_id is not None else None
+    if not verify_proof(proof, root=root, case_id=case_id):
+        shown_root = root or (proof.root if isinstance(proof.root, str) else None)
+        shown_case = case_id or (proof.case_id if isinstance(proof.case_id, str) else None)
+        raise FailedPrecondition(f"proof does not show {shown_case} in {shown_root}",
+                                 reason="PROOF_INVALID", root=shown_root, case_id=shown_case)
+    return proof

@@ -102,9 +102,7 @@ def erasures_list(ctx: Context) -> None:
 def gc(ctx: Context, dry_run: bool, grace: str, wait: str) -> None:
     """Delete objects no version, run, review, proposal or score reaches, rewriting packs that
     are mostly garbage, and stale proposals. Safe while others write."""
-    from cas.gc import parse_grace
-    report = ctx.repo().gc(dry_run=dry_run, grace=grace, wait=parse_grace(wait),
-                           progress=ctx.progress)
+    report = ctx.repo().gc(dry_run=dry_run, grace=grace, wait=wait, progress=ctx.progress)
     would = "would reclaim" if dry_run else "reclaimed"
 
     def human() -> str:

@@ -179,16 +179,9 @@ def prove(ctx: Context, args: tuple[str, ...]) -> None:
 def verify_proof(ctx: Context, proof_file, root: str | None, case_id: str | None) -> None:
     """Check a membership proof without any repository."""
     import cas
-    from cas.digest import parse_digest
     from cas.tree import parse_proof
     proof = parse_proof(proof_file.read(), getattr(proof_file, "name", "stdin"))
-    root = parse_digest(root, "root") if root else None
-    case_id = parse_digest(case_id, "case id") if case_id else None
-    valid = cas.verify_proof(proof, root=root, case_id=case_id)
-    if not valid:
-        raise cas.FailedPrecondition(
-            f"proof does not show {case_id or proof.case_id} in {root or proof.root}",
-            reason="PROOF_INVALID", root=root or proof.root, case_id=case_id or proof.case_id)
+    proof = cas.check_proof(proof, root=root or None, case_id=case_id or None)
     ctx.emit({"valid": True, "root": proof.root, "case_id": proof.case_id},
              f"valid: {proof.case_id} is in {proof.root}")
 

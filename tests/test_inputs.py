@@ -334,7 +334,7 @@ ARG = st.one_of(JUNK, st.sampled_from(NAMES).map(Special))
 SKIP = {"create"}
 METHODS = sorted(name for name, member in inspect.getmembers(cas.Repository)
                  if not name.startswith("_") and callable(member) and name not in SKIP)
-FUNCTIONS = ["encode_case", "read_cases_jsonl", "verify_proof", "diff_runs", "format_plan",
+FUNCTIONS = ["encode_case", "read_cases_jsonl", "verify_proof", "check_proof", "diff_runs", "format_plan",
              "parse_plan", "plan_digest", "replay_case", "replay_item"]
 
 
