@@ -61,9 +61,13 @@ class Context:
             value = self._derived[name] = build()
         return value
 
-    def forget(self) -> None:
-        """Drop derived state: an erasure rewrote log records it was built from."""
-        self._derived.clear()
+    def forget(self, name: str | None = None) -> None:
+        """Drop derived state (`name`, or all of it): an erasure rewrote log records it was
+        built from, or finished."""
+        if name is None:
+            self._derived.clear()
+        else:
+            self._derived.pop(name, None)
 
     def erasing(self) -> dict[str, str]:
         """Digest (case, run) or annotation id -> erasure id, of everything a pending erasure

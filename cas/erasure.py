@@ -408,15 +408,25 @@ def redacted(record, kept: list):
 
 
 def recover(ctx, wait: float = 0.0) -> list[Erasure]:
-    """Finish every erasure a crashed (or waiting) process left half done. One that must still
-    wait for writers that started before it is left for later (it waits at most `wait`)."""
+    """Finish every erasure a crashed (or waiting) process left half done; one whose own
+    process is still at work on it (its lease is live) is left to that process. One that must
+    still wait for writers that started before it is left for later (it waits at most
+    `wait`)."""
     checks.seconds(wait, "wait")
     done = []
-    for key in ctx.backend.list(PENDING):
+    ctx.forget("erasing")  # what reads refuse is read again, as it is after this
+    pending = list(ctx.backend.list(PENDING))
+    if not pending:
+        return done
+    at_work = {lease.erasure for lease in leases.live(ctx, (leases.ERASURE,)).values()
+               if lease is not None}
+    for key in pending:
         try:
             plan = parse_record_file(ctx.backend.get(key), ErasurePlan, key)
         except NotFound:
             continue  # finished by another process meanwhile
+        if plan.id in at_work:
+            continue
         with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),
                             erasure=plan.id) as barrier:
             try:

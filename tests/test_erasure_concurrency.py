@@ -29,7 +29,7 @@ ROUNDS = 6
 # Refusals a promoter may meet and retry after: a race lost to another promoter, an erasure in
 # progress, or the run (or its review, or the proposal staged from it) erased meanwhile.
 RETRYABLE = {"PROPOSAL_STALE", "ERASURE_IN_PROGRESS", "RUN_NOT_FOUND", "REVIEW_NOT_FOUND",
-             "PROPOSAL_NOT_FOUND", "CLAIM_CONTENDED", "GC_IN_PROGRESS"}
+             "PROPOSAL_NOT_FOUND", "CLAIM_CONTENDED", "GC_IN_PROGRESS", "ERASURE_PENDING"}
 
 
 def setup(location) -> dict[str, str]:

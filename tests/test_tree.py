@@ -56,7 +56,9 @@ def prefixed_ids(seed: int, n: int) -> list[str]:
     """Ids sharing long prefixes (a few families), which force deep, narrow tries."""
     rnd = random.Random(seed)
     base = "".join(rnd.choice("0123456789abcdef") for _ in range(64))
-    lengths = [rnd.randrange(1, 63) for _ in range(rnd.randrange(1, 4))]
+    # at most 60 shared digits: at least 16**4 ids per family, so `n` (at most 300) is always
+    # reached (with 62, a family has 256 ids and the loop below would never end)
+    lengths = [rnd.randrange(1, 61) for _ in range(rnd.randrange(1, 4))]
     out = set()
     while len(out) < n:
         k = rnd.choice(lengths)
