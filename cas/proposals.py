@@ -63,6 +63,12 @@ def freeze(run: Run, withheld: list[str]) -> Case:
                     withheld)
 
 
+# The fields of a tool_call step each content class withholds: the arguments as recorded, kept
+# verbatim when they were not JSON (importers), and the reply with what else it recorded.
+_STEP_FIELDS = {"tool_arguments": ("arguments", "arguments_raw", "arguments_error"),
+                "tool_results": ("result", "error", "reply")}
+
+
 def withhold(case: Case, withheld: list[str]) -> Case:
     """`case` with the content classes `withheld` left out, and named in its `withheld`."""
     w = set(withheld)
@@ -70,11 +76,10 @@ def withhold(case: Case, withheld: list[str]) -> Case:
     for step in case.steps:
         if step.get("type") == "tool_call":
             step = dict(step)
-            if "tool_arguments" in w:
-                step.pop("arguments", None)
-            if "tool_results" in w:
-                step.pop("result", None)
-                step.pop("error", None)
+            for cls, fields in _STEP_FIELDS.items():
+                if cls in w:
+                    for field in fields:
+                        step.pop(field, None)
         steps.append(step)
     return msgspec.structs.replace(
         case, input=None if "input" in w else case.input,

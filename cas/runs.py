@@ -121,6 +121,40 @@ class RunIndex:
 class RunImportResult(NamedTuple):
     new: list[str]       # run ids imported now
     unchanged: int       # runs already stored with identical content
+    warnings: list[str] = []  # e.g. tool calls hidden in message content (see hidden_tool_calls)
+
+
+# Members of a message's content (or of the message) that are tool calls or their replies in
+# another format: imported as cas's own schema they stay hidden inside a message step.
+_HIDDEN = {"tool_use": "anthropic", "tool_result": "anthropic", "server_tool_use": "anthropic",
+           "function_call": "openai-responses", "function_call_output": "openai-responses",
+           "tool_call": "otel-genai", "tool_call_response": "otel-genai"}
+
+
+def hidden_tool_calls(run: Run) -> str | None:
+    """The import format to use instead when `run`'s message steps hide tool calls: an
+    assistant message with `tool_calls`, a `role: "tool"` reply, or content blocks that are
+    another format's tool calls. None when its tool calls are steps of their own."""
+    for step in run.steps:
+        if step.get("type") != "message" or step.get("orphan_reply") is True:
+            continue  # (an importer keeps a reply that answers no call as a message)
+        if "tool_calls" in step or "function_call" in step or step.get("role") == "tool":
+            return "openai-chat"
+        content = step.get("content")
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and part.get("type") in _HIDDEN:
+                return _HIDDEN[part["type"]]
+    return None
+
+
+def _warnings(runs: list[Run]) -> list[str]:
+    out = []
+    for run in runs:
+        fmt = hidden_tool_calls(run)
+        if fmt is not None:
+            out.append(f"run {run.run_id!r}: its message steps hold tool calls that are not "
+                       f"tool_call steps; import the original with --format {fmt}")
+    return out
 
 
 def index(ctx) -> RunIndex:
@@ -152,8 +186,8 @@ def import_runs(ctx, source, author: str | None = None) -> RunImportResult:
                                   run_id=run.run_id)
         seen[run.run_id] = (digest, run)
     with leases.writing(ctx, "import") as lease:
-        return RunImportResult(*_import_leased(ctx, lease, runs_index, seen, author,
-                                               ctx.clock()))
+        new, unchanged = _import_leased(ctx, lease, runs_index, seen, author, ctx.clock())
+    return RunImportResult(new, unchanged, _warnings(runs))
 
 
 def _import_leased(ctx, lease, runs_index, seen, author, now) -> tuple[list[str], int]:

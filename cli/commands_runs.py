@@ -15,12 +15,45 @@ def runs() -> None:
 
 @runs.command("import")
 @click.argument("file", type=click.File("rb"))
+@click.option("--format", "fmt", default="native", show_default=True, metavar="FORMAT",
+              help="native (cas's JSON Lines), auto, openai-chat, openai-responses, anthropic, "
+                   "otel-genai, openinference, inspect or langsmith.")
+@click.option("--container", default=None, metavar="vcr",
+              help="Read the API traffic out of vcrpy cassettes (YAML or JSON).")
+@click.option("--tenant", default=None, help="The tenant of every run imported.")
+@click.option("--person", default=None, help="The person every run imported is of.")
+@click.option("--tenant-from", default=None, metavar="FIELD",
+              help="The field (a dotted path, or a span attribute) that holds the tenant.")
+@click.option("--person-from", default=None, metavar="FIELD",
+              help="The field (a dotted path, or a span attribute) that holds the person.")
 @json_option
 @pass_ctx
-def runs_import(ctx: Context, file) -> None:
-    """Import runs from a JSON Lines FILE ('-' for stdin): all or nothing."""
-    result = ctx.repo().import_runs(file)
-    ctx.emit({"imported": result.new, "unchanged": result.unchanged},
+def runs_import(ctx: Context, file, fmt: str, container, tenant, person, tenant_from,
+                person_from) -> None:
+    """Import runs from FILE ('-' for stdin): all or nothing. Another format's documents are
+    converted first (docs/importers.md).
+
+    Example: cas runs import --format openai-chat --tenant acme conversations.jsonl"""
+    import cas.importers
+    from cas.errors import InvalidArgument
+    source = getattr(file, "name", "stdin")
+    if fmt == "native":
+        given = [f"--{n}" for n, v in (("container", container), ("tenant", tenant),
+                                        ("person", person), ("tenant-from", tenant_from),
+                                        ("person-from", person_from)) if v is not None]
+        if given:
+            raise InvalidArgument(f"{given[0]} applies to another format's documents; cas's "
+                                  "own runs name their tenant and person (give --format)")
+        runs_given = file
+    else:
+        runs_given = cas.importers.convert(
+            file.read(), fmt, source=source, container=container, tenant=tenant,
+            person=person, tenant_from=tenant_from, person_from=person_from)
+    result = ctx.repo().import_runs(runs_given)
+    for warning in result.warnings:
+        click.echo(f"cas: warning: {warning}", err=True)
+    ctx.emit({"imported": result.new, "unchanged": result.unchanged,
+              "warnings": result.warnings},
              f"imported {len(result.new)} runs ({result.unchanged} already present, unchanged)")
 
 

@@ -3,6 +3,7 @@ repository on each backend, and the people the lifecycle and erasure tests act a
 
 import io
 import os
+import pathlib
 
 import pytest
 from click.testing import CliRunner
@@ -104,3 +105,17 @@ def run(tmp_path, monkeypatch):
     def invoke(*args, input=None):
         return runner.invoke(cli, list(args), input=input, catch_exceptions=False)
     return invoke
+
+
+TRACES = pathlib.Path(os.environ.get("CAS_TRACES") or
+                      pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "traces")
+
+
+@pytest.fixture(scope="session")
+def traces() -> pathlib.Path:
+    """The real, externally produced trace files (`../shared/traces/`, or CAS_TRACES): read
+    from there, never copied into the project."""
+    if not (TRACES / "SOURCES.md").is_file():
+        pytest.fail(f"the real trace files are not at {TRACES}: the importer tests read "
+                    "../shared/traces/ beside the repository (or set CAS_TRACES)")
+    return TRACES

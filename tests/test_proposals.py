@@ -385,3 +385,20 @@ def test_a_policy_change_makes_a_replayed_key_a_different_request(staged):
     with pytest.raises(cas.FailedPrecondition) as info:
         repo.promote("evals", s, "k")
     assert info.value.reason == "IDEMPOTENCY_KEY_REUSED"
+
+
+def test_withheld_arguments_and_results_take_what_importers_kept_of_them(repo):
+    """Arguments kept verbatim because they were not JSON, and the rest of a recorded reply,
+    are the same content classes as `arguments` and `result`: never copied when withheld."""
+    from lifecycle_helpers import run_obj
+    step = {"type": "tool_call", "tool_name": "sql", "call_id": "c1",
+            "arguments_raw": "SELECT * FROM cards WHERE pan = '4111", "arguments_error": "x",
+            "result": "1 row", "reply": {"name": "sql", "content": "1 row"}}
+    repo.import_runs([run_obj("raw", steps=[step])])
+    ann = review(repo, "raw")
+    repo.create_dataset("evals")
+    repo.set_content_policy(["tool_arguments", "tool_results"])
+    _, sealed = promote_and_seal(repo, {"raw": ann}, ["raw"], "k")
+    (case_id,) = repo.items("evals", sealed.version.number).items
+    (kept,) = repo.case("evals", sealed.version.number, case_id).steps
+    assert kept == {"type": "tool_call", "tool_name": "sql", "call_id": "c1"}
