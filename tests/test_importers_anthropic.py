@@ -406,3 +406,31 @@ def test_any_json_is_read_or_refused_with_invalid_argument(value):
         return
     for run in runs:
         parse_run(run, "$")
+
+
+event_types = st.sampled_from(["message_start", "content_block_start", "content_block_delta",
+                               "content_block_stop", "message_delta", "message_stop", "ping",
+                               "error"])
+event_values = st.recursive(st.none() | st.integers(-1, 2) | texts | st.sampled_from(
+    ["text_delta", "input_json_delta", "thinking_delta", "signature_delta", "tool_use"]),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(
+        ["type", "index", "delta", "text", "partial_json", "content_block", "message",
+         "usage", "id", "name", "input", "content"]), inner, max_size=3), max_leaves=8)
+events = st.lists(st.builds(lambda t, rest: {**rest, "type": t}, event_types,
+                            st.dictionaries(st.sampled_from(["index", "delta", "message",
+                                                             "content_block", "usage"]),
+                                            event_values, max_size=3)), max_size=6)
+
+
+@FAST
+@given(events)
+def test_any_stream_is_read_or_refused_with_invalid_argument(payloads):
+    start = {"type": "message_start", "message": {"id": "msg_x", "type": "message",
+                                                  "role": "assistant", "content": []}}
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in [start, *payloads])
+    document = {"request": body(user("go")), "response": {"status_code": 200, "body": sse}}
+    try:
+        runs = doc(document)
+    except cas.InvalidArgument:
+        return
+    imported(runs)

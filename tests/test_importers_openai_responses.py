@@ -88,7 +88,8 @@ def one(doc, **options):
 def test_agent_as_tool_is_two_runs_and_the_outer_one_resumes(traces):
     outer, nested = imported(read(traces, "langsmith-sdk__test_openai_agents_test_ls_agent_type_"
                                           "metadata.yaml"))
-    assert outer["run_id"] == "openai-responses:resp_05701bcb26386ffa0069d83bd107cc819d8d7c46cc7623fb9c"
+    assert outer["run_id"] == ("openai-responses:"
+                               "resp_05701bcb26386ffa0069d83bd107cc819d8d7c46cc7623fb9c")
     assert outer["started_at"] == "2026-04-09T23:52:49Z"
     assert outer["input"] == "What is 2 + 2?" and outer["output"] == "2 + 2 equals 4."
     [call] = calls(outer)
@@ -423,6 +424,19 @@ def test_separate_conversations_in_one_cassette():
     assert (a["output"], b["output"]) == ("A", "B") and calls(a)[0]["result"] == "X"
 
 
+def test_a_server_side_conversation_is_one_run():
+    conv = {"id": "conv_1"}
+    data = cassette(
+        (RESPONSES, {"model": "m", "conversation": conv, "input": "hi"},
+         response("resp_x", fcall("k"))),
+        (RESPONSES, {"model": "m", "conversation": "conv_1", "input": [freply("k", "42")]},
+         response("resp_y", said("it is 42"))))
+    [run] = imported(convert(data, "openai-responses", source="c", container="vcr",
+                             tenant="t"))
+    assert calls(run)[0]["result"] == "42" and run["output"] == "it is 42"
+    assert run["run_id"] == "openai-responses:resp_x"
+
+
 # -- refusals ----------------------------------------------------------------------------------
 def test_refusals_name_the_reason():
     with pytest.raises(InvalidArgument, match="expected an OpenAI Responses document") as exc:
@@ -488,7 +502,9 @@ def test_a_recorded_conversation_is_the_run_of_its_items(history, cuts):
     cuts = sorted({min(c, len(history)) for c in cuts} | {len(history)})
     pairs, sent = [], 0
     for n, cut in enumerate(cuts):
-        start = min(sent, cut // 2)  # each call sends a prefix; the model returns the rest
+        # Each call re-sends all before it and adds items of its own (tool replies, user
+        # messages); the model returns the rest up to the cut.
+        start = sent + (cut - sent) // 2
         pairs.append((RESPONSES, {"model": "m", "input": history[:start]},
                       response(f"resp_{n}", *history[start:cut])))
         sent = cut

@@ -6,8 +6,6 @@ import json
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .. import encoding
-from ..errors import InvalidArgument
 from . import vcr
 from .common import CallJoiner, Options, derived_run_id, each_document, finish_run, refuse, \
     tool_arguments
@@ -131,7 +129,7 @@ def _exchange_of(item: dict) -> Exchange | None:
     uri, status, body = "", None, None
     if isinstance(request, dict):
         uri = str(request.get("url") or request.get("uri") or "")
-        request = _parsed(request["body"]) if "body" in request else request
+        request = vcr.parse_body(request["body"]) if "body" in request else request
         if not _is_request(request):
             return None
     elif request is not None:
@@ -140,7 +138,7 @@ def _exchange_of(item: dict) -> Exchange | None:
         status = response.get("status_code", response.get("status"))
         if isinstance(status, dict):  # vcr's {code, message}
             status = status.get("code")
-        body = _parsed(response["body"]) if "body" in response else response
+        body = vcr.parse_body(response["body"]) if "body" in response else response
     elif response is not None:
         return None
     readable = _is_response(body) or _is_stream(body) or _is_error(body)
@@ -149,26 +147,6 @@ def _exchange_of(item: dict) -> Exchange | None:
         return None
     return Exchange(uri, request, body, status if isinstance(status, int) else None,
                     _is_stream(body))
-
-
-def _parsed(body: Any) -> Any:
-    """A body recorded as text: its JSON, or for server-sent events the list of payloads."""
-    if isinstance(body, dict) and "string" in body:
-        body = body["string"]
-    if not isinstance(body, str):
-        return body
-    stripped = body.lstrip()
-    if stripped.startswith(("event:", "data:")):
-        return [_json(line[5:]) for line in body.splitlines()
-                if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]")]
-    return _json(body)
-
-
-def _json(text: str) -> Any:
-    try:
-        return encoding.parse_json(text.strip().encode("utf-8", "surrogatepass"))
-    except InvalidArgument:
-        return text
 
 
 def _groups(exchanges: list[Exchange]) -> list[list[Exchange]]:
@@ -206,17 +184,21 @@ def _reassemble(events: list) -> tuple[dict | None, dict | None]:
     the deltas and content_block_stop, its stop reason and usage from message_delta."""
     message, blocks, partial, error = None, {}, {}, None
     for event in events:
-        kind = event.get("type") if isinstance(event, dict) else None
+        if not isinstance(event, dict):
+            continue
+        kind, index = event.get("type"), event.get("index")
+        index = index if isinstance(index, (int, str)) else None
         if kind == "message_start" and isinstance(event.get("message"), dict):
             message = dict(event["message"])
         elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):
-            blocks[event.get("index")] = dict(event["content_block"])
-        elif kind == "content_block_delta" and event.get("index") in blocks:
-            _apply_delta(blocks[event["index"]], partial, event)
+            blocks[index] = dict(event["content_block"])
+        elif kind == "content_block_delta" and index in blocks:
+            _apply_delta(blocks[index], partial, index, event)
         elif kind == "content_block_stop":
-            _close(blocks, partial, event.get("index"))
+            _close(blocks, partial, index)
         elif kind == "message_delta" and message is not None:
-            message.update(event.get("delta") or {})
+            if isinstance(event.get("delta"), dict):
+                message.update(event["delta"])
             if isinstance(event.get("usage"), dict):
                 message["usage"] = {**(message.get("usage") or {}), **event["usage"]}
         elif kind == "error":
@@ -229,14 +211,13 @@ def _reassemble(events: list) -> tuple[dict | None, dict | None]:
     return message, error
 
 
-def _apply_delta(block: dict, partial: dict, event: dict) -> None:
+def _apply_delta(block: dict, partial: dict, index: Any, event: dict) -> None:
     delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
     kind = delta.get("type")
     if kind == "text_delta":
         block["text"] = str(block.get("text") or "") + str(delta.get("text", ""))
     elif kind == "input_json_delta":
-        partial[event["index"]] = partial.get(event["index"], "") + \
-            str(delta.get("partial_json", ""))
+        partial[index] = partial.get(index, "") + str(delta.get("partial_json", ""))
     elif kind == "thinking_delta":
         block["thinking"] = str(block.get("thinking") or "") + str(delta.get("thinking", ""))
     elif kind == "signature_delta":
@@ -470,7 +451,8 @@ def _metadata(group: list[Exchange], answers: list, system: Any, tools: Any) -> 
         meta["tools"] = tools
     usage: dict[str, int] = {}
     for message in messages:
-        for key, value in (message.get("usage") or {}).items():
+        counts = message.get("usage")
+        for key, value in (counts.items() if isinstance(counts, dict) else ()):
             if isinstance(value, int) and not isinstance(value, bool):
                 usage[key] = usage.get(key, 0) + value
     if usage:

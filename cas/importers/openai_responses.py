@@ -18,7 +18,8 @@ TEXT_PARTS = {"input_text", "output_text", "text", "summary_text", "reasoning_te
 # A call item: its tool name (None: the item's own `name`) and the field of its arguments.
 CALLS = {"function_call": (None, "arguments"), "custom_tool_call": (None, "input"),
          "mcp_call": (None, "arguments"), "computer_call": ("computer", "action"),
-         "web_search_call": ("web_search", "action"), "file_search_call": ("file_search", "queries"),
+         "web_search_call": ("web_search", "action"),
+         "file_search_call": ("file_search", "queries"),
          "code_interpreter_call": ("code_interpreter", "code"),
          "image_generation_call": ("image_generation", None),
          "local_shell_call": ("local_shell", "action"), "shell_call": ("shell", "action"),
@@ -169,17 +170,32 @@ def convert_exchanges(exchanges: list[vcr.Exchange], options: Options, source: s
 
 def _calls(exchanges: list[vcr.Exchange]) -> list[_Call]:
     """Each call with its whole history: a `previous_response_id` that names a response
-    recorded earlier stands for that call's history and output (the API keeps it)."""
+    recorded earlier, or a `conversation` used earlier, stands for the items sent and
+    received before (the API keeps them; the request sends only the new ones)."""
     out, known = [], {}
     for exchange in exchanges:
         response, facts = _response_of(exchange)
         request = exchange.request if isinstance(exchange.request, dict) else {}
-        before = request.get("previous_response_id")
-        items = list(known.get(before, []) if isinstance(before, str) else []) + _inputs(request)
+        before, conversation = request.get("previous_response_id"), _conversation_id(request)
+        if isinstance(before, str):
+            base = known.get(before, [])
+        else:
+            base = known.get(("conversation", conversation), []) if conversation else []
+        items = list(base) + _inputs(request)
+        done = items + _outputs(response)
         if response is not None and isinstance(response.get("id"), str):
-            known[response["id"]] = items + _outputs(response)
+            known[response["id"]] = done
+        if conversation:
+            known[("conversation", conversation)] = done
         out.append(_Call(exchange, items, response, facts))
     return out
+
+
+def _conversation_id(request: dict) -> str | None:
+    conversation = request.get("conversation")
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    return conversation if isinstance(conversation, str) and conversation else None
 
 
 def _resumed(groups: list[list[_Call]]) -> list[list[_Call]]:
@@ -320,16 +336,13 @@ def _run_id(calls: list[_Call]) -> str:
             return derived_run_id(NAME, call.response["id"])
     for call in calls:
         request = call.exchange.request if isinstance(call.exchange.request, dict) else {}
-        conversation = request.get("conversation")
-        if isinstance(conversation, dict):
-            conversation = conversation.get("id")
-        if isinstance(conversation, str) and conversation:
-            return derived_run_id(NAME, conversation)
+        if _conversation_id(request):
+            return derived_run_id(NAME, _conversation_id(request))
     return derived_run_id(NAME, content=[[c.exchange.request, c.exchange.response]
                                          for c in calls])
 
 
-def _metadata(calls: list[_Call], steps: "_Steps") -> dict:
+def _metadata(calls: list[_Call], steps: _Steps) -> dict:
     records, tools, usage = [], [], {}
     model = None
     for call in calls:

@@ -84,10 +84,17 @@ def _body_text(body: Any) -> str | None:
 def _json_or_text(text: str | None) -> Any:
     if text is None or not text.strip():
         return None
-    try:
-        return encoding.parse_json(text.encode("utf-8"))
+    try:  # (a lone surrogate a YAML string may hold is not UTF-8: the text is kept)
+        return encoding.parse_json(text.encode("utf-8", "surrogatepass"))
     except InvalidArgument:
         return text
+
+
+def parse_body(body: Any) -> Any:
+    """A recorded body (text, or vcrpy's `{"string": text}`) as its JSON, the list of its
+    server-sent events' payloads, or its text; any other value as it is."""
+    text = _body_text(body)
+    return _response_body(text)[0] if text is not None else body
 
 
 def _response_body(text: str | None) -> tuple[Any, bool]:
