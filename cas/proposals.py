@@ -19,7 +19,7 @@ from .objects import (Case, IdempotencyRecord, Proposal, Provenance, ProvenanceE
                       parse_record_file)
 from .reviews import index as review_index
 from .reviews import require_runs
-from .runs import get_run
+from .runs import IMPORT_KEY, get_run
 from .tree import EMPTY_ROOT
 
 CONTENT_CLASSES = ("input", "output", "tool_arguments", "tool_results", "metadata")
@@ -70,8 +70,13 @@ _STEP_FIELDS = {"tool_arguments": ("arguments", "arguments_raw", "arguments_erro
 
 
 def withhold(case: Case, withheld: list[str]) -> Case:
-    """`case` with the content classes `withheld` left out, and named in its `withheld`."""
+    """`case` with the content classes `withheld` left out, and named in its `withheld`. The
+    metadata of a run converted from another format keeps what the format recorded beside
+    the conversation, which may repeat it: withholding any content of such a run withholds
+    its metadata too."""
     w = set(withheld)
+    if w - {"metadata"} and isinstance(case.metadata, dict) and IMPORT_KEY in case.metadata:
+        w.add("metadata")
     steps = []
     for step in case.steps:
         if step.get("type") == "tool_call":

@@ -10,6 +10,9 @@ from .objects import Run, RunEntry, RunImport, encode_object, format_record_file
 from .keys import import_key
 from .refs import read_log_from
 
+# The metadata member an importer sets on every run it converts: the format (and container)
+# it came from. Such a run's other metadata may repeat its content (cas/proposals.py).
+IMPORT_KEY = "import"
 FIELDS = ("run_id", "tenant", "person", "started_at", "input", "output", "steps", "outcome",
           "metadata")
 STEP_TYPES = ("message", "tool_call")

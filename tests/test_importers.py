@@ -195,3 +195,32 @@ def test_the_cli_warns_of_tool_calls_hidden_in_native_messages(run, tmp_path):
     assert r.stderr == ("cas: warning: run 'r-1': its message steps hold tool calls that are "
                         "not tool_call steps; import the original with --format openai-chat\n")
     assert r.stdout == "imported 1 runs (0 already present, unchanged)\n"
+
+
+@pytest.mark.parametrize("folder, name, fmt", [
+    ("openai-chat", "otel-contrib__test_chat_completion_tool_calls_with_content.yaml",
+     "openai-chat"),
+    ("openai-responses",
+     "otel-contrib__test_responses_create_captures_tool_call_content_content_mode0.yaml",
+     "openai-responses"),
+])
+def test_a_recording_names_its_tenant_in_its_response_headers(traces, folder, name, fmt):
+    """Recorded API traffic keeps the organisation in a response header: --tenant-from
+    headers.openai-organization reads it; the run says which format and container it came
+    from; and a cassette is detected by the format that reads its calls."""
+    data = (traces / folder / name).read_bytes()
+    runs = cas.importers.convert(data, fmt, source=name, container="vcr",
+                                 tenant_from="headers.openai-organization")
+    assert runs and all(r["tenant"] == "test_openai_org_id" for r in runs)
+    assert runs[0]["metadata"]["import"] == {"format": fmt, "container": "vcr"}
+    assert cas.importers.detect(data, name, container="vcr") == fmt
+
+
+def test_auto_reads_a_cassette_whose_tool_called_another_api(traces):
+    """An agent's cassette on the Responses API whose tool itself called Chat Completions is
+    the Responses format's: it reads most of the calls."""
+    name = "langsmith-sdk__test_openai_agents_test_wrap_openai_nests_under_agent_trace.yaml"
+    data = (traces / "openai-responses" / name).read_bytes()
+    assert cas.importers.detect(data, name, container="vcr") == "openai-responses"
+    runs = cas.importers.convert(data, "auto", source=name, container="vcr", tenant="t")
+    assert runs[0]["metadata"]["import"]["format"] == "openai-responses"

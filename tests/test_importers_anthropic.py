@@ -159,7 +159,7 @@ def test_a_server_tool_keeps_its_result_and_blocks(traces):
     (run,) = sample(traces, SDK + "32da0815-2270-4d29-87be-3b5b63ab42e2.json")
     (call,) = calls(run)
     assert call["block"]["type"] == "server_tool_use"
-    assert call["result_block"]["type"] == "web_search_tool_result"
+    assert call["reply"]["type"] == "web_search_tool_result"
     assert call["result"][0]["type"] == "web_search_result"
     answer = run["steps"][-1] if run["steps"][-1]["type"] == "message" else run["steps"][1]
     assert any(b.get("citations") for b in answer.get("blocks", []))

@@ -90,15 +90,15 @@ def test_eval_archive_imports_through_convert_bytes(traces):
 
 
 def test_eval_archive_through_the_registry(traces):
-    """Until the registry hands a format raw bytes (convert_bytes), the zip is refused there
-    as not JSON; once it does, it gives the same runs."""
+    """The registry hands the zip's raw bytes to the format (convert_bytes), named or detected:
+    the same runs, marked with the format they came from."""
     data = (traces / "inspect-ai/inspect_ai__log_message_deduplication.eval").read_bytes()
-    try:
-        runs = convert(data, "inspect", source="dedup.eval", tenant="t")
-    except InvalidArgument as exc:
-        assert "dedup.eval" in str(exc)
-    else:
-        assert runs == inspect_log.convert_bytes(data, OPTS, "dedup.eval")
+    direct = inspect_log.convert_bytes(data, OPTS, "dedup.eval")
+    for fmt in ("inspect", "auto"):
+        runs = convert(data, fmt, source="dedup.eval", tenant="t")
+        for run in runs:
+            assert run["metadata"].pop("import") == {"format": "inspect", "container": None}
+        assert runs == direct
 
 
 def test_tool_call_error_log_imports_replies_without_calls(traces):

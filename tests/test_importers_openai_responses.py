@@ -180,7 +180,7 @@ def test_run_state_orphan_output_is_kept(traces):
     [orphan] = calls(run)
     assert orphan == {"type": "tool_call", "tool_name": "(unknown)", "orphan_output": True,
                       "call_id": "custom-data-1", "result": "result",
-                      "output_item": {"run_item": {
+                      "reply": {"run_item": {
                           "agent": {"name": "compat-agent"}, "output": "result",
                           "custom_data": {"ids": ["a", "b"], "ui": {"kind": "chart"}},
                           "type": "tool_call_output_item"}}}
@@ -325,7 +325,7 @@ def test_custom_and_computer_outputs_join():
     custom, computer, orphan = calls(run)
     assert custom["result"] == "hit"
     assert computer["result"]["type"] == "computer_screenshot"
-    assert computer["output_item"] == {"id": "o1"}
+    assert computer["reply"] == {"id": "o1"}
     assert orphan["tool_name"] == "computer" and orphan["orphan_output"] is True
     assert run["metadata"]["other_items"][0]["item"]["type"] == "item_reference"
 

@@ -402,3 +402,23 @@ def test_withheld_arguments_and_results_take_what_importers_kept_of_them(repo):
     (case_id,) = repo.items("evals", sealed.version.number).items
     (kept,) = repo.case("evals", sealed.version.number, case_id).steps
     assert kept == {"type": "tool_call", "tool_name": "sql", "call_id": "c1"}
+
+
+def test_the_metadata_of_an_imported_run_is_withheld_with_any_of_its_content(repo):
+    """A converted run's metadata may repeat its conversation (a format's own records): a
+    policy that withholds any content class withholds it too, and says so."""
+    import cas.importers
+    chat = {"messages": [{"role": "user", "content": "my card is 4111 1111 1111 1111"},
+                         {"role": "assistant", "content": "noted"}],
+            "metadata": {"echo": "my card is 4111 1111 1111 1111"}}
+    import json
+    (run,) = cas.importers.convert(json.dumps(chat).encode(), "openai-chat", tenant="t")
+    assert run["metadata"]["import"] == {"format": "openai-chat", "container": None}
+    repo.import_runs([run])
+    ann = review(repo, run["run_id"])
+    repo.create_dataset("evals")
+    repo.set_content_policy(["input"])
+    _, sealed = promote_and_seal(repo, {run["run_id"]: ann}, [run["run_id"]], "k")
+    (case_id,) = repo.items("evals", sealed.version.number).items
+    case = repo.case("evals", sealed.version.number, case_id)
+    assert (case.input, case.metadata, case.withheld) == (None, {}, ["input", "metadata"])

@@ -15,6 +15,7 @@ import importlib
 
 from .. import encoding
 from ..errors import InvalidArgument
+from ..runs import IMPORT_KEY
 from . import vcr
 from .common import Options, parse_documents
 
@@ -60,28 +61,39 @@ def convert(data: bytes, format: str = "auto", *, source: str = "input",  # noqa
                               accepted=list(CONTAINERS))
     if container == "vcr":
         exchanges = vcr.read_cassette(data, source)
-        module = _module(format, lambda m: hasattr(m, "convert_exchanges") and
-                         any(m.detect_exchange(e) for e in exchanges), source)
-        return module.convert_exchanges(exchanges, options, source)
-    module = _archive_format(format, data, source)
-    if module is not None:
-        return module.convert_bytes(data, options, source)
-    values = parse_documents(data, source)
-    module = _module(format, lambda m: all(m.detect(v) for v in values), source)
-    return module.convert(values, options, source)
+        module = _module(format, _reads_most(exchanges), source)
+        runs = module.convert_exchanges(exchanges, options, source)
+    elif (module := _archive_format(format, data, source)) is not None:
+        runs = module.convert_bytes(data, options, source)
+    else:
+        values = parse_documents(data, source)
+        module = _module(format, lambda m: all(m.detect(v) for v in values), source)
+        runs = module.convert(values, options, source)
+    for run in runs:  # where it came from; a content policy reads it (cas/proposals.py)
+        run.setdefault("metadata", {})[IMPORT_KEY] = {"format": module.NAME,
+                                                      "container": container}
+    return runs
 
 
 def detect(data: bytes, source: str = "input", container: str | None = None) -> str:
     """The format of a file, as `convert(format="auto")` would read it."""
     if container == "vcr":
-        exchanges = vcr.read_cassette(data, source)
-        return _module("auto", lambda m: hasattr(m, "convert_exchanges") and
-                       any(m.detect_exchange(e) for e in exchanges), source).NAME
+        return _module("auto", _reads_most(vcr.read_cassette(data, source)), source).NAME
     module = _archive_format("auto", data, source)
     if module is not None:
         return module.NAME
     values = parse_documents(data, source)
     return _module("auto", lambda m: all(m.detect(v) for v in values), source).NAME
+
+
+def _reads_most(exchanges):
+    """Which formats a cassette is: those that read the most of its exchanges (a tool's own
+    call to another API does not make a cassette ambiguous)."""
+    counts = {name: sum(map(m.detect_exchange, exchanges))
+              for name, m in ((n, module_of(n)) for n in FORMATS)
+              if hasattr(m, "convert_exchanges")}
+    best = max(counts.values(), default=0)
+    return lambda m: best > 0 and counts.get(m.NAME) == best
 
 
 def _archive_format(name: str, data: bytes, source: str):

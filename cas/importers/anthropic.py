@@ -287,7 +287,8 @@ def _run(group: list[Exchange], options: Options, source: str) -> dict:
            "output": _text(assistants[-1]) if assistants else None,
            "steps": steps, "outcome": _outcome(last_message, last_error),
            "metadata": _metadata(group, answers, system, tools)}
-    where = [*reversed(requests), *(m for m, _ in answers if m is not None)]
+    where = [*reversed(requests), *(m for m, _ in answers if m is not None),
+             *({"headers": e.headers} for e in reversed(group))]
     return finish_run(run, options, *where, source=source)
 
 
@@ -424,7 +425,7 @@ def _join(joiner: CallJoiner, block: dict) -> bool:
     call["error" if failed else "result"] = content
     other = {k: v for k, v in block.items() if k not in ("tool_use_id", "content", "is_error")}
     if other != {"type": "tool_result"}:
-        call["result_block"] = other
+        call["reply"] = other  # withheld with tool_results (cas/proposals.py)
     return True
 
 

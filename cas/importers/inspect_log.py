@@ -248,7 +248,7 @@ def _reply(message: dict, joiner: CallJoiner, steps: list[dict]) -> None:
         step["error"] = message["error"]
     extra = kept(message, ("role", "content", "tool_call_id", "error"))
     if extra:
-        step.setdefault("inspect", {})["reply"] = extra
+        step["reply"] = extra  # withheld with tool_results (cas/proposals.py)
 
 
 __all__ = ["NAME", "convert", "convert_bytes", "detect", "detect_bytes", "read_archive"]

@@ -517,7 +517,8 @@ def _from_conversation(group: list[vcr.Exchange], options: Options, source: str)
                                for i, (e, b) in enumerate(zip(group, bodies))]})
     run = _run(run_id, messages, started_at=_iso(first.get("created")),
                outcome=parts["outcome"], metadata=meta)
-    return finish_run(run, options, last.request, answer, source=source)
+    return finish_run(run, options, last.request, answer, {"headers": last.headers},
+                      source=source)
 
 
 def convert_exchanges(exchanges: list[vcr.Exchange], options: Options,

@@ -233,7 +233,8 @@ def _note_other_calls(exchanges, mine, groups, runs) -> None:
 
 def _where(group: list[_Call]) -> list[dict]:
     """Where --tenant-from/--person-from look: the responses, then the requests."""
-    found = [c.response for c in group] + [c.exchange.request for c in group]
+    found = [c.response for c in group] + [c.exchange.request for c in group] + \
+        [{"headers": c.exchange.headers} for c in group]
     return [w for w in found if isinstance(w, dict)]
 
 
@@ -572,7 +573,7 @@ class _Steps:
         if field in item:
             call["result"] = item[field]
         if rest:
-            call["output_item"] = rest
+            call["reply"] = rest  # withheld with tool_results (cas/proposals.py)
 
     def approval(self, call_id: Any, note: dict | None) -> bool:
         """Mark the call an approval request is for; False when no such call is a step."""

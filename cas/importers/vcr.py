@@ -24,6 +24,9 @@ class Exchange(NamedTuple):
     response: Any         # the parsed JSON body, the list of SSE payloads, its text, or None
     status: int | None
     streamed: bool        # the response was server-sent events
+    # The response's headers, names in lower case (their first value): where recordings keep
+    # the organisation or project, for --tenant-from headers.openai-project.
+    headers: dict = {}
 
 
 def read_cassette(data: bytes, source: str) -> list[Exchange]:
@@ -46,7 +49,9 @@ def read_cassette(data: bytes, source: str) -> list[Exchange]:
         out.append(Exchange(uri=str(request.get("uri", "")),
                             request=_json_or_text(_body_text(request.get("body"))),
                             response=body, status=status if isinstance(status, int) else None,
-                            streamed=streamed))
+                            streamed=streamed,
+                            headers=_headers(response.get("headers")
+                                             if isinstance(response, dict) else None)))
     return out
 
 
@@ -68,6 +73,15 @@ def _load(data: bytes, source: str) -> Any:
     except yaml.YAMLError as exc:
         raise InvalidArgument(f"{source}: not a vcr cassette: {exc}".splitlines()[0],
                               reason="NOT_THIS_FORMAT") from None
+
+
+def _headers(headers: Any) -> dict[str, str]:
+    out = {}
+    for name, value in headers.items() if isinstance(headers, dict) else ():
+        value = (value[0] if value else None) if isinstance(value, list) else value
+        if isinstance(name, str) and isinstance(value, str):
+            out[name.lower()] = value
+    return out
 
 
 def _body_text(body: Any) -> str | None:
