@@ -9,7 +9,8 @@ Cases are `bench/engine.py`'s (seeded, about 1.6 KB each); each size is committe
 version of its own dataset in a fresh local repository. Every figure is measured in this run,
 each in a fresh child process (median of --runs): the exports (`cas.exports.export_jsonl`,
 `export_parquet` to a file), against two baselines over the same version — `read`: the same
-pages of ids and `repo.object_bytes` per case, nothing written (what any export must do), and
+pages of ids and `repo.object_bytes` per case, one object at a time, nothing written (what an
+export did before pages were read together with `repo.objects_bytes`), and
 `naive`: `repo.case` per id, `json.dumps` of its builtins to a file (the loop a user would write).
 Memory: peak RSS of the child (VmHWM) and the peak of Python allocations (tracemalloc, a second
 child, as tracing slows the run); flat memory means the same peak at 10k and at 100k.

@@ -5,12 +5,13 @@ from .errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
                      FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
                      UnsupportedFormat, VersionConflict)
 from .objects import Case, DatasetRecord, VersionRecord
-from .cases import EncodedCase, encode_case, read_cases_jsonl
+from .case_codec import EncodedCase, encode_case, read_cases_jsonl
 from .checks import MAX_PAGE
 from .datasets import VersionsPage
 from .opening import find, init, open
 from .reads import Diff, DiffPage, ItemsPage
 from .repository import Repository
+from .exports import ExportResult, cases, to_pandas
 from .replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
                      diff_runs, format_plan, parse_plan, plan_digest, replay_case, replay_item)
 from .scores import Pin, RecordedScore
@@ -22,7 +23,7 @@ __all__ = [
     "Case", "DatasetRecord", "VersionRecord", "Diff", "DiffPage", "EncodedCase", "ItemsPage",
     "MAX_DEPTH", "MAX_PAGE", "Repository", "VersionsPage", "encode_case", "find", "init", "open",
     "read_cases_jsonl", "Proof", "check_proof", "verify_proof",
-    "Pin", "RecordedScore",
+    "Pin", "RecordedScore", "ExportResult", "cases", "to_pandas",
     "Plan", "ReplayRecord", "ReplayResult", "RunDiff", "StepDetail", "ToolEffect", "diff_runs",
     "format_plan", "parse_plan", "plan_digest", "replay_case", "replay_item",
 ]

@@ -15,6 +15,7 @@ import msgspec
 from . import encoding
 from .errors import AlreadyExists, DataLoss, FailedPrecondition, InvalidArgument
 from .objects import Case
+from .repository import Repository
 from .scores import Pin, as_pin
 
 FORMATS = ("jsonl", "parquet", "hf", "openai-chat")
@@ -54,6 +55,8 @@ def resolve(repo, pin: Any) -> tuple[Pin, Any]:
     The pin is verified (`repo.resolve_pin`: PIN_MISMATCH, NotFound) and the first page is
     read at once, so a retired version is refused here, as `repo.items` refuses it, before
     anything is yielded or written."""
+    if not isinstance(repo, Repository):
+        raise InvalidArgument(f"an export reads a cas.Repository, not {encoding.describe(repo)}")
     if isinstance(pin, tuple) and len(pin) == 2:
         record = repo.version(*pin)
         pin = Pin(record.dataset, record.number, record.content_digest)
@@ -71,20 +74,15 @@ def _pages(repo, p: Pin, first) -> Iterator[list[str]]:
         page = repo.items(p.dataset, p.version, after=page.next_cursor, limit=PAGE)
 
 
-def _case_bytes(repo, case_id: str) -> bytes:
-    """The verified canonical bytes of a case the version's tree names. `object_bytes` skips
-    `repo.case`'s membership walk, which the tree page has just answered."""
-    kind, data = repo.object_bytes(case_id)
-    if kind != "case":
-        raise DataLoss(f"object {case_id} named by a version is a {kind}, not a case",
-                       reason="NOT_A_CASE", case_id=case_id)
-    return data
-
-
 def _encoded(repo, p: Pin, first) -> Iterator[tuple[str, bytes]]:
+    """The verified canonical bytes of each case of the pages, read a page at a time
+    (`objects_bytes`: the tree page has just answered membership)."""
     for ids in _pages(repo, p, first):
-        for case_id in ids:
-            yield case_id, _case_bytes(repo, case_id)
+        for case_id, (kind, data) in zip(ids, repo.objects_bytes(ids)):
+            if kind != "case":
+                raise DataLoss(f"object {case_id} named by a version is a {kind}, not a case",
+                               reason="NOT_A_CASE", case_id=case_id)
+            yield case_id, data
 
 
 def case_bytes(repo, pin: Any) -> Iterator[tuple[str, bytes]]:
@@ -236,10 +234,9 @@ def export_jsonl(repo, pin: Any, out: Any) -> ExportResult:
     def write(f) -> ExportResult:
         f.write(encoding.encode(header(p)) + b"\n")
         n = 0
-        for ids in _pages(repo, p, first):
-            f.write(b"".join([b'{"case":%s,"case_id":"%s"}\n' % (_case_bytes(repo, i),
-                                                                  i.encode()) for i in ids]))
-            n += len(ids)
+        for case_id, data in _encoded(repo, p, first):
+            f.write(b'{"case":%s,"case_id":"%s"}\n' % (data, case_id.encode()))
+            n += 1
         return ExportResult("jsonl", str(p), n)
     return _write_to(out, write)
 

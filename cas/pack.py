@@ -251,6 +251,46 @@ class IndexReader:
             ordinal = 0
         return self._packs[ordinal], Entry(digest, offset, length, kind)
 
+    def lookup_many(self, digests: list[bytes]) -> dict[bytes, tuple[str, Entry]]:
+        """Where each of `digests` (sorted) is, of those this index holds: one read of the
+        digest column between the first and the last, one of their rows (a page of a
+        version's ids lies close together in the sorted column). Falls back to one lookup
+        each when the span between them is much wider than their number."""
+        if not digests:
+            return {}
+        fanout = self.fanout
+        first, last = digests[0], digests[-1]
+        lo = fanout[first[0] - 1] if first[0] else 0
+        hi = fanout[last[0]]
+        if hi - lo > SCAN_BELOW + 16 * len(digests):
+            return {d: found for d in digests if (found := self.lookup(d)) is not None}
+        at = self._digests_at
+        block = self.backend.get_range(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
+        keys = [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
+        positions = {}
+        for d in digests:
+            i = bisect_left(keys, d)
+            if i < len(keys) and keys[i] == d:
+                positions[d] = lo + i
+        if not positions:
+            return {}
+        row_struct = MULTI_ROW if self.multi else ROW
+        start, stop = min(positions.values()), max(positions.values()) + 1
+        rows_at = at + fanout[255] * DIGEST_LEN + start * row_struct.size
+        rows = self.backend.get_range(self.key, rows_at, (stop - start) * row_struct.size)
+        if len(rows) != (stop - start) * row_struct.size:
+            raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
+                              key=self.key)
+        out = {}
+        for d, pos in positions.items():
+            fields = row_struct.unpack_from(rows, (pos - start) * row_struct.size)
+            ordinal = fields[3] if self.multi else 0
+            if ordinal >= len(self._packs):
+                raise CorruptData(f"{self.key}: row names pack {ordinal} of "
+                                  f"{len(self._packs)}", key=self.key)
+            out[d] = self._packs[ordinal], Entry(d, fields[0], fields[1], fields[2])
+        return out
+
     def all_digests(self) -> set[bytes]:
         """Every digest of this index in one read (for bulk existence checks)."""
         n = len(self)

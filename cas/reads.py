@@ -101,6 +101,17 @@ def object_bytes(ctx, digest: str) -> tuple[str, bytes]:
     return ctx.store.get_bytes(digest)
 
 
+def objects_bytes(ctx, digests: list[str]) -> list[tuple[str, bytes]]:
+    """The kind and canonical bytes of each stored object of `digests`, verified, in their
+    order: read together (a page of a version's cases costs a few requests, not several per
+    case)."""
+    checks.strings(digests, "digests", "digests")
+    digests = [parse_digest(d) for d in digests]
+    for digest in digests:
+        ctx.refuse_erasing(digest, f"object {digest}")
+    return ctx.store.get_many_bytes(digests)
+
+
 def diff(ctx, name: str, old: int, new: int, new_dataset: str | None = None) -> Diff:
     """Every case id added and removed from `name@old` to `new_dataset or name`@`new`."""
     a, b = _pair(ctx, name, old, new, new_dataset)

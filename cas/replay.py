@@ -11,7 +11,7 @@ from . import encoding
 from .digest import PREFIX, domain
 from .errors import InvalidArgument, InvalidJSONValue, UnsupportedFormat
 from .objects import Case
-from .cases import EncodedCase, encode_case
+from .case_codec import EncodedCase, encode_case
 from .proposals import withhold
 from .repository import Repository
 

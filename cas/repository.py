@@ -85,6 +85,7 @@ class Repository:
     case = _op(_reads.case)
     object = _op(_reads.object)
     object_bytes = _op(_reads.object_bytes)
+    objects_bytes = _op(_reads.objects_bytes)
     diff = _op(_reads.diff)
     diff_page = _op(_reads.diff_page)
     prove = _op(_reads.prove)

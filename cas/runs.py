@@ -121,10 +121,17 @@ class RunIndex:
         return dict(self._by_id)
 
 
-class RunImportResult(NamedTuple):
+class _Counts(NamedTuple):
     new: list[str]       # run ids imported now
     unchanged: int       # runs already stored with identical content
-    warnings: list[str] = []  # e.g. tool calls hidden in message content (see hidden_tool_calls)
+
+
+class RunImportResult(_Counts):
+    """`(new, unchanged)`, and `warnings` beside them (kept out of the tuple, so code that
+    unpacks or compares the two counts reads them as before): e.g. tool calls hidden in message
+    steps (`hidden_tool_calls`)."""
+
+    warnings: list[str] = []
 
 
 # Members of a message's content (or of the message) that are tool calls or their replies in
@@ -190,7 +197,9 @@ def import_runs(ctx, source, author: str | None = None) -> RunImportResult:
         seen[run.run_id] = (digest, run)
     with leases.writing(ctx, "import") as lease:
         new, unchanged = _import_leased(ctx, lease, runs_index, seen, author, ctx.clock())
-    return RunImportResult(new, unchanged, _warnings(runs))
+    result = RunImportResult(new, unchanged)
+    result.warnings = _warnings(runs)
+    return result
 
 
 def _import_leased(ctx, lease, runs_index, seen, author, now) -> tuple[list[str], int]:

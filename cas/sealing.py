@@ -6,7 +6,7 @@ import gc
 from typing import Any, Iterable
 
 from . import checks, claims, datasets, encoding, leases, retirement
-from .cases import EncodedCase, encode_case
+from .case_codec import EncodedCase, encode_case
 from .digest import parse_digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound, VersionConflict
 from .objects import Case, VersionRecord

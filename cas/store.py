@@ -20,6 +20,8 @@ from .objects import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, PersonObjec
                       parse_record_file)
 
 PACK_MAX_BYTES = 64 << 20  # a batch is flushed as one pack once it holds this much
+TREE_CACHE = 4096  # tree nodes kept in memory (a leaf holds up to 64 ids)
+READ_GAP = 64 << 10  # objects of a pack this close together are read in one request
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
 PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"])  # the objects that name a person
 
@@ -166,6 +168,69 @@ class ObjectStore:
             self._write_cache(digest, kind, data)
         return kind, data
 
+    def get_many_bytes(self, digests: list[str]) -> list[tuple[str, bytes]]:
+        """(kind, bytes) of each of `digests`, verified, in their order: located together (a
+        few index reads for all of them, not several per object) and read with one request
+        per run of nearby objects in a pack. An object not found that way (an index or pack
+        replaced meanwhile) is read alone, with get_bytes' errors."""
+        if self.cache_dir or len(digests) < 2:
+            return [self.get_bytes(d) for d in digests]
+        wanted = sorted({to_bytes(d) for d in digests})
+        found: dict[bytes, tuple[str, packfmt.Entry]] = {}
+        try:
+            for idx in self.indexes():
+                rest = [d for d in wanted if d not in found]
+                if not rest:
+                    break
+                found.update(idx.lookup_many(rest))
+        except NotFound:
+            found = {}  # an index was replaced since it was listed: the careful path
+        read = self._read_located(found)
+        out = []
+        for digest in digests:
+            item = read.get(to_bytes(digest))
+            if item is None:
+                out.append(self.get_bytes(digest))
+                continue
+            kind, data = item
+            got = digest_of(kind, data)
+            if got != digest:
+                raise DigestMismatch(digest, got, pack_key(found[to_bytes(digest)][0]))
+            out.append(item)
+        return out
+
+    def _read_located(self, found: dict) -> dict[bytes, tuple[str, bytes]]:
+        """The bytes of located objects, one request per run of objects of a pack that lie
+        within READ_GAP of each other; those of a pack gone meanwhile are left out."""
+        by_pack: dict[str, list[packfmt.Entry]] = {}
+        for pack, entry in found.values():
+            by_pack.setdefault(pack, []).append(entry)
+        out: dict[bytes, tuple[str, bytes]] = {}
+        for pack, entries in by_pack.items():
+            entries.sort(key=lambda e: e.offset)
+            runs, run = [], [entries[0]]
+            for e in entries[1:]:
+                if e.offset - (run[-1].offset + run[-1].length) > READ_GAP:
+                    runs.append(run)
+                    run = []
+                run.append(e)
+            runs.append(run)
+            for run in runs:
+                start = run[0].offset
+                try:
+                    blob = self.backend.get_range(pack_key(pack), start,
+                                                  run[-1].offset + run[-1].length - start)
+                except NotFound:
+                    continue
+                for e in run:
+                    kind = KIND_BY_CODE.get(e.kind)
+                    if kind is None:
+                        raise CorruptData(f"object {from_bytes(e.digest)} in {pack_key(pack)} "
+                                          f"has unknown kind code {e.kind}",
+                                          digest=from_bytes(e.digest), key=pack_key(pack))
+                    out[e.digest] = kind, blob[e.offset - start:e.offset - start + e.length]
+        return out
+
     def _cache_path(self, digest: str) -> str:
         return os.path.join(self.cache_dir, digest[3:5], digest[3:])
 
@@ -198,12 +263,18 @@ class ObjectStore:
                 pass
 
     def get(self, digest: str, type_: type | None = None) -> Object:
-        obj = self._cache.get(digest)
-        if obj is None:
+        obj = self._cache.pop(digest, None)
+        if obj is not None:
+            self._cache[digest] = obj  # the most recently used is the last to go
+        else:
             kind, data = self.get_bytes(digest)
             obj = decode_object(kind, data, f"object {digest}")
             if kind.startswith("tree."):
-                self._cache[digest] = obj  # immutable, small, and read on every lookup
+                # Immutable, small, and read on every lookup; but a walk over a large version
+                # reads every leaf once, so the cache keeps only the TREE_CACHE last used.
+                self._cache[digest] = obj
+                if len(self._cache) > TREE_CACHE:
+                    del self._cache[next(iter(self._cache))]
         if type_ is not None and not isinstance(obj, type_):
             raise CorruptData(f"object {digest} is a {type(obj).__name__}, "
                               f"expected a {type_.__name__}", digest=digest)

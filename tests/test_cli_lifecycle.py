@@ -118,14 +118,15 @@ def test_runs_import_list_show(run, runs_file, tmp_path):
     assert (r.exit_code, r.stdout, r.stderr) == (
         0, "imported 4 runs (0 already present, unchanged)\n", "")
     assert ok_json(run("--json", "runs", "import", runs_file)) == {"imported": [],
-                                                                   "unchanged": 4}
+                                                                   "unchanged": 4,
+                                                                   "warnings": []}
     more = write_jsonl(tmp_path / "more.jsonl", run_obj("r-0", 0), run_obj("r-9", 9))
     assert ok_json(run("runs", "import", "--json", more)) == {"imported": ["r-9"],
-                                                              "unchanged": 1}
+                                                              "unchanged": 1, "warnings": []}
     # '-' reads stdin
     stdin = json.dumps(run_obj("r-a")) + "\n"
     assert ok_json(run("--json", "runs", "import", "-", input=stdin)) == {
-        "imported": ["r-a"], "unchanged": 0}
+        "imported": ["r-a"], "unchanged": 0, "warnings": []}
     ids = ["r-0", "r-1", "r-2", "r-3", "r-9", "r-a"]
     assert ok_json(run("--json", "runs", "list")) == {"runs": ids}
     r = run("runs", "list")

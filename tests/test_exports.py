@@ -88,17 +88,17 @@ def test_a_retired_version_is_refused_as_items_refuses_it(small):
 def test_cases_streams_it_yields_before_reading_the_version(mem, monkeypatch):
     mem.create_dataset("big")
     mem.commit("big", base=None, add=[{"input": i} for i in range(1200)])
-    calls = {"object_bytes": 0, "items": 0}
+    calls = {"objects_bytes": 0, "items": 0}
     for name in calls:
         def counted(*a, _real=getattr(mem, name), _name=name, **k):
             calls[_name] += 1
             return _real(*a, **k)
         monkeypatch.setattr(mem, name, counted)
     stream = exports.cases(mem, mem.pin("big", 1))
-    assert calls == {"object_bytes": 0, "items": 1}  # checked at the call, nothing read yet
+    assert calls == {"objects_bytes": 0, "items": 1}  # checked at the call, nothing read yet
     next(stream)
-    assert calls == {"object_bytes": 1, "items": 1}
-    assert sum(1 for _ in stream) == 1199 and calls == {"object_bytes": 1200, "items": 3}
+    assert calls == {"objects_bytes": 1, "items": 1}  # one page of 500 read, not the version
+    assert sum(1 for _ in stream) == 1199 and calls == {"objects_bytes": 3, "items": 3}
 
 
 def test_to_pandas_has_case_id_and_one_column_per_field(small):
@@ -144,14 +144,9 @@ def test_jsonl_to_a_path_replaces_it_only_whole(small, tmp_path, monkeypatch):
     path.write_bytes(b"old")
     result = exports.export_jsonl(repo, pin, str(path))
     assert result.path == str(path) and path.read_bytes().count(b"\n") == 7
-    real, seen = repo.object_bytes, []
-
-    def failing(digest):
-        if len(seen) == 3:
-            raise cas.DataLoss("disk gone")
-        seen.append(digest)
-        return real(digest)
-    monkeypatch.setattr(repo, "object_bytes", failing)
+    def failing(digests):
+        raise cas.DataLoss("disk gone")  # after the header was written
+    monkeypatch.setattr(repo, "objects_bytes", failing)
     path.write_bytes(b"old")
     with pytest.raises(cas.DataLoss):
         exports.export_jsonl(repo, pin, path)

@@ -224,3 +224,37 @@ def test_auto_reads_a_cassette_whose_tool_called_another_api(traces):
     assert cas.importers.detect(data, name, container="vcr") == "openai-responses"
     runs = cas.importers.convert(data, "auto", source=name, container="vcr", tenant="t")
     assert runs[0]["metadata"]["import"]["format"] == "openai-responses"
+
+
+FOLDERS = {"openai-chat": "openai-chat", "tau2": "openai-chat",
+           "anthropic-messages": "anthropic", "openai-responses": "openai-responses",
+           "otel-genai": "otel-genai", "openinference": "openinference",
+           "inspect-ai": "inspect", "langsmith": "langsmith"}
+
+
+def test_auto_names_the_format_of_every_real_sample(traces):
+    """Every trace file in ../shared/traces/ is detected as its folder's format (cassettes as
+    the format of the API they recorded), and converts through `auto` to the same runs."""
+    seen = 0
+    for folder, fmt in FOLDERS.items():
+        for path in sorted((traces / folder).iterdir()):
+            container = "vcr" if path.suffix == ".yaml" else None
+            data = path.read_bytes()
+            assert cas.importers.detect(data, path.name, container) == fmt, path.name
+            named = cas.importers.convert(data, fmt, source=path.name, container=container,
+                                          tenant="t")
+            assert cas.importers.convert(data, "auto", source=path.name, container=container,
+                                         tenant="t") == named
+            seen += 1
+    assert seen == 55  # every file SOURCES.md lists
+
+
+def test_auto_refuses_a_bare_conversation_two_formats_read():
+    data = json.dumps([{"role": "user", "content": "hi"},
+                       {"role": "assistant", "content": "hello"}]).encode()
+    with pytest.raises(cas.InvalidArgument) as info:
+        cas.importers.convert(data, "auto", source="chat.json", tenant="t")
+    assert info.value.reason == "FORMAT_AMBIGUOUS"
+    assert info.value.fields["candidates"] == ["openai-chat", "anthropic"]
+    assert info.value.message == ("chat.json: it could be any of openai-chat, anthropic; name "
+                                  "one with --format")

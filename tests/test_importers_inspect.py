@@ -115,15 +115,6 @@ def test_tool_call_error_log_imports_replies_without_calls(traces):
     _import(runs)
 
 
-def test_detect_claims_no_other_format(traces):
-    for path in sorted(traces.glob("*/*.json")):
-        try:
-            value = json.loads(path.read_bytes())
-        except ValueError:
-            continue
-        assert inspect_log.detect(value) == (path.parent.name == "inspect-ai"), path.name
-
-
 # -- the mapping -------------------------------------------------------------------------------
 def test_replies_join_the_nearest_unanswered_call_and_unanswered_calls_stay_unrecorded():
     call = {"role": "assistant", "content": "", "tool_calls": [

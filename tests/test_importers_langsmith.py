@@ -94,15 +94,6 @@ def test_stream_events_are_kept(traces):
     assert events and all(e["name"] == "new_token" for e in events)
 
 
-def test_detect_claims_no_other_format(traces):
-    for path in sorted(traces.glob("*/*.json")):
-        try:
-            value = json.loads(path.read_bytes())
-        except ValueError:
-            continue
-        assert langsmith.detect(value) == (path.parent.name == "langsmith"), path.name
-
-
 # -- the mapping -------------------------------------------------------------------------------
 def test_run_tree_steps_in_order_with_tools_joined():
     run, = langsmith.convert([_agent_tree()], OPTS, "tree")

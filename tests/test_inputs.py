@@ -335,7 +335,7 @@ SKIP = {"create"}
 METHODS = sorted(name for name, member in inspect.getmembers(cas.Repository)
                  if not name.startswith("_") and callable(member) and name not in SKIP)
 FUNCTIONS = ["encode_case", "read_cases_jsonl", "verify_proof", "check_proof", "diff_runs", "format_plan",
-             "parse_plan", "plan_digest", "replay_case", "replay_item"]
+             "parse_plan", "plan_digest", "replay_case", "replay_item", "cases", "to_pandas"]
 
 
 def test_the_fuzzed_surface_is_the_public_surface():
@@ -439,7 +439,8 @@ def test_every_exported_function_raises_only_cas_errors(template, function, data
     specials = _specials(ctx)
     specials["repo"] = lambda: cas.open(str(path))
     args, kwargs = _arguments(data, fn, specials)
-    if function == "replay_item" and data.draw(st.booleans(), label="a real repository"):
+    if function in ("replay_item", "cases", "to_pandas") and \
+            data.draw(st.booleans(), label="a real repository"):
         args[0] = cas.open(str(path))
     _refused_only_with_cas_errors(fn, args, kwargs)
 

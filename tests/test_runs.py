@@ -36,7 +36,7 @@ def test_import_is_all_or_nothing(repo):
     # the same file without the bad line imports every run in one import record
     good = lines[:6] + lines[7:]
     result = repo.import_runs(io.BytesIO(jsonl(*good)))
-    assert result == (sorted(r["run_id"] for r in good), 0, [])
+    assert result == (sorted(r["run_id"] for r in good), 0)
     assert [k for k in keys(repo) if k.startswith("runs/")] == [
         "runs/imports/0000000001", "runs/imports/0000000002"]
 
@@ -123,17 +123,17 @@ def test_a_line_over_the_limit_is_refused_and_nothing_stored(mem):
 
 def test_identical_reimport_is_a_no_op(repo):
     lines = [run_obj(f"r-{i}", i) for i in range(3)]
-    assert repo.import_runs(io.BytesIO(jsonl(*lines))) == (["r-0", "r-1", "r-2"], 0, [])
+    assert repo.import_runs(io.BytesIO(jsonl(*lines))) == (["r-0", "r-1", "r-2"], 0)
     before = keys(repo)
-    assert repo.import_runs(io.BytesIO(jsonl(*lines))) == ([], 3, [])
+    assert repo.import_runs(io.BytesIO(jsonl(*lines))) == ([], 3)
     # the same runs with other key order and spacing are the same recordings
     respelled = b"".join(json.dumps(dict(reversed(list(o.items()))), indent=1)
                          .replace("\n", " ").encode() + b"\n" for o in lines)
-    assert repo.import_runs(io.BytesIO(respelled)) == ([], 3, [])
+    assert repo.import_runs(io.BytesIO(respelled)) == ([], 3)
     assert keys(repo) == before
     # a repeated line within one file is one run
     assert repo.import_runs(io.BytesIO(jsonl(run_obj("r-9"), run_obj("r-9")))) == \
-        (["r-9"], 0, [])
+        (["r-9"], 0)
 
 
 def test_same_run_id_with_other_content_is_refused(repo):
@@ -189,7 +189,7 @@ def test_an_import_that_lands_during_an_import_is_checked_too(theirs):
         assert cas.Repository(backend).run("r-1").output == "rival"
     else:
         result = mine.import_runs([run_obj("r-1", 1), run_obj("r-2", 2)])
-        assert result == (["r-2"], 1, [])
+        assert result == (["r-2"], 1)
     # each run id is in exactly one import record
     from cas.objects import RunImport, parse_record_file
     ids = [e.run_id for k in backend.list("runs/imports/")

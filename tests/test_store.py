@@ -3,6 +3,8 @@
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cas import pack as packfmt
 from cas.backends.local import LocalBackend
@@ -276,3 +278,54 @@ def test_writers_in_two_stores_never_lose_objects(backend):
         assert fresh.get(d) == make_case(i)
     # concurrent writers may both store an object, but every copy is in a valid pack
     assert {d for d, _ in stored_entries(backend)} == {to_bytes(d) for d in da + db}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.integers(0, 399), max_size=60), st.integers(0, 3))
+def test_many_objects_read_together_are_each_as_read_alone(packed, picks, absent):
+    """get_many_bytes gives, in order, exactly what get_bytes gives for each digest, whatever
+    packs and multi-pack index they are spread over; an absent one is NotFound, as alone."""
+    store, digests = packed
+    fresh = ObjectStore(store.backend)
+    wanted = [digests[i] for i in picks]
+    assert fresh.get_many_bytes(wanted) == [fresh.get_bytes(d) for d in wanted]
+    if absent:
+        with pytest.raises(NotFound):
+            fresh.get_many_bytes(wanted + [digest_of("case", b"never stored %d" % absent)])
+
+
+@pytest.fixture(scope="module")
+def packed():
+    """400 cases in several packs (small ones), some of them also under a multi-pack index."""
+    backend = MemoryBackend()
+    store = ObjectStore(backend)
+    w = store.writer()
+    w.max_bytes = 32 * 1024
+    with w:
+        digests = [w.add(make_case(i, size=500)) for i in range(400)]
+    assert w.packs_written > 4
+    return store, digests
+
+
+def test_a_page_is_read_with_a_few_requests(packed):
+    """A page of a version's ids is located with a few index reads, not several per id."""
+    store, digests = packed
+    calls = []
+    backend = store.backend
+
+    class Counting:
+        def __getattr__(self, name):
+            attr = getattr(backend, name)
+            if name == "get_range":
+                return lambda *a: calls.append(a) or attr(*a)
+            return attr
+    together, alone = ObjectStore(Counting()), ObjectStore(Counting())
+    page = sorted(digests)[:100]
+    for store_ in (together, alone):  # both have read every index's fan-out table already
+        store_.get_bytes(digests[0])
+    calls.clear()
+    assert together.get_many_bytes(page) == [alone.get_bytes(d) for d in page]
+    one_by_one = len(calls)
+    calls.clear()
+    together.get_many_bytes(page)
+    assert len(calls) * 10 < one_by_one - len(calls), (len(calls), one_by_one - len(calls))
