@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from typing import Iterable, NamedTuple
 
 import msgspec
@@ -20,7 +21,8 @@ from .objects import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, PersonObjec
                       parse_record_file)
 
 PACK_MAX_BYTES = 64 << 20  # a batch is flushed as one pack once it holds this much
-TREE_CACHE = 4096  # tree nodes kept in memory (a leaf holds up to 64 ids)
+NODE_CACHE = 8192  # inner tree nodes kept in memory
+LEAF_CACHE = 256   # tree leaves kept in memory (each holds up to 64 ids)
 READ_GAP = 64 << 10  # objects of a pack this close together are read in one request
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
 PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"])  # the objects that name a person
@@ -56,6 +58,7 @@ class ObjectStore:
         self._indexes: list[packfmt.IndexReader] | None = None
         self._verified: set[str] = set()  # index keys checked whole (verify_indexes)
         self._cache: dict[str, Object] = {}
+        self._leaves: OrderedDict[str, None] = OrderedDict()  # the cached leaves, oldest first
         # For remote repositories: object bytes cached on local disk by digest. They are
         # immutable, so a cached copy never goes stale; it is verified on every read anyway.
         self.cache_dir = os.path.join(cache_dir, "objects") if cache_dir else None
@@ -256,6 +259,7 @@ class ObjectStore:
     def evict(self, digest: str) -> None:
         """Forget a cached object (erasure)."""
         self._cache.pop(digest, None)
+        self._leaves.pop(digest, None)
         if self.cache_dir:
             try:
                 os.remove(self._cache_path(digest))
@@ -266,15 +270,22 @@ class ObjectStore:
         obj = self._cache.pop(digest, None)
         if obj is not None:
             self._cache[digest] = obj  # the most recently used is the last to go
+            if digest in self._leaves:
+                self._leaves.move_to_end(digest)
         else:
             kind, data = self.get_bytes(digest)
             obj = decode_object(kind, data, f"object {digest}")
             if kind.startswith("tree."):
-                # Immutable, small, and read on every lookup; but a walk over a large version
-                # reads every leaf once, so the cache keeps only the TREE_CACHE last used.
+                # Immutable, small, and read on every lookup. A walk over a large version reads
+                # every leaf once, so leaves are kept only while among the LEAF_CACHE last used;
+                # inner nodes (a fifteenth as many, and on every path) up to NODE_CACHE.
                 self._cache[digest] = obj
-                if len(self._cache) > TREE_CACHE:
+                if len(self._cache) > NODE_CACHE + LEAF_CACHE:
                     del self._cache[next(iter(self._cache))]
+                if kind == "tree.leaf":
+                    self._leaves[digest] = None
+                    if len(self._leaves) > LEAF_CACHE:
+                        self._cache.pop(self._leaves.popitem(last=False)[0], None)
         if type_ is not None and not isinstance(obj, type_):
             raise CorruptData(f"object {digest} is a {type(obj).__name__}, "
                               f"expected a {type_.__name__}", digest=digest)
