@@ -258,3 +258,46 @@ def test_auto_refuses_a_bare_conversation_two_formats_read():
     assert info.value.fields["candidates"] == ["openai-chat", "anthropic"]
     assert info.value.message == ("chat.json: it could be any of openai-chat, anthropic; name "
                                   "one with --format")
+
+
+_JUNK = [None, 0, -1, 1.5, "", "x", [], {}, [1], {"a": 1}, True, "null", "{", "[]"]
+
+
+def _mutated(value, rnd):
+    """`value` with one member deleted, replaced by junk of another type, or mutated deeper."""
+    if isinstance(value, (dict, list)) and value:
+        value = dict(value) if isinstance(value, dict) else list(value)
+        key = rnd.choice(list(value)) if isinstance(value, dict) else rnd.randrange(len(value))
+        roll = rnd.random()
+        if roll < 0.3:
+            del value[key]
+        elif roll < 0.55:
+            value[key] = rnd.choice(_JUNK)
+        else:
+            value[key] = _mutated(value[key], rnd)
+        return value
+    return rnd.choice(_JUNK)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(FOLDERS)), st.randoms(use_true_random=False),
+       st.integers(1, 4))
+def test_a_damaged_real_document_converts_or_is_refused_never_crashes(traces, folder, rnd,
+                                                                      damage):
+    """Real samples with members deleted or of the wrong type (what a truncated export or a
+    format's other version gives): every importer converts them to valid runs or refuses them
+    with a CasError, never with a Python exception."""
+    from cas.runs import parse_run
+    files = sorted(p for p in (traces / folder).iterdir() if p.suffix == ".json")
+    if not files:
+        return
+    document = json.loads(rnd.choice(files).read_bytes())
+    for _ in range(damage):
+        document = _mutated(document, rnd)
+    try:
+        runs = cas.importers.convert(json.dumps(document).encode(), FOLDERS[folder],
+                                     source="damaged.json", tenant="t")
+    except cas.CasError:
+        return
+    for run in runs:
+        parse_run(run, "$")

@@ -7,8 +7,16 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from . import vcr
-from .common import CallJoiner, Options, derived_run_id, each_document, finish_run, refuse, \
-    tool_arguments
+from .common import (
+    CallJoiner,
+    Options,
+    derived_run_id,
+    each_document,
+    finish_run,
+    listed,
+    refuse,
+    tool_arguments,
+)
 from .vcr import Exchange
 
 NAME = "anthropic"
@@ -223,7 +231,7 @@ def _apply_delta(block: dict, partial: dict, index: Any, event: dict) -> None:
     elif kind == "signature_delta":
         block["signature"] = delta.get("signature")
     elif kind == "citations_delta":
-        block["citations"] = [*(block.get("citations") or []), delta.get("citation")]
+        block["citations"] = [*(listed(block.get("citations"))), delta.get("citation")]
     else:  # a delta this importer does not know: kept on its block, not dropped
         block.setdefault("unread_deltas", []).append(delta)
 

@@ -68,6 +68,12 @@ def each_document(values: list[Any], is_one: Callable[[Any], bool]) -> list[Any]
     return out
 
 
+def listed(value: Any) -> list:
+    """`value` if it is a list, else none: a member a format documents as a list may hold
+    anything in a damaged or foreign document, and is then read as empty, never iterated."""
+    return value if isinstance(value, list) else []
+
+
 def lookup(value: Any, path: str) -> Any:
     """The value at a dotted path (`info.task.user_id`, `items.0.id`), or None. A key that
     itself holds dots (a span attribute such as `user.id`) is found whole first."""

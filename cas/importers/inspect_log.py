@@ -6,8 +6,18 @@ import io
 import zipfile
 from typing import Any
 
-from .common import (CallJoiner, Options, derived_run_id, each_document, finish_run, kept,
-                     parse_documents, refuse, tool_arguments)
+from .common import (
+    CallJoiner,
+    Options,
+    derived_run_id,
+    each_document,
+    finish_run,
+    kept,
+    listed,
+    parse_documents,
+    refuse,
+    tool_arguments,
+)
 
 NAME = "inspect"
 ATTACHMENT = "attachment://"
@@ -121,7 +131,7 @@ def _run(log: dict, sample: dict, options: Options, where: str) -> dict:
            "started_at": _started_at(log, sample),
            "input": res(sample.get("input")),
            "output": _completion(res(sample.get("output"))),
-           "steps": _steps(res(sample.get("messages") or []), where),
+           "steps": _steps(res(listed(sample.get("messages"))), where),
            "outcome": {k: res(sample[k]) for k in ("scores", "target", "error", "limit")
                        if k in sample}}
     rest = {k: (v if k == "events" else res(v)) for k, v in kept(sample, SAMPLE_MAPPED).items()}
@@ -187,10 +197,10 @@ def _completion(output: Any) -> Any:
 def _reductions(log: dict, sample: dict) -> list:
     """This sample's entries of the log's score reductions (each with its scorer)."""
     out = []
-    for reduction in log.get("reductions") or []:
+    for reduction in listed(log.get("reductions")):
         if not isinstance(reduction, dict):
             continue
-        for entry in reduction.get("samples") or []:
+        for entry in listed(reduction.get("samples")):
             if isinstance(entry, dict) and entry.get("sample_id") == sample.get("id"):
                 out.append({**kept(reduction, ("samples",)), **entry})
     return out
@@ -213,7 +223,7 @@ def _steps(messages: list, where: str) -> list[dict]:
         if extra:
             step["inspect"] = extra
         steps.append(step)
-        for call in message.get("tool_calls") or []:
+        for call in listed(message.get("tool_calls")):
             steps.append(_call(call, joiner, f"{where} messages[{i}]"))
     return steps
 

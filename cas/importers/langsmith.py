@@ -5,8 +5,17 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from .common import (CallJoiner, Options, derived_run_id, each_document, finish_run, kept,
-                     refuse, tool_arguments)
+from .common import (
+    CallJoiner,
+    Options,
+    derived_run_id,
+    each_document,
+    finish_run,
+    kept,
+    listed,
+    refuse,
+    tool_arguments,
+)
 
 NAME = "langsmith"
 RUN_TYPES = ("llm", "chain", "tool", "retriever", "embedding", "prompt", "parser")
@@ -52,7 +61,7 @@ def convert(values: list[Any], options: Options, source: str) -> list[dict]:
         where = source if len(values) == 1 else f"{source} document {i + 1}"
         if _is_batch(document):
             for key in ("post", "patch"):  # a run's update after its creation
-                for member in document.get(key) or []:
+                for member in listed(document.get(key)):
                     _collect(member, None, records, where)
         elif _is_run(document):
             _collect(document, None, records, where)
@@ -98,7 +107,7 @@ def _collect(run: Any, parent: str | None, records: dict, where: str) -> None:
                 merged[key] = value
     else:
         records[run_id] = {**flat, "id": run_id}
-    for child in run.get("child_runs") or []:
+    for child in listed(run.get("child_runs")):
         _collect(child, run_id, records, where)
 
 
@@ -170,7 +179,7 @@ def _convert_trace(trace_id: str, runs: list[dict], options: Options, source: st
         outcome["error"] = root["error"]
     extra = root.get("extra") if isinstance(root.get("extra"), dict) else {}
     metadata = {"model": _model(ordered), "tags": sorted({t for r in ordered
-                                                         for t in r.get("tags") or []
+                                                         for t in listed(r.get("tags"))
                                                          if isinstance(t, str)}),
                 "usage": _usage(ordered), "langsmith.project": root.get("session_name"),
                 "langsmith.metadata": extra.get("metadata"), "langsmith.runs": summaries}
@@ -244,7 +253,7 @@ class _Steps:
 
     def _message(self, raw: Any) -> None:
         role, content, extra = _normalise(raw)
-        calls = extra.pop("tool_calls", None) or []
+        calls = listed(extra.pop("tool_calls", None))
         if isinstance(extra.get("function_call"), dict):  # the legacy OpenAI function call
             calls = [*calls, {"function": extra.pop("function_call")}] \
                 if isinstance(calls, list) else calls
@@ -344,10 +353,10 @@ def _output_messages(outputs: Any) -> list:
     if not isinstance(outputs, dict):
         return []
     out = []
-    for choice in outputs.get("choices") or []:
+    for choice in listed(outputs.get("choices")):
         if isinstance(choice, dict) and "message" in choice:
             out.append(choice["message"])
-    generations = outputs.get("generations") or []
+    generations = listed(outputs.get("generations"))
     for generation in (g for batch in generations
                        for g in (batch if isinstance(batch, list) else [batch])):
         if isinstance(generation, dict):

@@ -16,8 +16,18 @@ from blake3 import blake3
 
 from .. import encoding
 from . import vcr
-from .common import CallJoiner, Options, derived_run_id, each_document, finish_run, kept, \
-    lookup, refuse, tool_arguments
+from .common import (
+    CallJoiner,
+    Options,
+    derived_run_id,
+    each_document,
+    finish_run,
+    kept,
+    listed,
+    lookup,
+    refuse,
+    tool_arguments,
+)
 
 NAME = "openai-chat"
 
@@ -81,7 +91,7 @@ def _is_messages(value: Any, tau2: bool = False) -> bool:
 
 def _is_request(value: Any) -> bool:
     return isinstance(value, dict) and not FOREIGN & value.keys() and \
-        _is_messages(value.get("messages")) and isinstance(value.get("tools") or [], list)
+        _is_messages(value.get("messages")) and isinstance(listed(value.get("tools")), list)
 
 
 def _is_response(value: Any) -> bool:
@@ -141,11 +151,10 @@ def _hint(value: Any) -> str:
     keys = value.keys() if isinstance(value, dict) else set()
     items = value if isinstance(value, list) else (value.get("messages") or value.get("input")
                                                    if isinstance(value, dict) else None)
-    parts = {p.get("type") for m in items or [] if isinstance(m, dict)
+    parts = {p.get("type") for m in listed(items) if isinstance(m, dict)
              for p in (m.get("content") if isinstance(m.get("content"), list) else [])
              if isinstance(p, dict)}
-    typed = any(isinstance(m, dict) and "type" in m for m in items or []) \
-        if isinstance(items, list) else False
+    typed = any(isinstance(m, dict) and "type" in m for m in listed(items))
     if keys & {"system", "anthropic_version"} or parts & {"tool_use", "tool_result", "thinking",
                                                           "image", "document"}:
         return " (it looks like Anthropic Messages: --format anthropic)"
@@ -227,7 +236,7 @@ def _steps(messages: list[dict], tau2: bool = False) -> list[dict]:
             steps.append({"type": "message", **message, "orphan_reply": True})
             continue
         steps.append({"type": "message", **kept(message, ("tool_calls", "function_call"))})
-        for call in message.get("tool_calls") or []:
+        for call in listed(message.get("tool_calls")):
             call_id, step = _call_step(call, tau2)
             steps.append(calls.call(call_id, step))
         fc = message.get("function_call")
@@ -286,7 +295,7 @@ def _answered(request: dict, response: dict | None) -> tuple[list[dict], dict]:
     """The conversation (the request's messages and the response's first choice) and the
     outcome and metadata the response gives."""
     response = response if isinstance(response, dict) else {}
-    choices = response.get("choices") or []
+    choices = listed(response.get("choices"))
     choice = choices[0] if choices else {}
     messages = list(request["messages"])
     if choice.get("message") is not None:
@@ -340,9 +349,9 @@ def _from_tau_bench(entry: dict, options: Options, where: str) -> list[dict]:
 def _from_tau2(document: dict, kind: str, options: Options, where: str) -> list[dict]:
     if kind == "tau2-simulation":
         return [_tau2_run(document, None, {}, options, where)]
-    tasks = {str(t.get("id")): t for t in document.get("tasks") or [] if isinstance(t, dict)}
+    tasks = {str(t.get("id")): t for t in listed(document.get("tasks")) if isinstance(t, dict)}
     results = kept(document, ("simulations", "tasks"))
-    return [_tau2_run(sim, tasks.get(str(sim["task_id"])), results, options,
+    return [_tau2_run(sim, tasks.get(str(sim.get("task_id"))), results, options,
                       f"{where} simulations[{i}]")
             for i, sim in enumerate(document["simulations"])]
 
@@ -426,7 +435,7 @@ def _merge_call(calls: dict, delta: dict) -> None:
 def _merge_delta(message: dict, calls: dict, delta: dict) -> None:
     for key, value in delta.items():
         if key == "tool_calls":
-            for piece in value or []:
+            for piece in listed(value):
                 if isinstance(piece, dict):
                     _merge_call(calls, piece)
         elif key == "function_call" and isinstance(value, dict):
@@ -450,7 +459,7 @@ def _merge_choice(slots: dict, choice: dict) -> None:
         if key == "logprobs" and isinstance(value, dict):  # token lists, one piece per chunk
             into = slot["rest"].setdefault("logprobs", {})
             for k, v in value.items():
-                into[k] = (into.get(k) or []) + v if isinstance(v, list) else v
+                into[k] = (listed(into.get(k))) + v if isinstance(v, list) else v
         else:
             slot["rest"][key] = value
 
@@ -472,7 +481,7 @@ def reassemble(chunks: list[Any]) -> dict:
                 continue
             if key == "usage" or key not in out:
                 out[key] = value
-        for choice in chunk.get("choices") or []:
+        for choice in listed(chunk.get("choices")):
             if isinstance(choice, dict):
                 _merge_choice(slots, choice)
     choices = []

@@ -8,8 +8,16 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from . import vcr
-from .common import (CallJoiner, Options, derived_run_id, each_document, finish_run, kept,
-                     refuse, tool_arguments)
+from .common import (
+    CallJoiner,
+    Options,
+    derived_run_id,
+    each_document,
+    finish_run,
+    kept,
+    refuse,
+    tool_arguments,
+)
 
 NAME = "openai-responses"
 

@@ -76,8 +76,9 @@ def _run(trace: list[Span], options, source: str) -> dict:
     return finish_run(run, options, *where, source=source)
 
 
-def _op(span: Span) -> Any:
-    return span.attributes.get("gen_ai.operation.name")
+def _op(span: Span) -> str | None:
+    op = span.attributes.get("gen_ai.operation.name")
+    return op if isinstance(op, str) else None
 
 
 def _is_tool(span: Span) -> bool:

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from blake3 import blake3
 
 from .. import encoding
-from .common import CallJoiner, tool_arguments
+from .common import CallJoiner, listed, tool_arguments
 
 MISSING: Any = object()  # an attribute that was not recorded (never the same as a null)
 
@@ -85,19 +85,19 @@ def _is_span(value: dict) -> bool:
 
 def _otlp(value: dict) -> list[Span] | None:
     out = []
-    for rs in value.get("resourceSpans", value.get("resource_spans")) or []:
+    for rs in listed(value.get("resourceSpans", value.get("resource_spans"))):
         if not isinstance(rs, dict):
             return None
         res = rs.get("resource") if isinstance(rs.get("resource"), dict) else {}
         resource = attributes_of(res.get("attributes"))
-        for ss in rs.get("scopeSpans", rs.get("scope_spans", rs.get(
-                "instrumentationLibrarySpans"))) or []:
+        for ss in listed(rs.get("scopeSpans", rs.get("scope_spans", rs.get(
+                "instrumentationLibrarySpans")))):
             if not isinstance(ss, dict) or not isinstance(ss.get("spans", []), list):
                 return None
             scope = ss.get("scope", ss.get("instrumentationLibrary"))
             scope = {k: v for k, v in scope.items() if k in ("name", "version") and v} \
                 if isinstance(scope, dict) else {}
-            for sp in ss.get("spans") or []:
+            for sp in listed(ss.get("spans")):
                 if not isinstance(sp, dict):
                     return None
                 out.append(_span(sp, resource, scope, True))
@@ -139,7 +139,7 @@ def _span(d: dict, resource: dict, scope: dict, otlp: bool) -> Span:
         end=nanos(_first(d, "endTimeUnixNano", "end_time_unix_nano", "end_time", "endTime")),
         status=_status(code), status_message=message if isinstance(message, str) and message
         else None, attributes=attrs,
-        events=[_event(e) for e in d.get("events") or [] if isinstance(e, dict)],
+        events=[_event(e) for e in listed(d.get("events")) if isinstance(e, dict)],
         resource=resource, scope=scope, extra=extra, document={})
 
 
@@ -469,7 +469,7 @@ class Conversation:
         if rest or not tools:
             only_text = len(rest) == 1 and isinstance(rest[0], dict) and \
                 rest[0].get("type") == "text"
-            content = rest[0]["content"] if only_text else rest
+            content = rest[0].get("content") if only_text else rest
             self._add({**m["extra"], "type": "message", "role": m["role"], "content": content})
         for p in tools:
             if p["type"] == "tool_call":

@@ -42,16 +42,15 @@ def read_cassette(data: bytes, source: str) -> list[Exchange]:
         if not isinstance(item, dict) or not isinstance(item.get("request"), dict):
             raise InvalidArgument(f"{source}: interactions[{i}] has no request",
                                   reason="NOT_THIS_FORMAT")
-        request, response = item["request"], item.get("response") or {}
-        status = response.get("status", {}).get("code") if isinstance(response, dict) else None
-        body, streamed = _response_body(_body_text(response.get("body")
-                                                   if isinstance(response, dict) else None))
+        request = item["request"]
+        response = item.get("response") if isinstance(item.get("response"), dict) else {}
+        status = response.get("status")
+        status = status.get("code") if isinstance(status, dict) else None
+        body, streamed = _response_body(_body_text(response.get("body")))
         out.append(Exchange(uri=str(request.get("uri", "")),
                             request=_json_or_text(_body_text(request.get("body"))),
                             response=body, status=status if isinstance(status, int) else None,
-                            streamed=streamed,
-                            headers=_headers(response.get("headers")
-                                             if isinstance(response, dict) else None)))
+                            streamed=streamed, headers=_headers(response.get("headers"))))
     return out
 
 
