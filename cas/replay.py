@@ -261,6 +261,26 @@ def replay_item(repo, dataset: str, version: int, item_id: str, plan: Any = None
     return replay_case(case, plan)
 
 
+def diff_item(repo, dataset: str, version: int, item_id: str, plan: Any = None,
+              against: Any = None, *, plan_source: str = "plan",
+              against_source: str = "run") -> "RunDiff":
+    """How a run differs from case `item_id` of `dataset@version`: the case replayed under
+    `plan`, or `against` (a run as `parse_run_document` reads it: JSON bytes or text of a
+    case, a `cas replay --json` reply or a `cas case --json` reply; or a case already decoded),
+    diffed as it is. A plan given with `against` is refused: it would do nothing."""
+    if not isinstance(repo, Repository):
+        raise InvalidArgument(f"diff_item reads from a cas.Repository, not "
+                              f"{encoding.describe(repo)}")
+    if plan is not None and against is not None:
+        raise InvalidArgument("a plan does nothing when the run to diff against is given "
+                              "(it is diffed as it is)", reason="PLAN_UNUSED")
+    plan = parse_plan(plan, plan_source) if against is None else None
+    if isinstance(against, (bytes, bytearray, str)):
+        against = parse_run_document(against, against_source)
+    frozen = repo.case(dataset, version, item_id)
+    return diff_runs(frozen, replay_case(frozen, plan) if against is None else against)
+
+
 # -- diffs --------------------------------------------------------------------------------
 def _run_value(run: Any, side: str) -> dict:
     """A run as the JSON object of its case encoding. A ReplayResult's run, a Case, an

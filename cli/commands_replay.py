@@ -63,25 +63,22 @@ def replay(ctx: Context, args: tuple[str, ...], plan_file, show_diff: bool,
     Nothing is invoked and nothing is written: read-only calls get their recorded answer, and
     calls with an effect get a marked stub."""
     import cas
-    from cas.replay import parse_run_document
     name, number, (item_id,) = split_version_args("replay", args, FORMS)
-    if against_file is not None and plan_file is not None:
+    if against_file is not None and plan_file is not None:  # before any file is read
         raise read_usage_error("replay", FORMS, "--plan does nothing with --against (the "
                                "file is diffed as it is)", reason="USAGE")
-    plan = None
-    if plan_file is not None:
-        plan = cas.parse_plan(plan_file.read(), getattr(plan_file, "name", "stdin"))
+    plan_source = getattr(plan_file, "name", "stdin")
+    plan = plan_file.read() if plan_file is not None else None
     if against_file is None and not show_diff:
-        result = cas.replay_item(ctx.repo(), name, number, item_id, plan)
+        result = cas.replay_item(ctx.repo(), name, number, item_id,
+                                 cas.parse_plan(plan, plan_source))
         ctx.emit(to_json(result), lambda: f"replayed {name}@{number} {item_id}\n"
                                           + _record_text(result.record))
         return
-    frozen = ctx.repo().case(name, number, item_id)
-    if against_file is not None:
-        other = parse_run_document(against_file.read(), getattr(against_file, "name", "stdin"))
-    else:
-        other = cas.replay_case(frozen, plan)
-    diff = cas.diff_runs(frozen, other)
+    diff = cas.replay.diff_item(
+        ctx.repo(), name, number, item_id, plan,
+        against_file.read() if against_file is not None else None, plan_source=plan_source,
+        against_source=getattr(against_file, "name", "stdin"))
     ctx.emit(to_json(diff), lambda: _diff_text(diff))
 
 

@@ -1040,3 +1040,18 @@ def test_same_bytes_in_two_separate_processes(organised, tmp_path):
                             check=True).stdout for s in ("3", "4")]
     assert procs[0] == procs[1] == encoding.encode(
         cas.replay_item(repo, "evals", number, ids["with"], PLAN))
+
+
+def test_diff_item_replays_or_diffs_a_given_run_and_refuses_a_plan_with_it(organised):
+    """The library's diff of a version's case: the case replayed under a plan, or a run given
+    as it is (its JSON); a plan with a given run would do nothing and is refused."""
+    _, repo, number, ids = organised
+    case = repo.case("evals", number, ids["with"])
+    stub_all = {"default_effect": "external"}
+    assert cas.replay.diff_item(repo, "evals", number, ids["with"], stub_all) == \
+        cas.diff_runs(case, cas.replay_case(case, stub_all))
+    same = json.dumps(msgspec.to_builtins(case)).encode()
+    assert cas.replay.diff_item(repo, "evals", number, ids["with"], against=same).identical
+    with pytest.raises(cas.InvalidArgument) as info:
+        cas.replay.diff_item(repo, "evals", number, ids["with"], stub_all, against=same)
+    assert info.value.reason == "PLAN_UNUSED"
