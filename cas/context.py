@@ -43,7 +43,7 @@ class Context:
 
     def trie(self, emit=None) -> Trie:
         """The Merkle tree over this store (`emit` receives each node a change creates)."""
-        return Trie(self.tree_node, emit)
+        return Trie(self.tree_node, emit, self.store.prefetch)
 
     def tree_node(self, digest: str):
         """A node of a tree some record names: one that is not stored is data loss."""

@@ -10,7 +10,7 @@ import msgspec
 
 from . import pack as packfmt
 from .digest import digest_of, from_bytes, person_digest, to_bytes
-from .errors import Aborted, CorruptData, DigestMismatch, NotFound
+from .errors import Aborted, CasError, CorruptData, DigestMismatch, NotFound
 # (PERSONS, person_shards_key and parse_person_shards_key are imported from here by others)
 from .keys import (PACKS, PERSONS, SHARDS, index_key, multi_index_key,  # noqa: F401
                    pack_key, parse_index_key, parse_multi_index_key, parse_pack_key,
@@ -275,21 +275,38 @@ class ObjectStore:
         else:
             kind, data = self.get_bytes(digest)
             obj = decode_object(kind, data, f"object {digest}")
-            if kind.startswith("tree."):
-                # Immutable, small, and read on every lookup. A walk over a large version reads
-                # every leaf once, so leaves are kept only while among the LEAF_CACHE last used;
-                # inner nodes (a fifteenth as many, and on every path) up to NODE_CACHE.
-                self._cache[digest] = obj
-                if len(self._cache) > NODE_CACHE + LEAF_CACHE:
-                    del self._cache[next(iter(self._cache))]
-                if kind == "tree.leaf":
-                    self._leaves[digest] = None
-                    if len(self._leaves) > LEAF_CACHE:
-                        self._cache.pop(self._leaves.popitem(last=False)[0], None)
+            self._remember(digest, kind, obj)
         if type_ is not None and not isinstance(obj, type_):
             raise CorruptData(f"object {digest} is a {type(obj).__name__}, "
                               f"expected a {type_.__name__}", digest=digest)
         return obj
+
+    def _remember(self, digest: str, kind: str, obj: Object) -> None:
+        """Keep a tree node: immutable, small, and read on every lookup. A walk over a large
+        version reads every leaf once, so leaves are kept only while among the LEAF_CACHE last
+        used; inner nodes (a fifteenth as many, and on every path) up to NODE_CACHE."""
+        if not kind.startswith("tree."):
+            return
+        self._cache[digest] = obj
+        if len(self._cache) > NODE_CACHE + LEAF_CACHE:
+            del self._cache[next(iter(self._cache))]
+        if kind == "tree.leaf":
+            self._leaves[digest] = None
+            if len(self._leaves) > LEAF_CACHE:
+                self._cache.pop(self._leaves.popitem(last=False)[0], None)
+
+    def prefetch(self, digests: list[str]) -> None:
+        """Read the tree nodes of `digests` that are not in memory yet, together: a page of a
+        version needs several children of one node. A failure is left to the read of the node
+        itself, which reports it."""
+        todo = [d for d in digests if d not in self._cache]
+        if len(todo) < 2:
+            return
+        try:
+            for digest, (kind, data) in zip(todo, self.get_many_bytes(todo)):
+                self._remember(digest, kind, decode_object(kind, data, f"object {digest}"))
+        except CasError:
+            pass
 
     def missing(self, digests: Iterable[bytes],
                 indexes: list[packfmt.IndexReader] | None = None) -> set[bytes]:

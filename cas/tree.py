@@ -33,12 +33,15 @@ def nibble(case_id: str, depth: int) -> int:
 
 class Trie:
     """Operations over stored nodes. `load(digest)` returns a node; `emit(node)` stores one
-    (and returns its digest). Nodes this Trie emitted are remembered so a batch can read them
-    back before they are flushed."""
+    (and returns its digest); `load_many(digests)`, when given, is told of nodes about to be
+    loaded together (so a store can read them in one go). Nodes this Trie emitted are
+    remembered so a batch can read them back before they are flushed."""
 
-    def __init__(self, load: Callable[[str], Node], emit: Callable[[Node], Any] | None = None):
+    def __init__(self, load: Callable[[str], Node], emit: Callable[[Node], Any] | None = None,
+                 load_many: Callable[[list[str]], Any] | None = None):
         self._load = load
         self._emit = emit
+        self._load_many = load_many
         self._made: dict[str, Node] = {EMPTY_ROOT: EMPTY_LEAF}
         self._emitted: set[str] = set()
         self.nodes_emitted = 0
@@ -171,14 +174,36 @@ class Trie:
                 yield from self._iter(c.node, depth + 1, after)
 
     def page(self, root: str, after: str | None, limit: int) -> list[str]:
-        out = []
-        if limit <= 0:
-            return out
-        for case_id in self.iterate(root, after):
-            out.append(case_id)
-            if len(out) == limit:
-                break
+        """Up to `limit` ids in ascending order, strictly after `after`. The subtree counts
+        say which children a page needs: those of one node are loaded together."""
+        out: list[str] = []
+        if limit > 0:
+            self._page(root, 0, after, limit, out)
         return out
+
+    def _page(self, digest: str, depth: int, after: str | None, limit: int,
+              out: list[str]) -> None:
+        node = self.node(digest)
+        if isinstance(node, TreeLeaf):
+            start = bisect_right(node.ids, after) if after is not None else 0
+            out.extend(node.ids[start:start + limit - len(out)])
+            return
+        first = nibble(after, depth) if after is not None else -1
+        wanted, room = [], limit - len(out)
+        for c in node.children:
+            if c.nibble < first:
+                continue
+            wanted.append(c)
+            if c.nibble > first:  # (the child `after` falls in may hold none after it)
+                room -= c.count
+            if room <= 0:
+                break
+        if self._load_many is not None and len(wanted) > 1:
+            self._load_many([c.node for c in wanted if c.node not in self._made])
+        for c in wanted:
+            if len(out) >= limit:
+                return
+            self._page(c.node, depth + 1, after if c.nibble == first else None, limit, out)
 
     def diff(self, old: str, new: str) -> tuple[list[str], list[str]]:
         """(added, removed): ids only in `new`, ids only in `old`, each sorted. Equal subtrees
