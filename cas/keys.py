@@ -14,6 +14,7 @@ PERSONS = "persons/"
 SHARDS = f"{PERSONS}shards/"
 DATASETS = "datasets/"
 IMPORTS = "runs/imports/"
+ADMISSIONS = "runs/admissions/"
 REVIEWS = "reviews/"
 SETTINGS = "settings/"
 LEASES = "leases/"
@@ -232,6 +233,11 @@ def score_batch_key(dataset: str, number: int) -> str:
     return f"{DATASETS}{dataset}/scores/{format_number(number)}"
 
 
+def withdrawal_key(dataset: str, batch: int) -> str:
+    """The withdrawal of score batch `batch` (at most one: created once)."""
+    return f"{DATASETS}{dataset}/withdrawn/{format_number(batch)}"
+
+
 def experiment_key(dataset: str, number: int) -> str:
     return f"{DATASETS}{dataset}/experiments/{format_number(number)}"
 
@@ -249,6 +255,7 @@ parse_meta_key = _numbered("meta")
 parse_version_key = _numbered("versions")
 parse_deleted_key = _numbered("deleted")
 parse_retired_key = _numbered("retired")
+parse_withdrawal_key = _numbered("withdrawn")
 parse_score_batch_key = _numbered("scores")
 parse_experiment_key = _numbered("experiments")
 
@@ -296,6 +303,11 @@ def import_key(number: int) -> str:
     return f"{IMPORTS}{format_number(number)}"
 
 
+def admission_key(number: int) -> str:
+    """The erased persons import `number` admits again (written before that import)."""
+    return f"{ADMISSIONS}{format_number(number)}"
+
+
 def review_batch_key(number: int) -> str:
     return f"{REVIEWS}{format_number(number)}"
 
@@ -305,6 +317,7 @@ def settings_key(revision: int) -> str:
 
 
 parse_import_key = _log(IMPORTS)
+parse_admission_key = _log(ADMISSIONS)
 parse_review_batch_key = _log(REVIEWS)
 parse_settings_key = _log(SETTINGS)
 
@@ -401,6 +414,8 @@ FAMILIES: tuple[Family, ...] = (
            loose=_under(PACKS, ".idx")),
     Family("multi.index", PACKS, parse_multi_index_key, multi_index_key, IMMUTABLE, M_OBJECTS,
            loose=_under(PACKS, ".midx")),
+    # before the import it speaks for, so a copy never holds an import without its consent
+    Family("run.admission", ADMISSIONS, parse_admission_key, admission_key, IMMUTABLE, M_LOGS),
     Family("run.import", IMPORTS, parse_import_key, import_key, REDACTED, M_LOGS,
            numbered=True),
     Family("review.batch", REVIEWS, parse_review_batch_key, review_batch_key, REDACTED,
@@ -421,9 +436,11 @@ FAMILIES: tuple[Family, ...] = (
            M_DATASETS, 4, numbered=True, outlives=True, loose=_group("experiments")),
     Family("score.batch", DATASETS, parse_score_batch_key, score_batch_key, IMMUTABLE,
            M_DATASETS, 5, numbered=True, outlives=True, loose=_group("scores")),
-    Family("proposal", DATASETS, parse_proposal_key, proposal_key, VOLATILE, M_DATASETS, 6,
+    Family("score.withdrawal", DATASETS, parse_withdrawal_key, withdrawal_key, IMMUTABLE,
+           M_DATASETS, 6, outlives=True, loose=_group("withdrawn")),
+    Family("proposal", DATASETS, parse_proposal_key, proposal_key, VOLATILE, M_DATASETS, 7,
            loose=_group("proposals")),
-    Family("idempotency", DATASETS, parse_claim_key, claim_key, VOLATILE, M_DATASETS, 7,
+    Family("idempotency", DATASETS, parse_claim_key, claim_key, VOLATILE, M_DATASETS, 8,
            loose=_group("keys")),
     Family("lease", LEASES, parse_lease_key, lease_key, LOCAL, 0, loose=_under(LEASES)),
     Family("erasure.plan", PENDING, parse_pending_key, pending_key, LOCAL, 0,

@@ -128,6 +128,16 @@ class RunImport(_Record, tag="run.import", kw_only=True):
     imported_at: str
 
 
+class RunAdmission(_Record, tag="run.admission", kw_only=True):
+    """The erased persons an import admits again, deliberately (a new consent): written as
+    `runs/admissions/<n>` before the import record `runs/imports/<n>` it speaks for."""
+
+    number: int
+    persons: list[str]  # keyed person digests, sorted
+    author: str
+    admitted_at: str
+
+
 class Review(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     annotation_id: str
     run_id: str
@@ -203,7 +213,9 @@ class Score(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
     version: int
     content_digest: str
     metric: str
-    value: int | float       # finite; NaN and the infinities have no canonical form
+    # a finite number (NaN and the infinities have no canonical form), a boolean, or a short
+    # label (at most 64 printable characters)
+    value: bool | int | float | str
     item: str | None = None  # a case id of that version, or None for the whole version
     experiment: str | None = None  # the name of an experiment of that dataset
     author: str
@@ -216,6 +228,17 @@ class ScoreBatch(_Record, tag="score.batch", kw_only=True):
     dataset: str
     number: int
     scores: list[Score]
+
+
+class ScoreWithdrawal(_Record, tag="score.withdrawal", kw_only=True):
+    """A score batch withdrawn (`datasets/<name>/withdrawn/<batch number>`): its scores no
+    longer cite their version, and the batch itself stays as it was recorded."""
+
+    dataset: str
+    batch: int
+    reason: str
+    author: str
+    withdrawn_at: str
 
 
 class Experiment(_Record, tag="experiment", kw_only=True):

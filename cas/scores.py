@@ -504,7 +504,7 @@ def delete_dataset(ctx, name: str, author: str | None = None) -> DatasetTombston
     author, now = checks.author(author), ctx.clock()
     tomb = ctx.refs.read_dataset_tombstone(name)
     prefix = f"{DATASETS}{name}/"
-    kept = (tombstone_key(name), f"{prefix}scores/", f"{prefix}experiments/")
+    kept = (tombstone_key(name), f"{prefix}scores/", f"{prefix}withdrawn/", f"{prefix}experiments/")
     if tomb is not None:
         leftovers = [k for k in ctx.backend.list(prefix) if not k.startswith(kept)]
         if not leftovers:

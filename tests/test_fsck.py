@@ -222,7 +222,8 @@ def test_a_key_of_every_family_is_expected(tmp_path):
     repo = cas.init(str(tmp_path))
     examples = {"config": (), "person.shards": ("a" * 64, {"0f"}), "person.index": ("0f", "a" * 64),
                 "pack": ("b" * 64,), "pack.index": ("b" * 64,), "multi.index": ("c" * 64,),
-                "run.import": (1,), "review.batch": (1,), "settings": (1,),
+                "run.admission": (1,), "run.import": (1,), "review.batch": (1,),
+                "settings": (1,),
                 "dataset.tombstone": ("d",), "proposal": ("d", "ct-" + "e" * 32),
                 "idempotency": ("d", "f" * 64), "lease": ("gc", "0123"),
                 "erasure": ("ct-" + "1" * 32,), "erasure.plan": ("ct-" + "2" * 32,)}
