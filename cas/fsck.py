@@ -14,7 +14,8 @@ from .digest import digest_of, from_bytes, is_digest, to_bytes
 from .errors import CasError
 from .objects import (KIND_BY_CODE, DatasetRecord, DatasetTombstone, Erasure, ErasurePlan,
                       Experiment, Fence, IdempotencyRecord, Lease, PersonIndex, PersonShards,
-                      Proposal, RepoConfig, ReviewBatch, RunImport, ScoreBatch, Settings,
+                      Proposal, RepoConfig, ReviewBatch, RunAdmission, RunImport, ScoreBatch,
+                      ScoreWithdrawal, Settings,
                       TreeLeaf, VersionRecord, VersionRetirement, VersionTombstone,
                       decode_object, parse_record_file, parse_record_file_of)
 from .retirement import CAUSES
@@ -126,6 +127,8 @@ def check(ctx, progress: Progress | None = None) -> Report:
     for name in sorted(by_dataset):
         _check_dataset(st, name, by_dataset[name], gone)
     _check_logs(st)
+    _check_admissions(st)
+    _check_withdrawals(st)
     _check_proposals(st)
     _check_references(st)
     _check_citations(st)
@@ -586,6 +589,43 @@ def _check_logs(st: _State) -> None:
         if numbers != list(range(1, len(numbers) + 1)):
             missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
             st.error(prefix, f"numbers are not contiguous from 1; missing {missing}")
+
+
+def _check_admissions(st: _State) -> None:
+    """Each admission of erased persons names its import; one whose import record never came
+    (an import interrupted between the two) is a harmless leftover."""
+    for key in st.by_family["run.admission"]:
+        record = st.read(key, RunAdmission)
+        if record is None:
+            continue
+        (number,) = K.parse_admission_key(key)
+        if record.number != number:
+            st.error(key, "record number does not match its key")
+        elif K.import_key(number) not in st.keyset:
+            st.notice(key, f"admits erased persons for import {number}, which was never "
+                           "recorded (an interrupted import)")
+
+
+def _check_withdrawals(st: _State) -> None:
+    """Each withdrawal names a score batch that exists, by its own key."""
+    for key in st.by_family["score.withdrawal"]:
+        record = st.read(key, ScoreWithdrawal)
+        if record is None:
+            continue
+        name, number = K.parse_withdrawal_key(key)
+        if (record.dataset, record.batch) != (name, number):
+            st.error(key, "withdrawal does not match its key")
+            continue
+        batch = K.score_batch_key(name, number)
+        if batch not in st.keyset:
+            st.error(key, f"withdraws score batch {number}, which does not exist")
+            continue
+        try:
+            found = parse_record_file_of(st.backend.get(batch), (ScoreBatch, Fence), batch)
+        except CasError:
+            continue  # the citation checks report a damaged batch
+        if isinstance(found, Fence):
+            st.error(key, f"withdraws {batch}, which is a fence, not a score batch")
 
 
 def _check_proposals(st: _State) -> None:
