@@ -19,6 +19,7 @@ from . import reviews as _reviews
 from . import runs as _runs
 from . import scores as _scores
 from . import sealing as _sealing
+from . import timeline as _timeline
 from .context import Context, now
 from .errors import AlreadyExists
 from .keys import CONFIG
@@ -120,3 +121,5 @@ class Repository:
     finish_erasures = _op(_erasure.recover)
     gc = _op(_gc.collect)  # it finishes a pending erasure itself, except in a dry run
     fsck = _op(_fsck.check)
+    log = _op(_timeline.log)
+    status = _op(_timeline.status)

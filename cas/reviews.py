@@ -178,6 +178,11 @@ class ReviewIndex:
             self.refresh()
         return self._by_id.get(annotation_id)
 
+    def all(self) -> list[Review]:
+        """Every saved review (of runs still recorded), in no particular order."""
+        self.refresh()
+        return list(self._by_id.values())
+
     def of_run(self, run_id: str) -> list[Review]:
         self.refresh()
         return sorted((r for r in self._by_id.values() if r.run_id == run_id),

@@ -11,6 +11,7 @@ from . import (
     commands_dataset,
     commands_erasure,
     commands_export,
+    commands_log,
     commands_promote,
     commands_replay,
     commands_repo,
@@ -116,7 +117,8 @@ def cli(ctx: click.Context, repo_location: str | None, as_json: bool) -> None:
 
 # Each command module lists its top-level commands and groups; `cas --help` sorts them by name.
 for _module in (commands_repo, commands_dataset, commands_version, commands_promote,
-                commands_runs, commands_scores, commands_erasure, commands_replay, commands_export):
+                commands_runs, commands_scores, commands_erasure, commands_replay, commands_export,
+                commands_log):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
