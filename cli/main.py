@@ -57,9 +57,33 @@ def _fail_json(error: dict[str, Any]) -> None:
     raise click.exceptions.Exit(EXIT_CODES.get(error["code"], 1))
 
 
+# `cas --help` lists the commands by workflow, in this order (a command not named here is
+# listed under "Other", so a new command is never hidden).
+WORKFLOWS = (
+    ("Runs and reviews", ("runs", "review", "status", "config")),
+    ("Datasets and versions", ("dataset", "promote", "remove", "seal", "commit", "show",
+                               "items", "case", "diff", "prove", "verify-proof", "log",
+                               "export", "replay", "settings")),
+    ("Scores and experiments", ("pin", "pin-verify", "score", "experiment")),
+    ("Erasure and retirement", ("erase", "erasures", "retire", "version")),
+    ("Repository", ("init", "fsck", "gc", "mirror", "cat")),
+)
+
+
 class CasGroup(click.Group):
     """Turns every CasError into one line on stderr (or a JSON error object) and an exit code;
     with --json, click's own usage errors become the same JSON error object (exit 2)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed = set()
+        for title, names in WORKFLOWS + (("Other", tuple(sorted(self.commands))),):
+            rows = [(n, self.commands[n].get_short_help_str(formatter.width - 20))
+                    for n in names if n in self.commands and n not in listed
+                    and not self.commands[n].hidden]
+            listed.update(n for n, _ in rows)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
     def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
         argv = list(args)
