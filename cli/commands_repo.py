@@ -27,8 +27,7 @@ def init(ctx: Context, path: str) -> None:
 def fsck(ctx: Context) -> None:
     """Read and verify every object, pack, index, tree and version record."""
     report = ctx.repo().fsck(progress=ctx.progress)
-    if not ctx.as_json:
-        ctx.progress("", 0, 0)
+    ctx.progress("", 0, 0)
     problems = [p._asdict() for p in report.problems]
 
     def human() -> str:
@@ -74,8 +73,7 @@ def mirror(ctx: Context, src: str, dst: str) -> None:
     and copying only what DST lacks. Safe to interrupt and run again."""
     from cas import mirror as mirroring
     report = mirroring.copy(src, dst, progress=ctx.progress)
-    if not ctx.as_json:
-        ctx.progress("", 0, 0)
+    ctx.progress("", 0, 0)
     ctx.emit(report._asdict(),
              f"mirrored {src} -> {dst}: {report.packs_copied} packs and "
              f"{report.records_copied} records copied ({report.bytes_copied} bytes), "

@@ -35,10 +35,22 @@ class Context:
                 click.echo(text)
 
     def progress(self, stage: str, done: int, total: int) -> None:
-        if not self.as_json and sys.stderr.isatty():
-            of = f"/{total}" if total else ""
-            click.echo(f"\r{stage}: {done}{of}   ", nl=False, err=True)
+        """A progress bar on stderr, only when stderr is a terminal (also with --json: stdout
+        stays one JSON document); `progress("", 0, 0)` ends it."""
+        if not sys.stderr.isatty():
+            return
+        if not stage:
+            click.echo("\r\x1b[K", nl=False, err=True)  # clear the line the bar used
+            return
+        if total:
+            filled = min(BAR, BAR * done // total)
+            bar = f"[{'#' * filled}{'.' * (BAR - filled)}] {done}/{total}"
+        else:
+            bar = str(done)
+        click.echo(f"\r{stage} {bar}\x1b[K", nl=False, err=True)
 
+
+BAR = 30  # characters of the progress bar
 
 pass_ctx = click.make_pass_decorator(Context)
 
