@@ -15,14 +15,14 @@ interrupted erasure is either invisible (no plan) or completed.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from . import checks, datasets, encoding, leases, retirement, scores
 from . import pack as packfmt
 from .digest import person_digest, to_bytes
-from .errors import Aborted, CasError, DataLoss, InvalidArgument, NotFound
+from .errors import Aborted, CasError, DataLoss, FailedPrecondition, InvalidArgument, NotFound
 from .objects import (KIND_CODES, Erasure, ErasurePlan, PersonIndex,
                       Proposal, Provenance, ReviewBatch, Run, RunImport, VersionRef,
                       format_record_file, parse_record_file)
@@ -40,6 +40,52 @@ def keyed_person(ctx, person: str) -> str:
     if not isinstance(person, str) or not person or len(person) > MAX_PERSON:
         raise InvalidArgument(f"a person id is 1-{MAX_PERSON} characters, not {person!r}")
     return person_digest(person, ctx.store.person_key)
+
+
+class Erased(NamedTuple):
+    """Which erasure deleted a person (a plan still in progress counts: its erasure will)."""
+
+    erasure: str    # the erasure's id
+    erased_at: str  # its `erased_at`, or a pending plan's `started_at`
+
+
+def erased_persons(ctx) -> dict[str, Erased]:
+    """Keyed person digest -> the erasure of that person, of every completed erasure and every
+    pending plan: what an import or a direct commit must not bring back unasked. The log is
+    small (one record per erasure): callers read it once per operation."""
+    out: dict[str, Erased] = {}
+    for record in erasures(ctx):  # oldest first: a person erased twice is named by the last
+        out[record.person] = Erased(record.id, record.erased_at)
+    for key in ctx.backend.list(PENDING):
+        try:
+            plan = parse_record_file(ctx.backend.get(key), ErasurePlan, key)
+        except NotFound:
+            continue  # completed meanwhile: its log record was written first
+        out.setdefault(plan.person, Erased(plan.id, plan.started_at))
+    return out
+
+
+def admitted_persons(ctx, persons) -> set[str]:
+    """The keyed digests of `persons` (plaintext ids an import admits again, deliberately)."""
+    if isinstance(persons, str):
+        raise InvalidArgument("allow_erased_persons must be a list of person ids, not one string")
+    given = checks.strings(persons, "allow_erased_persons", "person ids")
+    return {keyed_person(ctx, p) for p in given}
+
+
+def refuse_erased(erased: dict[str, Erased], keyed: str, person: str, what: str,
+                  **fields) -> None:
+    """FAILED_PRECONDITION `PERSON_ERASED_BEFORE` if the person (keyed digest `keyed`, given
+    as `person` by the caller, so naming it tells them nothing new) was erased."""
+    found = erased.get(keyed)
+    if found is None:
+        return
+    raise FailedPrecondition(
+        f"{what} names person {person!r}, erased at {found.erased_at} (erasure {found.erasure}); "
+        "nothing was stored. Bringing their data back needs their new consent: admit them "
+        f"deliberately with --allow-erased-person {person} (allow_erased_persons)",
+        reason="PERSON_ERASED_BEFORE", erased_at=found.erased_at, erasure=found.erasure,
+        **fields)
 
 
 # -- finding a person's data ------------------------------------------------------------------
@@ -196,15 +242,22 @@ def preview(ctx, person: str) -> tuple[dict[str, Any], ErasurePlan]:
                                for e in scores.experiments(ctx, name) if e.version in numbers]
     plan = ErasurePlan(id=token, person=keyed, cases=cases, runs=runs, reviews=reviews,
                        author="", started_at="")
-    return {"confirm_token": token, "person": keyed, "cases": cases, "runs": run_ids,
+    # Reviews and proposals are found through the cases and runs: with neither, nothing matched.
+    matched = bool(cases or runs)
+    warnings = [] if matched else [f"nothing matched {person}: no case, run or review names "
+                                   "this person id; confirming erases nothing and records nothing"]
+    return {"confirm_token": token, "person": keyed, "matched": matched, "warnings": warnings,
+            "cases": cases, "runs": run_ids,
             "reviews": reviews, "versions_to_retire": versions, "citing_scores": citing_scores,
             "citing_experiments": citing_experiments, "proposals_to_delete": proposals}, plan
 
 
 def erase(ctx, person: str, confirm_token: str | None = None, author: str | None = None,
           wait: float | None = None, progress=None):
-    """Preview (no token: a dict with `confirm_token`) or carry out (the preview's token) the
-    erasure of a person's cases, runs and reviews; returns the Erasure record. It first waits
+    """Preview (no token: a dict with `confirm_token`; `matched` is false, with a warning, when
+    nothing names the person) or carry out (the preview's token) the erasure of a person's
+    cases, runs and reviews; returns the Erasure record. Confirming an erasure that matched
+    nothing raises FAILED_PRECONDITION `NOTHING_TO_ERASE` and writes nothing. It first waits
     (up to `wait` seconds, telling `progress(stage, done, total)`) for writers that started
     before it. Confirming a token whose erasure already completed returns that record again
     (a retried command erases nothing twice)."""
@@ -230,6 +283,12 @@ def erase(ctx, person: str, confirm_token: str | None = None, author: str | None
     shown, plan = preview(ctx, person)
     if not check_token(confirm_token, plan.id):
         return shown
+    if not shown["matched"]:
+        # No record: a record of nobody's data would only say that a person id was asked for
+        # (and would refuse their future imports, as though data of theirs had been erased).
+        raise FailedPrecondition(f"nothing matched {person}: no case, run or review names this "
+                                 "person id; nothing was erased and no erasure was recorded",
+                                 reason="NOTHING_TO_ERASE")
     plan = msgspec.structs.replace(plan, author=author, started_at=now)
     # The barrier first: writers that start from here on see it and wait for this erasure.
     with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),

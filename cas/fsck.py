@@ -770,8 +770,11 @@ def _check_citations(st: _State) -> None:
         experiments: dict[str, object] = {}
         for log in ("experiments", "scores"):
             for key, entry in _citation_entries(st, name, log, fam.get(log, [])):
+                # a withdrawn batch cites nothing: its version (or dataset) may be deleted
+                withdrawn = log == "scores" and K.withdrawal_key(name, entry.number) in st.keyset
                 if dataset_gone:
-                    st.error(key, "a citation in a deleted dataset")
+                    if not withdrawn:
+                        st.error(key, "a citation in a deleted dataset")
                     continue
                 cites = ([(f"{key}#{i}", s) for i, s in enumerate(entry.scores)]
                          if log == "scores" else [(key, entry)])
@@ -780,8 +783,10 @@ def _check_citations(st: _State) -> None:
                         st.error(key, f"experiment name {entry.name!r} is used twice")
                     experiments.setdefault(entry.name, entry)
                 for where, c in cites:
-                    _check_citation(st, where, name, c, live_version(name, c.version), trie,
-                                    experiments)
+                    version = live_version(name, c.version)
+                    if version is None and withdrawn:
+                        continue
+                    _check_citation(st, where, name, c, version, trie, experiments)
 
 
 def _check_version_tombstones(st: _State, name: str, numbers, dataset_gone: bool) -> None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
-from . import checks
+from . import checks, datasets, encoding
 from .digest import parse_digest
-from .errors import DataLoss, NotFound
-from .objects import Case, Object, Provenance
-from .retirement import active
-from .tree import Proof
+from .errors import DataLoss, InvalidArgument, NotFound
+from .objects import Case, Object, Provenance, VersionRecord, VersionRetirement, decode_object
+from .retirement import ACTIVE, RETIRED, active
+from .tree import Proof, check_proof
 
 
 class ItemsPage(NamedTuple):
@@ -153,3 +153,235 @@ def provenance(ctx, name: str, number: int) -> list:
     if record.provenance is None:
         return []
     return ctx.store.get(record.provenance, Provenance).entries
+
+
+# -- readable listings and lookups (issue 12) ----------------------------------------------
+MIN_PREFIX = 8       # hex digits: fewer would match too many ids to be worth a lookup
+MAX_CANDIDATES = 20  # an ambiguous prefix lists at most this many of the ids it matches
+_HEX = frozenset("0123456789abcdef")
+
+
+class CaseSummary(NamedTuple):
+    """A case as a listing shows it: its id, the run the version's provenance names for it
+    (None for a directly committed case), and its tenant and outcome (from its bytes)."""
+
+    case_id: str
+    run_id: str | None
+    tenant: str | None
+    outcome: object
+
+
+class DetailedItemsPage(NamedTuple):
+    items: list[CaseSummary]
+    next_cursor: str | None
+
+    @property
+    def has_more(self) -> bool:
+        return self.next_cursor is not None
+
+
+class DetailedDiffPage(NamedTuple):
+    """A diff page whose added cases are described as `new` holds them, removed ones as
+    `old` does."""
+
+    added: list[CaseSummary]
+    removed: list[CaseSummary]
+    next_cursor: str | None
+
+    @property
+    def has_more(self) -> bool:
+        return self.next_cursor is not None
+
+
+def _provenances(ctx, record) -> Iterator[Provenance]:
+    """The provenance of `record` and of each ancestor along its parent chain, newest first.
+    A version's provenance names only the cases it added: a carried case is described by the
+    version that added it."""
+    seen: set[int] = set()
+    while True:
+        if record.provenance is not None:
+            try:
+                yield ctx.store.get(record.provenance, Provenance)
+            except NotFound:
+                pass  # an erasure deleted it with the erased case it named: those show no run
+        if record.parent is None or record.parent in seen:
+            return
+        seen.add(record.parent)
+        try:
+            record = ctx.refs.read_version(record.dataset, record.parent)
+        except NotFound:
+            return  # a deleted ancestor cuts the chain: what it added shows no run
+
+
+def _runs_of(ctx, record, wanted: set[str]) -> dict[str, str]:
+    """case id -> run id for the ids of `wanted` a provenance of `record`'s chain names."""
+    found: dict[str, str] = {}
+    rest = set(wanted)
+    if not rest:
+        return found
+    for prov in _provenances(ctx, record):
+        for entry in prov.entries:
+            run_id = getattr(entry, "run_id", None)
+            if entry.case_id in rest and run_id is not None:
+                found[entry.case_id] = run_id
+                rest.discard(entry.case_id)
+        if not rest:
+            break
+    return found
+
+
+def _summaries(ctx, record, ids: list[str]) -> list[CaseSummary]:
+    """The summaries of `ids` (cases `record` holds): their bytes read together, in one call,
+    and the provenance chain walked only for cases whose bytes name a run (a promoted case
+    always does; a case whose bytes name none was committed directly)."""
+    for case_id in ids:
+        ctx.refuse_erasing(case_id, f"case {case_id}")
+    cases = []
+    for case_id, (kind, data) in zip(ids, ctx.store.get_many_bytes(ids) if ids else []):
+        cases.append(decode_object(kind, data, f"case {case_id}"))
+    runs = _runs_of(ctx, record, {i for i, c in zip(ids, cases)
+                                  if getattr(c, "run_id", None) is not None})
+    return [CaseSummary(i, runs.get(i), getattr(c, "tenant", None), getattr(c, "outcome", None))
+            for i, c in zip(ids, cases)]
+
+
+def items_detailed(ctx, name: str, number: int, after: str | None = None,
+                   limit: int = 100) -> DetailedItemsPage:
+    """`items`, with each case's run id, tenant and outcome: the page's cases are read in one
+    batch, and the provenance once per page."""
+    page = items(ctx, name, number, after=after, limit=limit)
+    record = datasets.version(ctx, name, number)
+    return DetailedItemsPage(_summaries(ctx, record, page.items), page.next_cursor)
+
+
+def diff_detailed(ctx, name: str, old: int, new: int, cursor: str | None = None,
+                  limit: int = 100, new_dataset: str | None = None) -> DetailedDiffPage:
+    """`diff_page`, with each changed case's run id, tenant and outcome."""
+    page = diff_page(ctx, name, old, new, cursor=cursor, limit=limit, new_dataset=new_dataset)
+    a, b = _pair(ctx, name, old, new, new_dataset)
+    return DetailedDiffPage(_summaries(ctx, b, page.added), _summaries(ctx, a, page.removed),
+                            page.next_cursor)
+
+
+def _prefix(text: str) -> str | None:
+    """The lower-case hex digits of a digest prefix `b3:<hex>` (any letter case), or None
+    when `text` is not one."""
+    candidate = text.strip()
+    if candidate[:3].lower() != "b3:":
+        return None
+    digits = candidate[3:].lower()
+    return digits if digits and len(digits) <= 64 and _HEX.issuperset(digits) else None
+
+
+def resolve_case(ctx, name: str, number: int, case_id: str | None = None,
+                 run_id: str | None = None) -> str:
+    """The id of the case of `name@number` named by `case_id` (a full id, or a unique prefix
+    `b3:` + at least 8 hex digits) or by `run_id` (the run its provenance names); exactly one
+    of the two. Refused: no such case (NotFound), an ambiguous prefix (AMBIGUOUS_PREFIX) or run
+    (AMBIGUOUS_RUN), with the candidate ids."""
+    if (case_id is None) == (run_id is None):
+        raise InvalidArgument("name a case by its id (or an id prefix) or by its run id, "
+                              "exactly one of the two", reason="USAGE")
+    if run_id is not None:
+        return _case_of_run(ctx, name, number, run_id)
+    checks.digest_text(case_id, "case id")
+    digits = _prefix(case_id)
+    if digits is None or len(digits) == 64:
+        return _member(ctx, name, number, case_id, "reading its cases")[1]
+    if len(digits) < MIN_PREFIX:
+        raise InvalidArgument(
+            f"case id prefix {case_id!r} is too short: give 'b3:' and at least {MIN_PREFIX} "
+            "hex digits", reason="PREFIX_TOO_SHORT", value=case_id, minimum=MIN_PREFIX)
+    record = active(ctx, name, number, "reading its cases")
+    prefix = "b3:" + digits
+    matches = _with_prefix(ctx.trie(), record.content_digest, prefix)
+    if not matches:
+        raise NotFound(f"no case of {name}@{number} has an id starting {prefix}",
+                       reason="NO_CASE_WITH_PREFIX", prefix=prefix, dataset=name,
+                       version=number)
+    if len(matches) > 1:
+        shown = ", ".join(matches[:3]) + (", ..." if len(matches) > 3 else "")
+        raise InvalidArgument(
+            f"case id prefix {prefix} is ambiguous in {name}@{number}: it matches "
+            f"{_count(matches)} ({shown}); give more digits", reason="AMBIGUOUS_PREFIX",
+            prefix=prefix, candidates=matches[:MAX_CANDIDATES], dataset=name, version=number)
+    return matches[0]
+
+
+def _count(matches: list[str]) -> str:
+    more = "or more " if len(matches) > MAX_CANDIDATES else ""
+    return f"{min(len(matches), MAX_CANDIDATES)} {more}cases"
+
+
+def _with_prefix(trie, root: str, prefix: str) -> list[str]:
+    """Up to MAX_CANDIDATES + 1 ids under `root` that start with `prefix`: an ordered walk
+    from the smallest id with that prefix, stopped at the first id past it (a page walk, not
+    a scan). The walk starts strictly after the prefix padded with zeros, an id that may
+    itself be a member, so that one is looked up first."""
+    low = prefix + "0" * (67 - len(prefix))
+    out = [low] if trie.contains(root, low) else []
+    for case_id in trie.iterate(root, after=low):
+        if not case_id.startswith(prefix) or len(out) > MAX_CANDIDATES:
+            break
+        out.append(case_id)
+    return out
+
+
+def _case_of_run(ctx, name: str, number: int, run_id: str) -> str:
+    """The one case of `name@number` whose provenance names `run_id`. Every provenance of the
+    version's chain is read (two cases of one run, frozen under two policies, may have been
+    added by different versions); each id found is then looked up in the version."""
+    encoding.check_text(run_id, "run id")
+    record = active(ctx, name, number, "reading its cases")
+    named = sorted({e.case_id for prov in _provenances(ctx, record) for e in prov.entries
+                    if getattr(e, "run_id", None) == run_id})
+    trie = ctx.trie()
+    held = [c for c in named if trie.contains(record.content_digest, c)]
+    if not held:
+        raise NotFound(f"no case of {name}@{number} was promoted from run {run_id!r}",
+                       reason="RUN_NOT_IN_VERSION", run_id=run_id, dataset=name,
+                       version=number)
+    if len(held) > 1:
+        raise InvalidArgument(
+            f"{name}@{number} holds {len(held)} cases of run {run_id!r} (frozen under "
+            f"different content policies): {', '.join(held)}; name one by its id",
+            reason="AMBIGUOUS_RUN", run_id=run_id, case_ids=held, dataset=name,
+            version=number)
+    return held[0]
+
+
+class VersionEntry(NamedTuple):
+    """A version as `cas dataset show` lists it: its record, ACTIVE or RETIRED, and the
+    retirement (its cause and time) when retired."""
+
+    record: VersionRecord
+    state: str
+    retirement: VersionRetirement | None
+
+
+class VersionListing(NamedTuple):
+    versions: list[VersionEntry]
+    next_before: int | None  # pass as `before` for the next page; None at the end
+
+
+def version_listing(ctx, name: str, before: int | None = None,
+                    limit: int = 20) -> VersionListing:
+    """A page of `name`'s versions, newest first (as `versions`), each with its state. Never
+    refused for a retired version: saying that it is retired is the point."""
+    page = datasets.versions(ctx, name, before=before, limit=limit)
+    out = []
+    for record in page.versions:
+        retired = ctx.refs.read_retirement(name, record.number)
+        out.append(VersionEntry(record, ACTIVE if retired is None else RETIRED, retired))
+    return VersionListing(out, page.next_before)
+
+
+def check_proof_pin(ctx, proof, pin, case_id: str | None = None) -> VersionRecord:
+    """Check `proof` against the content_digest of the version `pin` names (re-read, so a
+    pin whose digest no longer matches is refused, PIN_MISMATCH); returns that version's
+    record. Without a pin or a root, a proof is checked only against the root it names
+    itself, which says nothing about any version."""
+    from .scores import resolve_pin  # scores is a sibling feature module; imported when used
+    record = resolve_pin(ctx, pin)
+    check_proof(proof, root=record.content_digest, case_id=case_id)
+    return record

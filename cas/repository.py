@@ -91,6 +91,11 @@ class Repository:
     diff_page = _op(_reads.diff_page)
     prove = _op(_reads.prove)
     provenance = _op(_reads.provenance)
+    items_detailed = _op(_reads.items_detailed)
+    diff_detailed = _op(_reads.diff_detailed)
+    resolve_case = _op(_reads.resolve_case)
+    version_listing = _op(_reads.version_listing)
+    check_proof_pin = _op(_reads.check_proof_pin)
 
     # -- recorded runs, reviews, promotion (cas/runs.py, reviews.py, proposals.py) ---------
     import_runs = _writes(_runs.import_runs)
@@ -114,6 +119,9 @@ class Repository:
     experiments = _op(_scores.experiments)
     delete_version = _writes(_scores.delete_version)
     delete_dataset = _writes(_scores.delete_dataset)
+    withdraw_batch = _writes(_scores.withdraw_batch)
+    compare_experiments = _op(_scores.compare_experiments)
+    verify_pin = _op(_scores.verify_pin)
 
     # -- erasure, garbage, checking (cas/erasure.py, gc.py, fsck.py) -----------------------
     erase = _writes(_erasure.erase)

@@ -6,8 +6,9 @@ from typing import IO, Any, Iterable, NamedTuple
 
 from . import checks, claims, encoding, leases
 from .errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
-from .objects import Run, RunEntry, RunImport, encode_object, format_record_file
-from .keys import import_key
+from .objects import (Run, RunAdmission, RunEntry, RunImport, encode_object, format_record_file,
+                      parse_record_file)
+from .keys import admission_key, import_key
 from .refs import read_log_from
 
 # The metadata member an importer sets on every run it converts: the format (and container)
@@ -172,14 +173,22 @@ def index(ctx) -> RunIndex:
     return ctx.derived("runs", lambda: RunIndex(ctx.backend))
 
 
-def import_runs(ctx, source, author: str | None = None) -> RunImportResult:
+def import_runs(ctx, source, author: str | None = None,
+                allow_erased_persons: Iterable[str] = ()) -> RunImportResult:
     """Import runs from a binary JSON Lines stream (or a list of dicts): all or nothing.
     An identical run again is a no-op; a known run id with other content is refused.
+
+    A new run naming a person an erasure deleted is refused (`PERSON_ERASED_BEFORE`), unless
+    the person is in `allow_erased_persons` (their new consent): then the import first records
+    a `run.admission` with the author, at the number its import record takes. An admission
+    holds for that import only.
 
     Every conflict is found before anything is written; the import record that makes the
     runs visible is written last, after the pack holding them.
     """
+    from . import erasure  # (erasure imports proposals, which imports this module)
     author = checks.author(author)
+    allowed = erasure.admitted_persons(ctx, allow_erased_persons)
     if isinstance(source, (list, tuple)):
         runs = [parse_run(obj, f"$[{i}]") for i, obj in enumerate(source)]
     else:
@@ -196,13 +205,56 @@ def import_runs(ctx, source, author: str | None = None) -> RunImportResult:
                                   run_id=run.run_id)
         seen[run.run_id] = (digest, run)
     with leases.writing(ctx, "import") as lease:
-        new, unchanged = _import_leased(ctx, lease, runs_index, seen, author, ctx.clock())
+        # Read under the lease: an erasure that started earlier has finished by now (writers
+        # wait for it), and one that starts later erases what this import stores.
+        erased = erasure.erased_persons(ctx)
+        new, unchanged = _import_leased(ctx, lease, runs_index, seen, author, ctx.clock(),
+                                        _Admitting(ctx, erased, allowed))
     result = RunImportResult(new, unchanged)
     result.warnings = _warnings(runs)
     return result
 
 
-def _import_leased(ctx, lease, runs_index, seen, author, now) -> tuple[list[str], int]:
+class _Admitting(NamedTuple):
+    ctx: Any
+    erased: dict        # keyed person digest -> erasure.Erased
+    allowed: set[str]   # keyed digests the caller admits again
+
+    def persons(self, new: dict[str, tuple[str, Run]]) -> list[str]:
+        """The erased persons the runs `new` bring back (all admitted, or refused)."""
+        from . import erasure
+        admitted = set()
+        if not self.erased:
+            return []
+        for run_id, (_, run) in sorted(new.items()):
+            if run.person is None:
+                continue
+            keyed = self.ctx.store.person_digest(run.person)
+            if keyed in self.allowed and keyed in self.erased:
+                admitted.add(keyed)
+            else:
+                erasure.refuse_erased(self.erased, keyed, run.person, f"run {run_id!r}",
+                                      run_id=run_id)
+        return sorted(admitted)
+
+
+def _admit(ctx, number: int, persons: list[str], author: str, now: str) -> bool:
+    """Record that import `number` admits `persons` again; False if that number's admission
+    is another import's (try the next number once its import record lands)."""
+    record = RunAdmission(number=number, persons=persons, author=author, admitted_at=now)
+    key = admission_key(number)
+    if ctx.backend.put_if_absent(key, format_record_file(record)):
+        return True
+    # The same admission left by this very import retried after a crash is reused.
+    try:
+        found = parse_record_file(ctx.backend.get(key), RunAdmission, key)
+    except NotFound:
+        return False
+    return (found.persons, found.author) == (persons, author)
+
+
+def _import_leased(ctx, lease, runs_index, seen, author, now,
+                   admitting: _Admitting) -> tuple[list[str], int]:
     for _ in claims.attempts("a run import number"):
         checked = runs_index.refresh()  # every import up to this number is checked below
         new = {}
@@ -216,6 +268,8 @@ def _import_leased(ctx, lease, runs_index, seen, author, now) -> tuple[list[str]
                     "names one recording", reason="RUN_ID_CONFLICT", run_id=run_id)
         if not new:
             return [], len(seen)
+        # Only new runs count: a run already stored (admitted before) brings nobody back.
+        admitted = admitting.persons(new)
         with ctx.store.writer(lease.avoid_packs) as writer:
             for digest, run in new.values():
                 writer.add(run)
@@ -225,10 +279,14 @@ def _import_leased(ctx, lease, runs_index, seen, author, now) -> tuple[list[str]
         record = RunImport(number=number, author=author, imported_at=now,
                            runs=[RunEntry(run_id=r, run=d) for r, (d, _) in sorted(new.items())])
         lease.check()
+        # The admission comes first, naming the number the import record then claims.
+        if admitted and not _admit(ctx, number, admitted, author, now):
+            continue
         if ctx.backend.put_if_absent(import_key(number), format_record_file(record)):
             runs_index.refresh()
             return sorted(new), len(seen) - len(new)
-        # another import took this number: re-check conflicts against it, then retry
+        # another import took this number: re-check conflicts against it, then retry (an
+        # admission written for it stays, a notice for fsck; the next number gets its own)
 
 
 def runs(ctx) -> list[str]:

@@ -24,6 +24,9 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
     named. If another writer sealed base+1 first, this raises VersionConflict naming the head,
     or with `retry` re-applies the same change on the new head. Objects are written before
     the version record claims its number, so a crash leaves only unreferenced objects.
+    A case naming a person an erasure deleted is refused (`PERSON_ERASED_BEFORE`): a direct
+    commit cannot admit them again (there is no record to say so; import their runs with
+    `allow_erased_persons` and promote them).
     """
     datasets.dataset(ctx, name)
     if base is not None and base != 0:
@@ -42,9 +45,11 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
                                   f"with base (--base; its newest is {head})",
                                   reason="BASE_REQUIRED", head=head)
     base = _check_base(ctx, name, base or 0, retry)
+    from . import erasure  # (erasure imports proposals, which imports this module)
     with leases.writing(ctx, operation) as lease, \
             ctx.store.writer(lease.avoid_packs) as writer:
-        inserts = _store_cases(writer, add)
+        # Read under the lease: an erasure that started earlier has finished by now.
+        inserts = _store_cases(ctx, writer, add, erasure.erased_persons(ctx))
         both = set(inserts).intersection(removes)
         if both:
             raise InvalidArgument(f"case {min(both)} is both added and removed",
@@ -62,8 +67,12 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
             base = head
 
 
-def _store_cases(writer, add: Iterable[Any]) -> list[str]:
-    """Encode and stage every case of `add`; their sorted ids."""
+def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[str]:
+    """Encode and stage every case of `add`; their sorted ids. A case naming an erased person
+    (`erased`: keyed digest -> erasure.Erased) is refused before it is staged: its bytes never
+    reach a pack (a huge commit may have written packs of the cases before it: unreferenced
+    garbage that gc collects, naming nobody erased)."""
+    from . import erasure
     ids = set()
     # The bulk loop allocates millions of small objects and frees none of them: the cyclic
     # garbage collector would only rescan them (about a fifth of ingest time).
@@ -72,6 +81,9 @@ def _store_cases(writer, add: Iterable[Any]) -> list[str]:
     try:
         for item in add:
             enc = encode_case(item)
+            if erased and enc.person is not None:
+                erasure.refuse_erased(erased, ctx.store.person_digest(enc.person), enc.person,
+                                      f"case {enc.case_id}", case_id=enc.case_id)
             writer.add_encoded("case", enc.data, enc.case_id, enc.person)
             ids.add(enc.case_id)
     finally:

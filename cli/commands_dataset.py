@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from .common import INTEGER, Context, VersionOption, json_option, pass_ctx, to_json
@@ -51,18 +53,46 @@ def show(ctx: Context, name: str, limit: int, before: int | None) -> None:
     """Show a dataset's metadata and a page of its versions, newest first."""
     repo = ctx.repo()
     meta = repo.dataset(name)
-    page = repo.versions(name, before=before, limit=limit)
+    page = repo.version_listing(name, before=before, limit=limit)
 
     def human() -> str:
-        lines = [_meta_line(meta)]
-        lines += [f"  {v.dataset}@{v.number}  {v.item_count} cases  +{v.added} -{v.removed}  "
-                  f"{v.sealed_at}  {v.author}  {v.content_digest}" for v in page.versions]
+        lines = [_meta_line(meta)] + _version_table(page.versions)
         if page.next_before:
             lines.append(f"  ... more: --before {page.next_before}")
         return "\n".join(lines)
 
-    ctx.emit({"dataset": to_json(meta), "versions": to_json(page.versions),
+    ctx.emit({"dataset": to_json(meta), "versions": [_version_json(e) for e in page.versions],
               "next_before": page.next_before}, human)
+
+
+def _state(entry) -> str:
+    return entry.state if entry.retirement is None else \
+        f"{entry.state} ({entry.retirement.cause})"
+
+
+def _version_table(entries) -> list[str]:
+    """One aligned line per version: `DATASET@N  STATE  COUNT cases (+ADDED -REMOVED)
+    OPERATION  AUTHOR  TIME  MESSAGE` (a retired version's state names its cause; an empty message is left out)."""
+    rows = [(f"{e.record.dataset}@{e.record.number}", _state(e),
+             f"{e.record.item_count} cases (+{e.record.added} -{e.record.removed})",
+             e.record.operation, e.record.author,
+             e.record.sealed_at, e.record.message) for e in entries]
+    widths = [max(len(r[k]) for r in rows) for k in range(6)] if rows else []
+    return ["  " + "  ".join(r[k].ljust(widths[k]) for k in range(6)).rstrip()
+            + (f"  {_message(r[6])}" if r[6] else "") for r in rows]
+
+
+def _message(text: str) -> str:
+    """A message on one line: as written when printable, else as JSON (a newline in it
+    cannot break the listing)."""
+    return text if text.isprintable() else json.dumps(text, ensure_ascii=False)
+
+
+def _version_json(entry) -> dict:
+    retired = entry.retirement
+    return {**to_json(entry.record), "state": entry.state,
+            "retirement_cause": retired and retired.cause,
+            "retired_at": retired and retired.retired_at}
 
 
 @dataset.command("edit")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from .common import (
@@ -39,38 +41,53 @@ def retire(ctx: Context, args: tuple[str, ...], cause: str, note: str) -> None:
 @pass_ctx
 def erase(ctx: Context, person: str, confirm_token: str | None) -> None:
     """Erase a person: without --confirm-token, preview what would be deleted and retired;
-    with the preview's token, delete it from every version, pack and log."""
+    with the preview's token, delete it from every version, pack and log.
+
+    Example: cas erase --person user-42"""
     result = ctx.repo().erase(person, confirm_token, progress=ctx.progress)
     if isinstance(result, dict):  # a preview
-        ctx.emit(result, lambda: _preview_text(result))
+        for warning in result["warnings"]:
+            click.echo(f"cas: warning: {warning}", err=True)
+        ctx.emit(result, lambda: _preview_text(result, person))
         return
     ctx.progress("", 0, 0)
     ctx.emit(to_json(result), lambda: _erasure_text(result, "erased"))
 
 
-def _preview_text(p: dict) -> str:
-    lines = [(f"erasing {p['person']} would delete {len(p['cases'])} cases, {len(p['runs'])} "
-              f"runs and {len(p['reviews'])} reviews, and retire "
-              f"{len(p['versions_to_retire'])} versions:")]
-    lines += [f"  retire {v['dataset']}@{v['number']} ({v['state']}, {v['item_count']} cases)"
-              for v in p["versions_to_retire"]]
-    lines += [f"  run {r}" for r in p["runs"]]
-    lines += [f"  case {c}" for c in p["cases"]]
-    lines += [f"  review {a}" for a in p["reviews"]]
-    lines += [f"  proposal {t} is deleted" for t in p["proposals_to_delete"]]
-    lines += [f"  cited by score {s['score_id']} ({s['metric']})" for s in p["citing_scores"]]
+def _n(count: int, noun: str) -> str:
+    """`1 case`, `2 cases`, `0 cases`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _preview_text(p: dict, person: str) -> str:
+    """The preview, in the future tense: nothing is deleted or retired before the confirmation.
+    It names the person as typed (the caller gave it); the record keeps only the digest."""
+    if not p["matched"]:
+        return f"nothing to erase: nothing matched {person}; no record will be written"
+    lines = [(f"erasing {person} will delete {_n(len(p['cases']), 'case')}, "
+              f"{_n(len(p['runs']), 'run')} and {_n(len(p['reviews']), 'review')}, and will "
+              f"retire {_n(len(p['versions_to_retire']), 'version')}:")]
+    lines += [f"  will retire {v['dataset']}@{v['number']} ({v['state']}, "
+              f"{_n(v['item_count'], 'case')})" for v in p["versions_to_retire"]]
+    lines += [f"  will delete run {r}" for r in p["runs"]]
+    lines += [f"  will delete case {c}" for c in p["cases"]]
+    lines += [f"  will delete review {a}" for a in p["reviews"]]
+    lines += [f"  will delete proposal {t}" for t in p["proposals_to_delete"]]
+    lines += [f"  cited by score {s['score_id']} ({s['metric']}, {s['dataset']}@{s['version']})"
+              for s in p["citing_scores"]]
     lines += [f"  cited by experiment {e['name']} ({e['dataset']}@{e['version']})"
               for e in p["citing_experiments"]]
-    lines.append(f"confirm with: cas erase --person PERSON_ID --confirm-token "
+    lines.append(f"confirm with: cas erase --person {shlex.quote(person)} --confirm-token "
                  f"{p['confirm_token']}")
     return "\n".join(lines)
 
 
 def _erasure_text(e, verb: str) -> str:
     retired = ", ".join(f"{r.dataset}@{r.number}" for r in e.retired) or "none"
-    return (f"{verb} {e.person} at {e.erased_at}: {len(e.cases)} cases, {len(e.runs)} runs, "
-            f"{len(e.reviews)} reviews; {e.objects_deleted} objects deleted from "
-            f"{e.packs_rewritten} packs; retired: {retired}")
+    return (f"{verb} {e.person} at {e.erased_at}: {_n(len(e.cases), 'case')}, "
+            f"{_n(len(e.runs), 'run')}, {_n(len(e.reviews), 'review')}; "
+            f"{_n(e.objects_deleted, 'object')} deleted from {_n(e.packs_rewritten, 'pack')}; "
+            f"retired: {retired}")
 
 
 @click.group()

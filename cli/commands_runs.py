@@ -26,12 +26,16 @@ def runs() -> None:
               help="The field (a dotted path, or a span attribute) that holds the tenant.")
 @click.option("--person-from", default=None, metavar="FIELD",
               help="The field (a dotted path, or a span attribute) that holds the person.")
+@click.option("--allow-erased-person", "allow_erased", multiple=True, metavar="PERSON",
+              help="Admit again the runs of PERSON, whom an erasure deleted (their new consent; "
+                   "recorded with you as author). Repeatable; holds for this import only.")
 @json_option
 @pass_ctx
 def runs_import(ctx: Context, file, fmt: str, container, tenant, person, tenant_from,
-                person_from) -> None:
+                person_from, allow_erased: tuple[str, ...]) -> None:
     """Import runs from FILE ('-' for stdin): all or nothing. Another format's documents are
-    converted first (docs/importers.md).
+    converted first (docs/importers.md). Runs naming a person an erasure deleted are refused
+    unless --allow-erased-person names them.
 
     Example: cas runs import --format openai-chat --tenant acme conversations.jsonl"""
     import cas.importers
@@ -49,7 +53,7 @@ def runs_import(ctx: Context, file, fmt: str, container, tenant, person, tenant_
         runs_given = cas.importers.convert(
             file.read(), fmt, source=source, container=container, tenant=tenant,
             person=person, tenant_from=tenant_from, person_from=person_from)
-    result = ctx.repo().import_runs(runs_given)
+    result = ctx.repo().import_runs(runs_given, allow_erased_persons=list(allow_erased))
     for warning in result.warnings:
         click.echo(f"cas: warning: {warning}", err=True)
     ctx.emit({"imported": result.new, "unchanged": result.unchanged,

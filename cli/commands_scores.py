@@ -3,8 +3,6 @@ that cite exact versions, and deleting versions nothing cites."""
 
 from __future__ import annotations
 
-import re
-
 import click
 
 from .common import (
@@ -18,37 +16,27 @@ from .common import (
 )
 
 VERSION_FORMS = ("DATASET VERSION", "DATASET@VERSION")
-_NUMBER_RE = re.compile(r"-?(0|[1-9][0-9]*)(?P<frac>\.[0-9]+)?(?P<exp>[eE][+-]?[0-9]+)?\Z")
-
-
-def parse_value(text: str):
-    """A score value as written on the command line: a JSON number (`3`, `0.25`, `1e-3`);
-    without a fraction or exponent it is an integer."""
-    import cas
-    from cas.scores import check_value
-    m = _NUMBER_RE.match(text.strip())
-    if m is None:
-        raise cas.InvalidArgument(f"--value {text!r} is not a number (write it as JSON writes "
-                                  "numbers, e.g. 3, 0.25 or 1e-3)", reason="INVALID_SCORE_VALUE",
-                                  value=text)
-    try:
-        number = float(m.group(0)) if m["frac"] or m["exp"] else int(m.group(0))
-    except ValueError:  # an integer of more digits than Python converts
-        raise cas.InvalidArgument(f"--value {text[:40]!r}... is out of range: an integer has at "
-                                  "most 4300 digits", reason="INVALID_SCORE_VALUE") from None
-    return check_value(number)  # refuses a float that overflows to infinity
 
 
 def score_json(s) -> dict:
     return {**to_json(s), "pin": str(s.pin)}
 
 
-def _score_line(s) -> str:
-    extra = "".join([f"  item={s.item}" if s.item else "",
-                     f"  experiment={s.experiment}" if s.experiment else "",
-                     f"  (version {s.version_state})" if s.version_state != "ACTIVE" else ""])
-    return (f"{s.score_id}  {s.dataset}@{s.version}  {s.metric}={s.value!r}{extra}  "
-            f"{s.recorded_at}  {s.author}")
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Columns left-aligned, two spaces apart, trailing spaces trimmed."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in [header, *rows])
+
+
+def _score_row(s) -> tuple[str, ...]:
+    from cas.scores import value_text
+    state = s.version_state + (" WITHDRAWN" if s.withdrawn else "")
+    return (s.batch, f"{s.dataset}@{s.version}", s.metric, value_text(s.value), s.item or "-",
+            s.experiment or "-", state)
+
+
+SCORE_HEADER = ("BATCH", "VERSION", "METRIC", "VALUE", "ITEM", "EXPERIMENT", "STATE")
 
 
 # -- pins ---------------------------------------------------------------------------------
@@ -69,9 +57,13 @@ def pin(ctx: Context, args: tuple[str, ...]) -> None:
 @json_option
 @pass_ctx
 def pin_verify(ctx: Context, pin_text: str) -> None:
-    """Check a pin against the repository: the version exists and holds the pinned set."""
+    """Check a pin against the repository: the version exists, holds the pinned set and is
+    not retired (a retired version's pin fails: every read of it is refused).
+
+    Example: cas pin-verify "evals@3#b3:..."
+    """
     repo = ctx.repo()
-    record = repo.resolve_pin(pin_text)
+    record = repo.verify_pin(pin_text)  # refuses a RETIRED version: CI fails
     state = repo.version_state(record.dataset, record.number)
     text = f"{record.dataset}@{record.number}#{record.content_digest}"
     ctx.emit({"valid": True, "pin": text, "dataset": record.dataset, "version": record.number,
@@ -89,24 +81,51 @@ def score() -> None:
 
 @score.command("add", context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
-@click.option("--metric", required=True, help="What was measured, e.g. task_success.")
-@click.option("--value", "value_text", required=True, metavar="NUMBER",
-              help="The result: an integer or a finite decimal number.")
+@click.option("--metric", default=None, help="What was measured, e.g. task_success.")
+@click.option("--value", "value_text", default=None, metavar="VALUE",
+              help="true/false (a boolean), a JSON number, or a label of at most 64 "
+                   "printable characters.")
 @click.option("--item", default=None, metavar="CASE_ID",
               help="The case scored (a case of that version); omit for the whole version.")
+@click.option("--file", "batch", type=click.File("rb"), default=None,
+              help='JSON Lines of {"metric", "value", "item"?}: one batch of that version.')
 @click.option("--experiment", default=None, metavar="NAME",
-              help="The experiment (over that version) the score belongs to.")
+              help="The experiment (over that version) the scores belong to.")
 @json_option
 @pass_ctx
-def score_add(ctx: Context, args: tuple[str, ...], metric: str, value_text: str,
-              item: str | None, experiment: str | None) -> None:
-    """Record a score citing DATASET VERSION (pinned with its content_digest)."""
+def score_add(ctx: Context, args: tuple[str, ...], metric: str | None, value_text: str | None,
+              item: str | None, batch, experiment: str | None) -> None:
+    """Record a score, or a file of them as one batch, citing DATASET VERSION (pinned with
+    its content_digest).
+
+    Example: cas score add evals 3 --file scores.jsonl --experiment baseline
+    """
+    import cas
+    from cas.scores import parse_value, read_score_lines
     name, number, _ = split_version_args("score add", args, VERSION_FORMS)
-    value = parse_value(value_text)
+    if batch is not None:
+        if metric is not None or value_text is not None or item is not None:
+            raise cas.InvalidArgument("give either --metric --value [--item], or --file, "
+                                      "not both", reason="USAGE")
+        rows = [{**r, "experiment": experiment}
+                for r in read_score_lines(batch, getattr(batch, "name", "stdin"))]
+    elif metric is None or value_text is None:
+        raise cas.InvalidArgument("score add needs --metric and --value (or --file)",
+                                  reason="USAGE")
+    else:
+        rows = [{"metric": metric, "value": parse_value(value_text), "item": item,
+                 "experiment": experiment}]
     repo = ctx.repo()
-    s = repo.record_score(repo.pin(name, number), metric=metric, value=value, item=item,
-                          experiment=experiment)
-    ctx.emit(score_json(s), f"recorded {s.score_id}: {s.metric}={s.value!r} on {s.pin}")
+    recorded = repo.record_scores(repo.pin(name, number), rows)
+    if batch is None:
+        s = recorded[0]
+        ctx.emit(score_json(s), f"recorded {s.score_id}: {s.metric}={s.value!r} on {s.pin}")
+        return
+    first = recorded[0]
+    ctx.emit({"batch": first.batch, "pin": str(first.pin),
+              "scores": [score_json(s) for s in recorded]},
+             f"recorded batch {first.batch}: {len(recorded)} "
+             f"score{'s' if len(recorded) != 1 else ''} on {first.pin}")
 
 
 @score.command("list", context_settings=VERSION_ARGS)
@@ -114,7 +133,11 @@ def score_add(ctx: Context, args: tuple[str, ...], metric: str, value_text: str,
 @json_option
 @pass_ctx
 def score_list(ctx: Context, args: tuple[str, ...]) -> None:
-    """List the scores of a dataset, or of one of its versions, in the order recorded."""
+    """List the scores of a dataset, or of one of its versions, in the order recorded;
+    withdrawn ones are marked WITHDRAWN.
+
+    Example: cas score list evals 3
+    """
     import cas
     refuse_unknown_options(args)
     if len(args) == 1 and "@" not in args[0]:
@@ -126,7 +149,26 @@ def score_list(ctx: Context, args: tuple[str, ...]) -> None:
         name, number, _ = split_version_args("score list", args, VERSION_FORMS)
     scores = ctx.repo().scores(name, number)
     ctx.emit({"dataset": name, "version": number, "scores": [score_json(s) for s in scores]},
-             lambda: "\n".join(_score_line(s) for s in scores))
+             lambda: table(SCORE_HEADER, [_score_row(s) for s in scores]) if scores
+             else "no scores")
+
+
+@score.command("withdraw")
+@click.argument("batch_id", metavar="BATCH")
+@click.option("--reason", required=True, help="Why the batch is withdrawn (1-4096 characters).")
+@json_option
+@pass_ctx
+def score_withdraw(ctx: Context, batch_id: str, reason: str) -> None:
+    """Withdraw a score batch (its id as `cas score list` shows it): its scores stay listed,
+    marked WITHDRAWN, and no longer cite their version. Once per batch.
+
+    Example: cas score withdraw datasets/evals/scores/0000000003 --reason "wrong rubric"
+    """
+    from cas.scores import parse_batch_id
+    name, number = parse_batch_id(batch_id)
+    w = ctx.repo().withdraw_batch(name, number, reason)
+    ctx.emit({**to_json(w), "batch_id": batch_id},
+             f"withdrew {batch_id}: {w.reason}")
 
 
 # -- experiments --------------------------------------------------------------------------
@@ -163,6 +205,46 @@ def experiment_list(ctx: Context, name: str) -> None:
     experiments = ctx.repo().experiments(name)
     ctx.emit({"dataset": name, "experiments": to_json(experiments)},
              lambda: "\n".join(_experiment_line(e) for e in experiments))
+
+
+def _compare_text(c) -> str:
+    from cas.scores import value_text
+    a, b = c.a.name, c.b.name
+    rows = []
+    for m in c.metrics:
+        for side, agg in ((a, m.a), (b, m.b)):
+            values = " ".join(f"{k}={n}" for k, n in agg.values.items()) or "-"
+            mean = value_text(agg.mean) if agg.mean is not None else "-"
+            rows.append((m.metric, side, str(agg.count), mean, values))
+    lines = [f"{a} ({c.dataset}@{c.a.version}) vs {b} ({c.dataset}@{c.b.version})",
+             table(("METRIC", "EXPERIMENT", "COUNT", "MEAN", "VALUES"), rows) if rows
+             else "no scores"]
+    n = len(c.differences)
+    lines.append(f"{n} case{'s' if n != 1 else ''} scored differently"
+                 + (":" if n else ""))
+    if n:
+        def shown(v) -> str:
+            return "-" if v is None else value_text(v)
+        lines.append(table(("METRIC", "ITEM", a, b),
+                           [(d.metric, d.item, shown(d.a), shown(d.b))
+                            for d in c.differences]))
+    return "\n".join(lines)
+
+
+@experiment.command("compare")
+@click.argument("name", metavar="DATASET")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@json_option
+@pass_ctx
+def experiment_compare(ctx: Context, name: str, a: str, b: str) -> None:
+    """Compare experiments A and B of DATASET: per-metric aggregates, and the cases scored
+    differently (withdrawn scores left out).
+
+    Example: cas experiment compare evals baseline candidate
+    """
+    c = ctx.repo().compare_experiments(name, a, b)
+    ctx.emit(to_json(c), lambda: _compare_text(c))
 
 
 # -- deletion -----------------------------------------------------------------------------

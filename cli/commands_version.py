@@ -98,6 +98,38 @@ def show(ctx: Context, args: tuple[str, ...]) -> None:
     ctx.emit({**to_json(v), "state": state, **retirement}, human)
 
 
+def _cell(value, width: int = 0) -> str:
+    """A value as one table cell: `-` for none, a string as it is when printable (else as
+    JSON, so a newline cannot break the table), an outcome object by its `status` when it has
+    one, anything else as compact JSON; at most 40 characters."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict) and isinstance(value.get("status"), str):
+        value = value["status"]
+    if isinstance(value, str) and value.isprintable() and value:
+        text = value
+    else:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= 40 else text[:39] + "\u2026"
+
+
+def _case_table(rows: list[tuple[str, object]], head: str = "") -> list[str]:
+    """Aligned lines `[SIGN ]CASE_ID  RUN  TENANT  OUTCOME` under a header, for (sign,
+    CaseSummary) rows; nothing for no rows."""
+    if not rows:
+        return []
+    cells = [(sign + c.case_id, _cell(c.run_id), _cell(c.tenant), _cell(c.outcome))
+             for sign, c in rows]
+    header = (head + "CASE", "RUN", "TENANT", "OUTCOME")
+    widths = [max(len(r[k]) for r in cells + [header]) for k in range(3)]
+    return ["  ".join(r[k].ljust(widths[k]) if k < 3 else r[k] for k in range(4)).rstrip()
+            for r in [header] + cells]
+
+
+def _case_json(c) -> dict:
+    return {"id": c.case_id, "run_id": c.run_id, "tenant": c.tenant, "outcome": c.outcome}
+
+
 @click.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @_cursor_option
@@ -105,27 +137,41 @@ def show(ctx: Context, args: tuple[str, ...]) -> None:
 @json_option
 @pass_ctx
 def items(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) -> None:
-    """List one page of the case ids of an exact version, in id order (also DATASET@VERSION)."""
+    """List one page of the cases of an exact version, in id order, with each case's run id,
+    tenant and outcome (also DATASET@VERSION)."""
     name, number, _ = split_version_args("items", args, ("DATASET VERSION", "DATASET@VERSION"))
     repo = ctx.repo()
-    page = repo.items(name, number, after=cursor, limit=limit)
+    page = repo.items_detailed(name, number, after=cursor, limit=limit)
     version = version_summary(repo, repo.version(name, number))
-    ctx.emit({"version": version, "items": [{"id": i} for i in page.items],
+    ctx.emit({"version": version, "items": [_case_json(c) for c in page.items],
               "pagination": _pagination(page)},
-             lambda: "\n".join(page.items + _more(page)))
+             lambda: "\n".join(_case_table([("", c) for c in page.items]) + _more(page)))
+
+
+CASE_FORMS = ("DATASET VERSION CASE_ID", "DATASET@VERSION CASE_ID")
 
 
 @click.command(context_settings=VERSION_ARGS)
-@click.argument("args", nargs=-1, metavar="DATASET VERSION CASE_ID")
+@click.argument("args", nargs=-1, metavar="DATASET VERSION [CASE_ID]")
+@click.option("--run", "run_id", default=None, metavar="RUN_ID",
+              help="Name the case by the run it was promoted from, instead of CASE_ID.")
 @json_option
 @pass_ctx
-def case(ctx: Context, args: tuple[str, ...]) -> None:
-    """Print one frozen case of an exact version (also DATASET@VERSION CASE_ID)."""
-    from cas.digest import parse_digest
-    name, number, (case_id,) = split_version_args(
-        "case", args, ("DATASET VERSION CASE_ID", "DATASET@VERSION CASE_ID"))
-    frozen = ctx.repo().case(name, number, case_id)
-    value = {"id": parse_digest(case_id, "case id"), **to_json(frozen)}
+def case(ctx: Context, args: tuple[str, ...], run_id: str | None) -> None:
+    """Print one frozen case of an exact version (also DATASET@VERSION CASE_ID). CASE_ID may
+    be a unique prefix of at least 8 hex digits (b3:052f26e5); --run RUN_ID names the case by
+    its run instead."""
+    if run_id is not None:
+        # with --run, no CASE_ID follows the version (one given too is an extra argument)
+        name, number, _ = split_version_args("case", args, ("DATASET VERSION",
+                                                            "DATASET@VERSION"))
+        case_id = None
+    else:
+        name, number, (case_id,) = split_version_args("case", args, CASE_FORMS)
+    repo = ctx.repo()
+    resolved = repo.resolve_case(name, number, case_id=case_id, run_id=run_id)
+    frozen = repo.case(name, number, resolved)
+    value = {"id": resolved, **to_json(frozen)}
     ctx.emit(value, lambda: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
 
 
@@ -145,14 +191,20 @@ def diff(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) ->
     if b is None:
         raise read_usage_error("diff", forms, f"{new!r} is not a version number")
     repo = ctx.repo()
-    page = repo.diff_page(name, a, b, cursor=cursor, limit=limit, new_dataset=other)
+    page = repo.diff_detailed(name, a, b, cursor=cursor, limit=limit, new_dataset=other)
+    # one id-ordered list of the page's changes; `added` and `removed` stay lists of ids
+    changes = sorted([("+ ", c) for c in page.added] + [("- ", c) for c in page.removed],
+                     key=lambda row: row[1].case_id)
     data = {"from": version_summary(repo, repo.version(name, a)),
             "to": version_summary(repo, repo.version(other, b)),
-            "added": page.added, "removed": page.removed, "pagination": _pagination(page)}
+            "added": [c.case_id for c in page.added],
+            "removed": [c.case_id for c in page.removed],
+            "changes": [{"change": "added" if sign == "+ " else "removed", **_case_json(c)}
+                        for sign, c in changes],
+            "pagination": _pagination(page)}
 
     def human() -> str:
-        changes = sorted([(i, "+") for i in page.added] + [(i, "-") for i in page.removed])
-        return "\n".join([f"{sign} {i}" for i, sign in changes] + _more(page))
+        return "\n".join(_case_table(changes, head="  ") + _more(page))
 
     ctx.emit(data, human)
 
@@ -170,20 +222,45 @@ def prove(ctx: Context, args: tuple[str, ...]) -> None:
     ctx.emit(proof, lambda: json.dumps(proof, sort_keys=True))
 
 
+OWN_ROOT_NOTE = ("checked against the proof's own root only: this proves only that the case "
+                 "is in the tree whose root the proof names; give --root or --pin to check it "
+                 "against a version")
+
+
 @click.command("verify-proof")
 @click.argument("proof_file", type=click.File("rb"))
 @click.option("--root", default=None, help="The content_digest the proof must lead to.")
+@click.option("--pin", default=None, metavar="PIN",
+              help="Check against the content_digest of the version this pin names "
+                   "(DATASET@VERSION#DIGEST; needs the repository).")
 @click.option("--case", "case_id", default=None, help="The case id the proof must show.")
 @json_option
 @pass_ctx
-def verify_proof(ctx: Context, proof_file, root: str | None, case_id: str | None) -> None:
-    """Check a membership proof without any repository."""
+def verify_proof(ctx: Context, proof_file, root: str | None, pin: str | None,
+                 case_id: str | None) -> None:
+    """Check a membership proof: against --root (no repository needed), against the version
+    a --pin names, or, with neither, only against the root the proof itself names."""
     import cas
+    from cas.errors import InvalidArgument
     from cas.tree import parse_proof
+    if root and pin:
+        raise InvalidArgument("give --root or --pin, not both", reason="USAGE")
     proof = parse_proof(proof_file.read(), getattr(proof_file, "name", "stdin"))
-    proof = cas.check_proof(proof, root=root or None, case_id=case_id or None)
-    ctx.emit({"valid": True, "root": proof.root, "case_id": proof.case_id},
-             f"valid: {proof.case_id} is in {proof.root}")
+    data = {"valid": True}
+    if pin:
+        repo = ctx.repo()
+        record = repo.check_proof_pin(proof, pin, case_id=case_id or None)
+        data.update(checked_against="pin", pin=str(cas.Pin.parse(pin)),
+                    version=version_summary(repo, record))
+        text = (f"valid: {proof.case_id} is in {record.dataset}@{record.number} "
+                f"({proof.root}, checked against the pin)")
+    else:
+        proof = cas.check_proof(proof, root=root or None, case_id=case_id or None)
+        data["checked_against"] = "root" if root else "proof"
+        text = f"valid: {proof.case_id} is in {proof.root}" + ("" if root else
+                                                              "\n" + OWN_ROOT_NOTE)
+    data.update(root=proof.root, case_id=proof.case_id)
+    ctx.emit(data, text)
 
 
 COMMANDS = (commit, show, items, case, diff, prove, verify_proof)  # registered on the root group by cli/main.py

@@ -61,23 +61,48 @@ def error_line(message):
     return f"cas: error: {message}\n"
 
 
+def item(run, case_id, ref="evals@1"):
+    """The `items` JSON entry of a case: its id, run (none: committed directly), tenant and
+    outcome, as `cas case` shows them."""
+    c = json.loads(run("--json", "case", ref, case_id).stdout)
+    return {"id": case_id, "run_id": None, "tenant": c["tenant"], "outcome": c["outcome"]}
+
+
+def table(rows, head=""):
+    """The human table of `items` (or, with head "  " and signed ids, `diff`): (id, run,
+    tenant, outcome cell) rows aligned under CASE RUN TENANT OUTCOME."""
+    header = (head + "CASE", "RUN", "TENANT", "OUTCOME")
+    widths = [max(len(r[k]) for r in rows + [header]) for k in range(3)]
+    return "".join("  ".join([r[0].ljust(widths[0]), r[1].ljust(widths[1]),
+                              r[2].ljust(widths[2]), r[3]]) + "\n" for r in [header] + rows)
+
+
+def example_rows(run, case_ids, sign=""):
+    out = []
+    for i in case_ids:
+        e = item(run, i)
+        out.append((sign + i, "-", e["tenant"], e["outcome"]["status"]))
+    return out
+
+
 def test_items_pages_and_exact_output(run, repo):
     full = json.loads(run("--json", "items", "evals", "1").stdout)
     all_ids = [i["id"] for i in full["items"]]
-    assert full == {"version": summary(repo), "items": [{"id": i} for i in all_ids],
+    assert full == {"version": summary(repo), "items": [item(run, i) for i in all_ids],
                     "pagination": {"next_cursor": None, "has_more": False}}
     assert len(all_ids) == 5 and all_ids == sorted(all_ids)
     # DATASET@VERSION is the same read
     assert json.loads(run("--json", "items", "evals@1").stdout) == full
     first = json.loads(run("items", "evals", "1", "--limit", "2", "--json").stdout)
-    assert first == {"version": summary(repo), "items": [{"id": i} for i in all_ids[:2]],
+    assert first == {"version": summary(repo), "items": [item(run, i) for i in all_ids[:2]],
                      "pagination": {"next_cursor": all_ids[1], "has_more": True}}
     r = run("items", "evals", "1", "--limit", "2")
     assert r.exit_code == 0
-    assert r.stdout == f"{all_ids[0]}\n{all_ids[1]}\n# more: --cursor {all_ids[1]}\n"
+    assert r.stdout == (table(example_rows(run, all_ids[:2]))
+                        + f"# more: --cursor {all_ids[1]}\n")
     rest = run("items", "evals", "1", "--cursor", all_ids[1])
     assert rest.exit_code == 0
-    assert rest.stdout == "".join(i + "\n" for i in all_ids[2:])
+    assert rest.stdout == table(example_rows(run, all_ids[2:]))
     # --after is an alias of --cursor
     assert run("items", "evals@1", "--after", all_ids[1]).stdout == rest.stdout
 
@@ -90,7 +115,7 @@ def test_items_has_more_at_the_boundary(run, repo):
         if cursor:
             args += ["--cursor", cursor]
         page = json.loads(run(*args).stdout)
-        assert page["items"] == [{"id": i} for i in all_ids[-limit:]]
+        assert [i["id"] for i in page["items"]] == all_ids[-limit:]
         assert page["pagination"] == {"next_cursor": None, "has_more": False}
     # one more than the page
     page = json.loads(run("--json", "items", "evals", "1", "--limit", "4").stdout)
@@ -265,13 +290,15 @@ def test_diff_forms_and_shape(run, repo):
     for args in (("diff", "evals", "1", "2"), ("diff", "evals@1", "evals@2"),
                  ("diff", "evals@1", "2")):
         r = run(*args)
-        assert r.exit_code == 0 and r.stdout == f"- {items[0]}\n"
+        assert r.exit_code == 0
+        assert r.stdout == table(example_rows(run, items[:1], "- "), head="  ")
     assert json.loads(run("--json", "diff", "evals", "2", "1").stdout) == {
         "from": summary(second), "to": summary(repo), "added": [items[0]], "removed": [],
+        "changes": [{"change": "added", **item(run, items[0])}],
         "pagination": {"next_cursor": None, "has_more": False}}
     assert json.loads(run("--json", "diff", "evals", "1", "1").stdout) == {
         "from": summary(repo), "to": summary(repo), "added": [], "removed": [],
-        "pagination": {"next_cursor": None, "has_more": False}}
+        "changes": [], "pagination": {"next_cursor": None, "has_more": False}}
     # across datasets: B names its own dataset
     assert run("dataset", "create", "other").exit_code == 0
     other = json.loads(run("--json", "commit", "other", "--add", str(EXAMPLE)).stdout)
@@ -292,8 +319,11 @@ def test_diff_pages_concatenate_to_the_full_diff(run, repo, tmp_path):
     changes = sorted([(i, "+") for i in added] + [(i, "-") for i in removed])
     assert len(changes) == 9
     full = json.loads(run("--json", "diff", "evals", "1", "2").stdout)
-    assert full == {"from": summary(repo), "to": summary(second), "added": added,
-                    "removed": removed, "pagination": {"next_cursor": None, "has_more": False}}
+    assert {k: v for k, v in full.items() if k != "changes"} == {
+        "from": summary(repo), "to": summary(second), "added": added, "removed": removed,
+        "pagination": {"next_cursor": None, "has_more": False}}
+    assert [(c["id"], c["change"]) for c in full["changes"]] == [
+        (i, "added" if sign == "+" else "removed") for i, sign in changes]
     for limit in (1, 2, 3, 4, 8, 9, 10):
         got_added, got_removed, cursor, pages = [], [], None, 0
         while True:
@@ -315,12 +345,20 @@ def test_diff_pages_concatenate_to_the_full_diff(run, repo, tmp_path):
         assert (got_added, got_removed) == (added, removed)
         assert pages == -(-len(changes) // limit)  # exactly limit left: no empty last page
     # human output: one page of changes in id order, then the continuation
+    def rows(part):
+        out = []
+        for i, sign in part:
+            c = json.loads(run("--json", "case", "evals@1" if sign == "-" else "evals@2",
+                               i).stdout)
+            out.append((f"{sign} {i}", "-", "-" if c["tenant"] is None else c["tenant"],
+                        "-" if c["outcome"] is None else c["outcome"]["status"]))
+        return out
     r = run("diff", "evals@1", "evals@2", "--limit", "4")
     assert r.exit_code == 0
-    assert r.stdout == "".join(f"{sign} {i}\n" for i, sign in changes[:4]) + \
+    assert r.stdout == table(rows(changes[:4]), head="  ") + \
         f"# more: --cursor {changes[3][0]}\n"
     r = run("diff", "evals", "1", "2", "--after", changes[3][0])
-    assert r.stdout == "".join(f"{sign} {i}\n" for i, sign in changes[4:])
+    assert r.stdout == table(rows(changes[4:]), head="  ")
 
 
 def test_cat_prints_verified_canonical_bytes(run, repo):

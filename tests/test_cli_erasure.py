@@ -100,15 +100,17 @@ def test_refusals_change_nothing(run, repo, args, code, message):
 def test_erase_preview_confirm_and_list(run, repo):
     preview = json.loads(run("--json", "erase", "--person", "p-2").stdout)
     assert sorted(preview) == ["cases", "citing_experiments", "citing_scores", "confirm_token",
-                               "person", "proposals_to_delete", "reviews", "runs",
-                               "versions_to_retire"]
+                               "matched", "person", "proposals_to_delete", "reviews", "runs",
+                               "versions_to_retire", "warnings"]
+    assert preview["matched"] is True and preview["warnings"] == []
     assert len(preview["cases"]) == 2 and preview["runs"] == preview["reviews"] == []
     assert [(v["dataset"], v["number"], v["state"]) for v in preview["versions_to_retire"]] == \
         [("evals", 1, "ACTIVE"), ("evals", 2, "ACTIVE")]
     human = run("erase", "--person", "p-2").stdout
-    assert human.splitlines()[0] == (f"erasing {preview['person']} would delete 2 cases, 0 runs "
-                                     "and 0 reviews, and retire 2 versions:")
-    assert human.splitlines()[-1] == ("confirm with: cas erase --person PERSON_ID "
+    # the person as typed, in the future tense: nothing is deleted before the confirmation
+    assert human.splitlines()[0] == ("erasing p-2 will delete 2 cases, 0 runs and 0 reviews, "
+                                     "and will retire 2 versions:")
+    assert human.splitlines()[-1] == ("confirm with: cas erase --person p-2 "
                                       f"--confirm-token {preview['confirm_token']}")
     r = run("--json", "erase", "--person", "p-2", "--confirm-token", preview["confirm_token"])
     assert r.exit_code == 0

@@ -57,7 +57,7 @@ BOB_RUNS = [agent_run(f"bob-run-{i}", BOB, 10 + i, f"bob's order {i} arrived dam
 
 
 def review(repo, run_id: str) -> str:
-    req = [{"run_id": run_id, "metric": "dataset_eligibility", "label": "good"}]
+    req = [{"run_id": run_id, "metric": "dataset_eligibility", "label": "reviewed"}]
     token = repo.add_reviews(req)["confirm_token"]
     return repo.add_reviews(req, confirm_token=token)["annotation_ids"][0]
 
@@ -252,8 +252,13 @@ def test_erasing_a_person_end_to_end(repo, location):
         _case_of(repo, "support", 4, "bob-run-2")}
     assert repo.version_state("support", 4) == "ACTIVE"
     repo.record_score(repo.pin("support", 4), metric="resolution", value=0.75)
-    # an erased case comes back only if its run is imported and promoted again
-    repo.import_runs([ALICE_RUNS[0]])
+    # an erased case comes back only if its run is imported again, admitting the person
+    # deliberately (a new consent: tests/test_erased_persons.py), and promoted again
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.import_runs([ALICE_RUNS[0]])
+    assert (info.value.reason, info.value.fields["run_id"]) == ("PERSON_ERASED_BEFORE",
+                                                                "alice-run-0")
+    repo.import_runs([ALICE_RUNS[0]], allow_erased_persons=[ALICE])
     back = promote(repo, "support", ["alice-run-0"], "again")
     assert back.item_count == 4
     assert _case_of(repo, "support", 5, "alice-run-0") in ids["alice"]  # the same content
@@ -289,12 +294,17 @@ def test_a_proposal_staged_before_the_erasure_cannot_seal_it_back(repo):
     assert repo.fsck().ok
 
 
-def test_erasing_a_person_with_no_data_is_recorded_and_retires_nothing(repo):
+def test_erasing_a_person_with_no_data_records_nothing_and_retires_nothing(repo):
     build(repo)
+    listing = {k: repo.backend.get(k) for k in repo.backend.list("")}
     preview = repo.erase("nobody@example.com")
     assert preview["cases"] == preview["runs"] == preview["versions_to_retire"] == []
-    record = repo.erase("nobody@example.com", preview["confirm_token"])
-    assert record.retired == [] and record.objects_deleted == 0
+    assert preview["matched"] is False and len(preview["warnings"]) == 1
+    with pytest.raises(cas.FailedPrecondition) as info:
+        repo.erase("nobody@example.com", preview["confirm_token"])
+    assert info.value.reason == "NOTHING_TO_ERASE"
+    assert repo.erasures() == []
+    assert {k: repo.backend.get(k) for k in repo.backend.list("")} == listing
     assert all(repo.version_state(n, v) == "ACTIVE" for n, v in RETIRED | UNTOUCHED)
     for bad in ("", None, "x" * 513):
         with pytest.raises(cas.InvalidArgument):

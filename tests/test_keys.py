@@ -148,6 +148,8 @@ def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkey
     repo.remove("evals", [cas.encode_case({"input": "case 0", "output": "x" * 200}).case_id],
                 "k-2")                                                            # staged only
     repo.record_score(repo.pin("evals", 2), metric="acc", value=0.5)
+    withdrawn = repo.record_score(repo.pin("evals", 2), metric="acc", value=0.25)
+    cas.scores.withdraw_batch(repo.context, "evals", withdrawn.batch, "wrong rubric")
     repo.create_experiment("evals", 2, "baseline")
     repo.retire("evals", 1, "CONTAMINATED", "seen in a training mix")
     repo.commit("evals", base=2, add=[{"input": "later"}])                        # evals@3
@@ -159,6 +161,7 @@ def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkey
         assert unclaimed(repo) == []
     families = {K.family_of(k).name for k in repo.backend.list("")}
     repo.erase("alice", repo.erase("alice")["confirm_token"])
+    repo.import_runs([run("r-1", "alice")], allow_erased_persons=["alice"])  # run.admission
     assert unclaimed(repo) == []
     repo.gc(grace=0)
     assert unclaimed(repo) == []

@@ -68,16 +68,17 @@ def test_quickstart_walks_the_lifecycle(tmp_path, cas_user):
     assert f"valid: {pin.group(0)} (32 cases, ACTIVE)" in out
     assert re.search(r"^recorded \S+: task_success=0\.875 on " + re.escape(pin.group(0)) + "$",
                      out, re.M)
-    assert re.search(r"^\S+  support-evals@2  task_success=1  item=b3:[0-9a-f]{64}  "
-                     r"experiment=quickstart  ", out, re.M)
+    assert re.search(r"^datasets/support-evals/scores/0000000002  support-evals@2  "
+                     r"task_success  1 +b3:[0-9a-f]{64}  quickstart  ACTIVE$", out, re.M)
     # erasing user-95 (runs r-0704, r-0705, promoted in v2) retires v2, keeps its scores, and
     # v3 is cut from the 30 cases left
-    assert "would delete 2 cases, 2 runs and 2 reviews, and retire 1 versions:" in out
+    assert "will delete 2 cases, 2 runs and 2 reviews, and will retire 1 version:" in out
     assert re.search(r"^erased pk:[0-9a-f]{64} at \S+: 2 cases, 2 runs, 2 reviews; "
                      r"\d+ objects deleted from \d+ packs; retired: support-evals@2$", out, re.M)
     assert re.search(r"^retired:   PERSON_ERASED at \S+ by ", out, re.M)
     assert "support-evals@2 is RETIRED (PERSON_ERASED at " in out
-    assert re.search(r"experiment=quickstart  \(version RETIRED\)  ", out)
+    assert re.search(r"^datasets/support-evals/scores/0000000002  support-evals@2  "
+                     r"task_success  1 +b3:[0-9a-f]{64}  quickstart  RETIRED$", out, re.M)
     assert re.search(r"^sealed support-evals@3: 30 cases \(\+0 -2\) b3:[0-9a-f]{64}$", out, re.M)
     assert re.search(r"^checked \d+ objects in \d+ packs, 3 versions of 1 datasets: ok$", out, re.M)
     assert re.search(r"^would reclaim \d+ bytes: ", out, re.M)

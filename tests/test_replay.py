@@ -962,7 +962,7 @@ def cli_case(cli_run, tmp_path) -> str:
     assert cli_run("dataset", "create", "raw").exit_code == 0
     cases = write(tmp_path / "cases.jsonl", json.dumps(case_of(call("ls", result=1))) + "\n")
     assert cli_run("commit", "raw", "--add", cases).exit_code == 0
-    return cli_run("items", "raw", "1").stdout.strip()
+    return json.loads(cli_run("--json", "items", "raw", "1").stdout)["items"][0]["id"]
 
 
 def test_cli_refusals(cli_run, cli_case, tmp_path):

@@ -164,8 +164,9 @@ def test_many_scores_are_one_batch_file(repo):
     assert repo.scores("evals", 1) == recorded
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, "1", None, [1]])
-def test_non_finite_or_non_numeric_values_are_refused(repo, value):
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, "1", "0.5", "nan", "true",
+                                   "False", "", " x", "x" * 65, "a\nb", "\ud800", None, [1]])
+def test_non_finite_numbers_and_bad_labels_are_refused(repo, value):
     with pytest.raises(cas.InvalidArgument) as info:
         repo.record_score(repo.pin("evals", 1), metric="acc", value=value)
     assert info.value.reason == "INVALID_SCORE_VALUE"
@@ -524,13 +525,14 @@ def test_cli_scores(run, evals):
     assert t == {"score_id": "datasets/evals/scores/0000000002#0", "dataset": "evals",
                  "version": 1, "content_digest": pin.split("#")[1], "metric": "ok", "value": 1,
                  "item": item, "experiment": "base", "author": "Ada <ada@example.com>",
-                 "recorded_at": t["recorded_at"], "pin": pin, "version_state": "ACTIVE"}
+                 "recorded_at": t["recorded_at"], "pin": pin, "version_state": "ACTIVE",
+                 "batch": "datasets/evals/scores/0000000002", "withdrawn": False}
     r = run("score", "list", "evals")
+    pad = " " * (len(item) - 4)
     assert r.stdout == (
-        f"datasets/evals/scores/0000000001#0  evals@1  acc=0.5  {s.recorded_at}  "
-        "Ada <ada@example.com>\n"
-        f"datasets/evals/scores/0000000002#0  evals@1  ok=1  item={item}  experiment=base  "
-        f"{t['recorded_at']}  Ada <ada@example.com>\n")
+        f"BATCH                             VERSION  METRIC  VALUE  ITEM{pad}  EXPERIMENT  STATE\n"
+        f"datasets/evals/scores/0000000001  evals@1  acc     0.5    -{pad}     -           ACTIVE\n"
+        f"datasets/evals/scores/0000000002  evals@1  ok      1      {item}  base        ACTIVE\n")
     listed = json.loads(run("score", "list", "evals", "1", "--json").stdout)
     assert listed["dataset"] == "evals" and listed["version"] == 1
     assert [x["score_id"] for x in listed["scores"]] == [s.score_id, t["score_id"]]
@@ -540,12 +542,13 @@ def test_cli_scores(run, evals):
 
 def test_cli_score_refusals(run, evals):
     only_in_2 = sorted(set(evals.items("evals", 2).items) - set(evals.items("evals", 1).items))[0]
-    refused(run("score", "add", "evals", "1", "--metric", "acc", "--value", "abc"),
-            "INVALID_ARGUMENT", "--value 'abc' is not a number (write it as JSON writes "
-            "numbers, e.g. 3, 0.25 or 1e-3)")
+    refused(run("score", "add", "evals", "1", "--metric", "acc", "--value", "x" * 65),
+            "INVALID_ARGUMENT", f"score label '{'x' * 56}... is refused: a label is 1-64 "
+            "printable characters without leading or trailing spaces; it is 65 characters long")
     refused(run("score", "add", "evals", "1", "--metric", "acc", "--value", "nan"),
-            "INVALID_ARGUMENT", "--value 'nan' is not a number (write it as JSON writes "
-            "numbers, e.g. 3, 0.25 or 1e-3)")
+            "INVALID_ARGUMENT", "score label 'nan' is refused: it reads as a number or a "
+            "boolean; give the number (as JSON writes numbers: 3, 0.25, 1e-3) or the boolean "
+            "(true, false) itself")
     refused(run("score", "add", "evals", "1", "--metric", "acc", "--value", "1e999"),
             "INVALID_ARGUMENT", "a score's value must be a finite number, not inf")
     refused(run("score", "add", "evals", "1", "--metric", "", "--value", "1"),
