@@ -122,6 +122,7 @@ class ErasureMachine(RuleBasedStateMachine):
         self.ever_erased: set[str] = set()
         self.runs: set[str] = set()                       # run ids imported and not erased
         self.erased_runs: set[str] = set()
+        self.erased_people: set[str] = set()  # a direct commit naming one of them is refused
         self.reviews: dict[str, set] = {}                 # run id -> its annotation ids
         self.confirmed: dict[tuple, list] = {}            # review request -> ids it saved
         self.review_run: dict[str, str] = {}              # annotation id -> run id
@@ -176,7 +177,9 @@ class ErasureMachine(RuleBasedStateMachine):
         ids = {f"{p}-run-{i}" for p, i in picks}
         new = sorted(ids - self.runs)
         before = keys(self.repo)
-        result = self.repo.import_runs([person_run(p, i) for p, i in picks])
+        # a person erased before comes back only by a deliberate admission (a new consent)
+        result = self.repo.import_runs([person_run(p, i) for p, i in picks],
+                                       allow_erased_persons=sorted({p for p, _ in picks}))
         assert result == (new, len(ids) - len(new))
         if not new:
             assert keys(self.repo) == before
@@ -330,6 +333,9 @@ class ErasureMachine(RuleBasedStateMachine):
         base = self.head(name)
         call = lambda: self.repo.commit(name, base=base or None, add=cases,  # noqa: E731
                                         remove=sorted(removes), author="t", message="m")
+        if who in self.erased_people:
+            self.refused(call, "FAILED_PRECONDITION", "PERSON_ERASED_BEFORE")
+            return
         if v is not None and v.retirement is None and result == v.ids:
             self.refused(call, "FAILED_PRECONDITION", "NO_CHANGES")
             return
@@ -448,7 +454,12 @@ class ErasureMachine(RuleBasedStateMachine):
             self.refused(lambda: self.repo.erase(who, "ct-" + "0" * 32), "FAILED_PRECONDITION",
                          "CONFIRM_TOKEN_MISMATCH")
             return
+        if not preview["matched"]:  # nothing names them: nothing is recorded
+            self.refused(lambda: self.repo.erase(who, token), "FAILED_PRECONDITION",
+                         "NOTHING_TO_ERASE")
+            return
         record = self.repo.erase(who, token)
+        self.erased_people.add(who)
         self.erasure_tokens.add(token)
         event(f"erasure retiring {('0', '1', '2+')[min(len(holders), 2)]} versions, deleting "
               f"{('0', '1', '2+')[min(len(doomed), 2)]} proposals")
@@ -638,8 +649,9 @@ def test_an_erasure_keeps_the_provenance_of_a_version_it_does_not_retire(mem):
     mem.import_runs([run])
     p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "good"))], "k")
     mem.seal("ds", p["confirm_token"])                         # ds@2 = alice's case, ACTIVE
-    mem.commit("other", base=None, add=[bob])                  # bob's case stored again
-    erase(mem, "bob-77c1")                                     # retires other@1 (ds@1 already)
+    # (bob's case cannot be committed again: he is erased; the second erasure is carol's)
+    mem.commit("other", base=None, add=[direct_case("carol-5d2a", 0)])
+    erase(mem, "carol-5d2a")                                   # retires other@1 only
     assert mem.version_state("ds", 2) == "ACTIVE"
     assert [e.run_id for e in mem.provenance("ds", 2)] == [run["run_id"]]  # NotFound
     report = mem.fsck()
@@ -677,7 +689,7 @@ def test_recut_of_an_operator_retired_version_keeps_a_re_promoted_case(mem):
     p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "a"))], "k1")
     mem.seal("ds", p["confirm_token"])
     erase(mem, "alice-3f9e")                                   # ds@1 retired, case erased
-    mem.import_runs([run])
+    mem.import_runs([run], allow_erased_persons=["alice-3f9e"])  # (a new consent)
     p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "b"))], "k2")
     mem.seal("ds", p["confirm_token"])                         # ds@2 holds the case again
     [case_id] = mem.items("ds", 2).items
@@ -696,7 +708,7 @@ def test_a_second_erasure_with_the_same_preview_erases_again(mem):
     run = person_run("alice-3f9e", 0)
     mem.import_runs([run])
     first = erase(mem, "alice-3f9e")
-    mem.import_runs([run])
+    mem.import_runs([run], allow_erased_persons=["alice-3f9e"])  # (a new consent)
     assert mem.erase("alice-3f9e")["runs"] == [run["run_id"]]
     second = erase(mem, "alice-3f9e")
     assert mem.runs() == []                                    # got ['alice-3f9e-run-0']
@@ -714,7 +726,7 @@ def test_a_promotion_preview_does_not_carry_the_case_it_adds_again(mem):
     p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "a"))], "k1")
     mem.seal("ds", p["confirm_token"])
     erase(mem, "alice-3f9e")
-    mem.import_runs([run])
+    mem.import_runs([run], allow_erased_persons=["alice-3f9e"])  # (a new consent)
     p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "b"))], "k2")
     proposed = p["proposed"]
     assert proposed["added"] == [run_case_id(run)] and proposed["item_count"] == 1
