@@ -12,7 +12,8 @@ from . import keys as K
 from . import pack as packfmt
 from .digest import digest_of, from_bytes, is_digest, to_bytes
 from .errors import CasError
-from .objects import (KIND_BY_CODE, DatasetRecord, DatasetTombstone, Erasure, ErasurePlan,
+from .objects import (KIND_BY_CODE, DatasetRecord, DatasetTombstone, Eligibility, Erasure,
+                      ErasurePlan,
                       Experiment, Fence, IdempotencyRecord, Lease, PersonIndex, PersonShards,
                       Proposal, RepoConfig, ReviewBatch, RunAdmission, RunImport, ScoreBatch,
                       ScoreWithdrawal, Settings,
@@ -559,7 +560,7 @@ def _check_person_index(st: _State) -> None:
 
 # -- run imports, review batches, settings, proposals and idempotency claims ----------------------
 _LOGS = (("run.import", K.IMPORTS, RunImport), ("review.batch", K.REVIEWS, ReviewBatch),
-         ("settings", K.SETTINGS, Settings))
+         ("settings", K.SETTINGS, Settings), ("eligibility", K.ELIGIBILITY, Eligibility))
 
 
 def _check_logs(st: _State) -> None:

@@ -17,6 +17,7 @@ IMPORTS = "runs/imports/"
 ADMISSIONS = "runs/admissions/"
 REVIEWS = "reviews/"
 SETTINGS = "settings/"
+ELIGIBILITY = "eligibility/"
 LEASES = "leases/"
 ERASURES = "erasures/"
 PENDING = f"{ERASURES}pending/"
@@ -312,6 +313,10 @@ def review_batch_key(number: int) -> str:
     return f"{REVIEWS}{format_number(number)}"
 
 
+def eligibility_key(revision: int) -> str:
+    return f"{ELIGIBILITY}{format_number(revision)}"
+
+
 def settings_key(revision: int) -> str:
     return f"{SETTINGS}{format_number(revision)}"
 
@@ -320,6 +325,7 @@ parse_import_key = _log(IMPORTS)
 parse_admission_key = _log(ADMISSIONS)
 parse_review_batch_key = _log(REVIEWS)
 parse_settings_key = _log(SETTINGS)
+parse_eligibility_key = _log(ELIGIBILITY)
 
 
 def lease_key(role: str, lease_id: str) -> str:
@@ -422,6 +428,8 @@ FAMILIES: tuple[Family, ...] = (
            M_LOGS, numbered=True),
     Family("settings", SETTINGS, parse_settings_key, settings_key, IMMUTABLE, M_LOGS,
            numbered=True),
+    Family("eligibility", ELIGIBILITY, parse_eligibility_key, eligibility_key, IMMUTABLE,
+           M_LOGS, numbered=True),
     Family("erasure", LOG, parse_log_key, log_key, IMMUTABLE, M_ERASURES, loose=_under(LOG)),
     Family("dataset.tombstone", DATASETS, parse_tombstone_key, tombstone_key, VOLATILE,
            M_DATASETS, 0, outlives=True),

@@ -163,6 +163,18 @@ class Settings(_Record, tag="settings", kw_only=True):
     edited_at: str
 
 
+class Eligibility(_Record, tag="eligibility", kw_only=True):
+    """One revision of the rule a judgment must meet for promotion (`eligibility/<revision>`):
+    on `metric`, with one of the `accepted` labels. Without any, the defaults of
+    cas/proposals.py hold."""
+
+    revision: int
+    metric: str
+    accepted: list[str]  # sorted
+    author: str
+    edited_at: str
+
+
 class ProvenanceEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     case_id: str
     run_id: str

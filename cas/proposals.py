@@ -14,9 +14,9 @@ import msgspec
 from . import checks, claims, datasets, encoding, keys, leases, retirement, sealing
 from . import digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound
-from .objects import (Case, IdempotencyRecord, Proposal, Provenance, ProvenanceEntry, Run,
-                      Settings, VersionRecord, encode_object, format_record_file,
-                      parse_record_file)
+from .objects import (Case, Eligibility, IdempotencyRecord, Proposal, Provenance,
+                      ProvenanceEntry, Run, Settings, VersionRecord, encode_object,
+                      format_record_file, parse_record_file)
 from .reviews import index as review_index
 from .reviews import require_runs
 from .runs import IMPORT_KEY, get_run
@@ -175,34 +175,18 @@ def promote(ctx, name: str, subjects, idempotency_key: str,
     _check_key(idempotency_key)
     policy = settings(ctx)
     withheld = policy.withheld if policy else []
+    rules = eligibility(ctx)
     cases: dict[str, tuple[bytes, str | None]] = {}  # id -> (bytes, person)
     provenance: dict[str, ProvenanceEntry] = {}
     runs: dict[str, str] = {}  # digest -> run id of every run promoted
-    request = []
+    request, judged = [], []
     for i, s in enumerate(subjects):
         where = f"subject {i} ({s.subject_ref!r})"
         kind = SUBJECT_KINDS.get(s.subject_kind)
-        if kind is None:
-            raise InvalidArgument(f"{where}: subject_kind {s.subject_kind!r} is not a run; "
-                                  "accepted: agent_run, SUBJECT_KIND_AGENT_RUN",
-                                  reason="SUBJECT_KIND_INVALID")
-        if s.run_id is not None and s.run_id != s.subject_ref:
-            raise InvalidArgument(f"{where}: run_id {s.run_id!r} and subject_ref "
-                                  f"{s.subject_ref!r} name different runs",
-                                  reason="RUN_MISMATCH")
-        if not s.review_annotation_id:
-            raise FailedPrecondition(f"{where}: a promotion needs a saved review: give its "
-                                     "review_annotation_id (see `cas review add`)",
-                                     reason="REVIEW_REQUIRED")
-        run = get_run(ctx, s.subject_ref)
-        review = review_index(ctx).get(s.review_annotation_id)
-        if review is None:
-            raise NotFound(f"{where}: no review {s.review_annotation_id!r}",
-                           reason="REVIEW_NOT_FOUND")
-        if review.run_id != s.subject_ref or review.run != encode_object(run)[2]:
-            raise FailedPrecondition(f"{where}: review {review.annotation_id} is a review of "
-                                     f"run {review.run_id!r}, not of this run",
-                                     reason="REVIEW_RUN_MISMATCH")
+        run, review = _subject_review(ctx, s, where, kind, rules)
+        judged.append({"run_id": run.run_id, "annotation_id": review.annotation_id,
+                       "metric": review.metric, "label": review.label,
+                       "reviewer": review.reviewer})
         runs[encode_object(run)[2]] = run.run_id
         kind_, data, case_id = encode_object(freeze(run, withheld))
         cases[case_id] = (data, run.person)
@@ -212,9 +196,106 @@ def promote(ctx, name: str, subjects, idempotency_key: str,
         request.append([kind, s.subject_ref, s.review_annotation_id])
     request = encoding.encode(
         {"operation": "promote", "subjects": sorted(request), "withheld": sorted(withheld)})
-    return _stage(ctx, name, "promote", idempotency_key, request, cases, [],
-                  Provenance(entries=[provenance[c] for c in sorted(provenance)]), author,
-                  runs)
+    shown = _stage(ctx, name, "promote", idempotency_key, request, cases, [],
+                   Provenance(entries=[provenance[c] for c in sorted(provenance)]), author,
+                   runs)
+    # (in run order: the same request in another order is the same proposal, and preview)
+    return {**shown, "subjects": sorted(judged, key=lambda j: (j["run_id"],
+                                                                 j["annotation_id"]))}
+
+
+def _subject_review(ctx, s: Subject, where: str, kind: str | None, rules: Eligibility):
+    """The run a subject names and the judgment that admits it: a saved review of that very
+    run, on the eligibility metric, with an accepted label, and not superseded by a newer
+    judgment on that metric (by anyone) that does not accept it."""
+    if kind is None:
+        raise InvalidArgument(f"{where}: subject_kind {s.subject_kind!r} is not a run; "
+                              "accepted: agent_run, SUBJECT_KIND_AGENT_RUN",
+                              reason="SUBJECT_KIND_INVALID")
+    if s.run_id is not None and s.run_id != s.subject_ref:
+        raise InvalidArgument(f"{where}: run_id {s.run_id!r} and subject_ref "
+                              f"{s.subject_ref!r} name different runs", reason="RUN_MISMATCH")
+    if not s.review_annotation_id:
+        raise FailedPrecondition(f"{where}: a promotion needs a saved review: give its "
+                                 "review_annotation_id (see `cas review add`)",
+                                 reason="REVIEW_REQUIRED")
+    run = get_run(ctx, s.subject_ref)
+    review = review_index(ctx).get(s.review_annotation_id)
+    if review is None:
+        raise NotFound(f"{where}: no review {s.review_annotation_id!r}",
+                       reason="REVIEW_NOT_FOUND")
+    if review.run_id != s.subject_ref or review.run != encode_object(run)[2]:
+        raise FailedPrecondition(f"{where}: review {review.annotation_id} is a review of "
+                                 f"run {review.run_id!r}, not of this run",
+                                 reason="REVIEW_RUN_MISMATCH")
+    _check_admits(rules, review, review_index(ctx).of_run(run.run_id), where)
+    return run, review
+
+
+def _check_admits(rules: Eligibility, review, all_reviews: list, where: str) -> None:
+    if review.metric != rules.metric:
+        raise FailedPrecondition(
+            f"{where}: review {review.annotation_id} judges {review.metric!r}; promotion "
+            f"needs a judgment on {rules.metric!r}", reason="REVIEW_WRONG_METRIC",
+            metric=review.metric, expected=rules.metric)
+    if review.label not in rules.accepted:
+        raise FailedPrecondition(
+            f"{where}: review {review.annotation_id} is labelled {review.label!r}, which does "
+            f"not accept the run; accepted: {', '.join(rules.accepted)}",
+            reason="REVIEW_NOT_ACCEPTED", annotation_id=review.annotation_id,
+            label=review.label, accepted=list(rules.accepted))
+    on_metric = [r for r in all_reviews if r.metric == rules.metric]  # oldest first
+    newest = on_metric[-1]  # (the review itself is among them)
+    if newest.label not in rules.accepted:
+        raise FailedPrecondition(
+            f"{where}: review {review.annotation_id} was superseded by "
+            f"{newest.annotation_id} ({newest.label!r} by {newest.reviewer}), which does not "
+            "accept the run", reason="REVIEW_SUPERSEDED", annotation_id=review.annotation_id,
+            newer_annotation_id=newest.annotation_id, label=newest.label)
+
+
+# -- eligibility -------------------------------------------------------------------------------
+DEFAULT_METRIC = "dataset_eligibility"
+DEFAULT_ACCEPTED = ("accepted", "reviewed")
+
+
+def eligibility(ctx) -> Eligibility:
+    """The judgment promotion needs: the newest revision, else the defaults (revision 0)."""
+    n = 0
+    while ctx.backend.exists(keys.eligibility_key(n + 1)):
+        n += 1
+    if n == 0:
+        return Eligibility(revision=0, metric=DEFAULT_METRIC, accepted=list(DEFAULT_ACCEPTED),
+                           author="", edited_at="")
+    key = keys.eligibility_key(n)
+    return parse_record_file(ctx.backend.get(key), Eligibility, key)
+
+
+def set_eligibility(ctx, metric: str, accepted: list[str],
+                    author: str | None = None) -> Eligibility:
+    """A new revision of the rule: judgments on `metric` with one of the `accepted` labels
+    admit a run to promotion."""
+    problem = encoding.text_problem(metric, 256) if isinstance(metric, str) and metric else \
+        "is not a non-empty string"
+    if problem is not None:
+        raise InvalidArgument(f"the eligibility metric is 1-256 printable characters; it "
+                              f"{problem}")
+    labels = checks.strings(accepted, "accepted", "labels")
+    if not labels:
+        raise InvalidArgument("name at least one accepted label")
+    for label in labels:
+        problem = encoding.text_problem(label, 256) if label else "is empty"
+        if problem is not None:
+            raise InvalidArgument(f"an accepted label is 1-256 printable characters; "
+                                  f"{encoding.describe(label)} {problem}")
+    author = checks.author(author)
+    for _ in claims.attempts("an eligibility revision"):
+        record = Eligibility(revision=eligibility(ctx).revision + 1, metric=metric,
+                             accepted=sorted(set(labels)), author=author,
+                             edited_at=ctx.clock())
+        if ctx.backend.put_if_absent(keys.eligibility_key(record.revision),
+                                     format_record_file(record)):
+            return record
 
 
 def remove(ctx, name: str, item_ids: list[str], idempotency_key: str,

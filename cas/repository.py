@@ -105,6 +105,8 @@ class Repository:
     reviews = _op(_reviews.reviews)
     settings = _op(_proposals.settings)
     set_content_policy = _writes(_proposals.set_content_policy)
+    eligibility = _op(_proposals.eligibility)
+    set_eligibility = _writes(_proposals.set_eligibility)
     promote = _writes(_proposals.promote)
     remove = _writes(_proposals.remove)
     seal = _writes(_proposals.seal)

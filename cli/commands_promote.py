@@ -16,6 +16,8 @@ def _preview_text(p: dict) -> str:
     lines += [f"+ {i}" + (f"  withheld: {', '.join(p['withheld'][i])}"
                           if p["withheld"].get(i) else "") for i in proposed["added"]]
     lines += [f"- {i}" for i in proposed["removed"]]
+    lines += [f"judged: {j['run_id']}: {j['label']} ({j['metric']}) by {j['reviewer']}"
+              for j in p.get("subjects", [])]
     lines.append(f"proposed: {proposed['item_count']} cases ({len(proposed['added'])} new, "
                  f"{proposed['carried_count']} carried) {proposed['content_digest']}")
     if not p["changes"]:

@@ -162,14 +162,36 @@ def settings() -> None:
 @json_option
 @pass_ctx
 def settings_show(ctx: Context) -> None:
-    """Show the content policy (every class is copied unless withheld)."""
+    """Show the content policy (every class is copied unless withheld) and which judgment
+    admits a run to promotion."""
     from cas.proposals import CONTENT_CLASSES
-    record = ctx.repo().settings()
+    repo = ctx.repo()
+    record, rule = repo.settings(), repo.eligibility()
     withheld = record.withheld if record else []
     ctx.emit({"revision": record.revision if record else 0, "withheld": withheld,
-              "copied": [c for c in CONTENT_CLASSES if c not in withheld]},
+              "copied": [c for c in CONTENT_CLASSES if c not in withheld],
+              "eligibility": {"revision": rule.revision, "metric": rule.metric,
+                              "accepted": rule.accepted}},
              f"copied: {', '.join(c for c in CONTENT_CLASSES if c not in withheld) or '-'}\n"
-             f"withheld: {', '.join(withheld) or '-'}")
+             f"withheld: {', '.join(withheld) or '-'}\n"
+             f"promotion needs: {rule.metric} = {' or '.join(rule.accepted)}")
+
+
+@settings.command("eligibility")
+@click.option("--metric", default="dataset_eligibility", show_default=True,
+              help="The metric a judgment that admits a run is on.")
+@click.option("--accept", "accepted", multiple=True, required=True, metavar="LABEL",
+              help="A label that admits a run (repeatable).")
+@json_option
+@pass_ctx
+def settings_eligibility(ctx: Context, metric: str, accepted: tuple[str, ...]) -> None:
+    """Set which judgment admits a run to promotion: one on METRIC with an accepted label,
+    not superseded by a newer judgment on METRIC that is not accepted.
+
+    Example: cas settings eligibility --metric dataset_eligibility --accept reviewed"""
+    rule = ctx.repo().set_eligibility(metric, list(accepted))
+    ctx.emit(to_json(rule), f"eligibility revision {rule.revision}: {rule.metric} = "
+                            f"{' or '.join(rule.accepted)}")
 
 
 @settings.command("content-policy")

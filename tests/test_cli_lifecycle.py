@@ -315,17 +315,21 @@ def test_review_batch_from_a_file(run, runs_file, tmp_path):
 def test_settings_content_policy(run, reviewed, tmp_path):
     assert ok_json(run("--json", "settings", "show")) == {
         "revision": 0, "withheld": [],
-        "copied": ["input", "output", "tool_arguments", "tool_results", "metadata"]}
+        "copied": ["input", "output", "tool_arguments", "tool_results", "metadata"],
+        "eligibility": {"revision": 0, "metric": "dataset_eligibility",
+                        "accepted": ["accepted", "reviewed"]}}
     r = run("settings", "show")
     assert r.stdout == "copied: input, output, tool_arguments, tool_results, metadata\n" \
-                       "withheld: -\n"
+                       "withheld: -\npromotion needs: dataset_eligibility = accepted or reviewed\n"
     record = ok_json(run("--json", "settings", "content-policy", "--withhold", "tool_results",
                          "--withhold", "input"))
     assert record == {"kind": "settings", "format": 1, "revision": 1,
                       "withheld": ["input", "tool_results"], "author": ADA,
                       "edited_at": record["edited_at"]}
     assert run("settings", "show").stdout == ("copied: output, tool_arguments, metadata\n"
-                                              "withheld: input, tool_results\n")
+                                              "withheld: input, tool_results\n"
+                                              "promotion needs: dataset_eligibility = "
+                                              "accepted or reviewed\n")
     refused(run, tmp_path, ("settings", "content-policy"), 2, "INVALID_ARGUMENT", None,
             "give --withhold CLASS (repeatable) or --copy-all")
     refused(run, tmp_path, ("settings", "content-policy", "--withhold", "input", "--copy-all"),
@@ -361,7 +365,10 @@ def test_promote_and_seal_shapes_and_output(run, reviewed, tmp_path):
                  "proposed": {"item_count": 2, "content_digest": p["proposed"]["content_digest"],
                               "added": added, "removed": [], "carried": [], "carried_count": 0,
                               "carried_complete": True},
-                 "withheld": {a: [] for a in added}, "changes": True}
+                 "withheld": {a: [] for a in added}, "changes": True,
+                 "subjects": [{"run_id": r, "annotation_id": reviewed[r],
+                               "metric": "dataset_eligibility", "label": "reviewed",
+                               "reviewer": ADA} for r in ("r-0", "r-1")]}
     assert len(added) == 2 and added == sorted(added)
     assert not any(f.startswith(".cas/datasets/evals/versions/") for f, _ in files(tmp_path))
     assert len(files(tmp_path)) > len(before)
@@ -371,6 +378,8 @@ def test_promote_and_seal_shapes_and_output(run, reviewed, tmp_path):
     assert r.stdout == (
         "promote into evals: base none (first version)\n"
         f"+ {added[0]}\n+ {added[1]}\n"
+        f"judged: r-0: reviewed (dataset_eligibility) by {ADA}\n"
+        f"judged: r-1: reviewed (dataset_eligibility) by {ADA}\n"
         f"proposed: 2 cases (2 new, 0 carried) {p['proposed']['content_digest']}\n"
         f"nothing is sealed yet; to seal: cas seal evals --confirm-token {token}\n")
     sealed = seal(run, token)
@@ -555,7 +564,7 @@ def test_a_proposal_that_changes_nothing_seals_no_version(run, reviewed, tmp_pat
 
 
 def test_same_run_twice_is_one_case(run, reviewed, tmp_path):
-    second = add_review(run, "r-0", label="second look")
+    second = add_review(run, "r-0", label="accepted")
     path = subjects_file(tmp_path, subject("r-0", reviewed["r-0"]), subject("r-0", second))
     p = ok_json(run("--json", "promote", "evals", "--file", path, "--idempotency-key", "k"))
     assert p["proposed"]["item_count"] == 1

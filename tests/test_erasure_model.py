@@ -113,6 +113,8 @@ class ErasureMachine(RuleBasedStateMachine):
         super().__init__()
         self.backend = MemoryBackend()
         self.repo = cas.Repository.create(self.backend, clock=ticking_clock())
+        # The team's rule: every judgment this model gives (on metric m) admits a run
+        self.repo.set_eligibility("m", ["bad", "good"], author="t")
         self.versions: dict[str, list[Version]] = {n: [] for n in DATASETS}
         self.owner: dict[str, str | None] = {}            # case id -> person (None: nobody)
         self.stored = {p: set() for p in PEOPLE}          # case ids whose bytes are stored
@@ -647,7 +649,7 @@ def test_an_erasure_keeps_the_provenance_of_a_version_it_does_not_retire(mem):
     erase(mem, "bob-77c1")                                     # ds@1 retired, bob's case gone
     run = person_run("alice-3f9e", 0)
     mem.import_runs([run])
-    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "good"))], "k")
+    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "reviewed"))], "k")
     mem.seal("ds", p["confirm_token"])                         # ds@2 = alice's case, ACTIVE
     # (bob's case cannot be committed again: he is erased; the second erasure is carol's)
     mem.commit("other", base=None, add=[direct_case("carol-5d2a", 0)])
@@ -667,7 +669,7 @@ def test_an_erasure_keeps_the_provenance_of_another_dataset(mem):
         mem.create_dataset(name)
     run = person_run("bob-77c1", 0)
     mem.import_runs([run])
-    ann = review(mem, run["run_id"], "good")
+    ann = review(mem, run["run_id"], "reviewed")
     mem.commit("ds-b", base=None, add=[direct_case("alice-3f9e", 0)])
     for name in ("ds-a", "ds-b"):                              # ds-a@1, ds-b@2: bob's case
         p = mem.promote(name, [subject(run["run_id"], ann)], "k")
@@ -686,11 +688,11 @@ def test_recut_of_an_operator_retired_version_keeps_a_re_promoted_case(mem):
     mem.create_dataset("ds")
     run = person_run("alice-3f9e", 0)
     mem.import_runs([run])
-    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "a"))], "k1")
+    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "reviewed"))], "k1")
     mem.seal("ds", p["confirm_token"])
     erase(mem, "alice-3f9e")                                   # ds@1 retired, case erased
     mem.import_runs([run], allow_erased_persons=["alice-3f9e"])  # (a new consent)
-    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "b"))], "k2")
+    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "accepted"))], "k2")
     mem.seal("ds", p["confirm_token"])                         # ds@2 holds the case again
     [case_id] = mem.items("ds", 2).items
     mem.retire("ds", 2, "CONTAMINATED", "leaked")
@@ -723,11 +725,11 @@ def test_a_promotion_preview_does_not_carry_the_case_it_adds_again(mem):
     mem.create_dataset("ds")
     run = person_run("alice-3f9e", 0)
     mem.import_runs([run])
-    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "a"))], "k1")
+    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "reviewed"))], "k1")
     mem.seal("ds", p["confirm_token"])
     erase(mem, "alice-3f9e")
     mem.import_runs([run], allow_erased_persons=["alice-3f9e"])  # (a new consent)
-    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "b"))], "k2")
+    p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "accepted"))], "k2")
     proposed = p["proposed"]
     assert proposed["added"] == [run_case_id(run)] and proposed["item_count"] == 1
     assert proposed["carried"] == [] and proposed["carried_count"] == 0   # got [id], 1

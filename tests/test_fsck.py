@@ -223,7 +223,7 @@ def test_a_key_of_every_family_is_expected(tmp_path):
     examples = {"config": (), "person.shards": ("a" * 64, {"0f"}), "person.index": ("0f", "a" * 64),
                 "pack": ("b" * 64,), "pack.index": ("b" * 64,), "multi.index": ("c" * 64,),
                 "run.admission": (1,), "run.import": (1,), "review.batch": (1,),
-                "settings": (1,),
+                "settings": (1,), "eligibility": (1,),
                 "dataset.tombstone": ("d",), "proposal": ("d", "ct-" + "e" * 32),
                 "idempotency": ("d", "f" * 64), "lease": ("gc", "0123"),
                 "erasure": ("ct-" + "1" * 32,), "erasure.plan": ("ct-" + "2" * 32,)}
@@ -334,7 +334,7 @@ def build_lifecycle(repo) -> cas.Repository:
     repo.set_content_policy(["metadata"])
     repo.set_content_policy(["tool_results"])
     reviewed = ["alice-0", "bob-0", "bob-1", "bob-2"]
-    req = [{"run_id": r, "metric": "dataset_eligibility", "label": "good"} for r in reviewed]
+    req = [{"run_id": r, "metric": "dataset_eligibility", "label": "reviewed"} for r in reviewed]
     anns = dict(zip(reviewed, repo.add_reviews(
         req, confirm_token=repo.add_reviews(req)["confirm_token"])["annotation_ids"]))
 

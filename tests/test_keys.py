@@ -36,6 +36,7 @@ PARTS = {
     "run.import": st.tuples(NUMBER),
     "review.batch": st.tuples(NUMBER),
     "settings": st.tuples(NUMBER),
+    "eligibility": st.tuples(NUMBER),
     "erasure": st.tuples(SEGMENT),
     "dataset.tombstone": st.tuples(NAME),
     "dataset": st.tuples(NAME, NUMBER),
@@ -137,6 +138,7 @@ def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkey
     monkeypatch.setattr("cas.store.PACK_MAX_BYTES", 2_000)  # several packs: a multi-pack index
     repo = cas.init(str(tmp_path / "repo"))
     repo.set_content_policy([], author="ops")
+    repo.set_eligibility("dataset_eligibility", ["good", "reviewed"], author="ops")
     repo.create_dataset("evals")
     repo.commit("evals", base=None, add=[{"input": f"case {i}", "output": "x" * 200}
                                          for i in range(20)])

@@ -266,7 +266,7 @@ def test_a_proposal_that_changes_nothing_seals_nothing(staged):
     repo, anns = staged
     p1, v1 = promote_and_seal(repo, anns, ["r-0", "r-1"], "k1")
     # the same runs again, under another key and with a second review of one of them
-    ann2 = review(repo, "r-0", label="still good")
+    ann2 = review(repo, "r-0", label="accepted")
     p = repo.promote("evals", [subject("r-0", ann2), subject("r-1", anns["r-1"])], "k2")
     assert p["changes"] is False and p["proposed"]["added"] == []
     assert p["proposed"]["content_digest"] == v1.version.content_digest
@@ -278,7 +278,7 @@ def test_a_proposal_that_changes_nothing_seals_nothing(staged):
 
 def test_same_run_is_one_case_and_keeps_its_id(staged):
     repo, anns = staged
-    ann_b = review(repo, "r-0", label="second opinion")
+    ann_b = review(repo, "r-0", label="accepted")
     # one request naming the run twice (two reviews): one case
     p = repo.promote("evals", [subject("r-0", anns["r-0"]), subject("r-0", ann_b)], "k1")
     assert len(p["proposed"]["added"]) == 1 and p["proposed"]["item_count"] == 1
@@ -422,3 +422,58 @@ def test_the_metadata_of_an_imported_run_is_withheld_with_any_of_its_content(rep
     (case_id,) = repo.items("evals", sealed.version.number).items
     case = repo.case("evals", sealed.version.number, case_id)
     assert (case.input, case.metadata, case.withheld) == (None, {}, ["input", "metadata"])
+
+
+# -- judgments that gate ----------------------------------------------------------------------
+def _promote_one(repo, run_id, ann, key):
+    return repo.promote("evals", [subject(run_id, ann)], key)
+
+
+def test_promotion_needs_an_accepting_judgment_on_the_eligibility_metric(staged):
+    """A rejected run is not promoted; nor one judged on another metric; and the run's newest
+    judgment on the metric, by anyone, must not be a non-accepting one. Nothing is stored."""
+    repo, _ = staged
+    rejected = review(repo, "r-0", label="rejected")
+    before = keys(repo)
+    with pytest.raises(cas.FailedPrecondition) as info:
+        _promote_one(repo, "r-0", rejected, "k1")
+    assert info.value.reason == "REVIEW_NOT_ACCEPTED"
+    assert info.value.fields == {"annotation_id": rejected, "label": "rejected",
+                                 "accepted": ["accepted", "reviewed"]}
+    other = review(repo, "r-1", metric="tone", label="reviewed")
+    with pytest.raises(cas.FailedPrecondition) as info:
+        _promote_one(repo, "r-1", other, "k2")
+    assert info.value.reason == "REVIEW_WRONG_METRIC"
+    assert info.value.fields == {"metric": "tone", "expected": "dataset_eligibility"}
+    accepted = review(repo, "r-2")
+    later = review(repo, "r-2", label="rejected")  # a later rejection stops the earlier yes
+    with pytest.raises(cas.FailedPrecondition) as info:
+        _promote_one(repo, "r-2", accepted, "k3")
+    assert info.value.reason == "REVIEW_SUPERSEDED"
+    assert info.value.fields == {"annotation_id": accepted, "newer_annotation_id": later,
+                                 "label": "rejected"}
+    # every refusal came before anything was staged: only the reviews were added
+    assert [k for k in keys(repo) if k not in before] == \
+        [k for k in keys(repo) if k not in before and k.startswith("reviews/")]
+    assert not any("/proposals/" in k or "/keys/" in k for k in keys(repo))
+    again = review(repo, "r-2", label="accepted")  # a newer acceptance admits it again
+    preview = _promote_one(repo, "r-2", again, "k4")
+    assert preview["subjects"] == [{"run_id": "r-2", "annotation_id": again,
+                                    "metric": "dataset_eligibility", "label": "accepted",
+                                    "reviewer": REVIEWER}]
+
+
+def test_the_eligibility_rule_is_a_setting_with_revisions(staged):
+    repo, anns = staged
+    assert repo.eligibility().revision == 0  # the defaults
+    rule = repo.set_eligibility("quality", ["good", "great", "good"])
+    assert (rule.revision, rule.metric, rule.accepted) == (1, "quality", ["good", "great"])
+    assert repo.eligibility() == rule
+    with pytest.raises(cas.FailedPrecondition) as info:  # the old judgment is on another metric
+        _promote_one(repo, "r-0", anns["r-0"], "k")
+    assert info.value.reason == "REVIEW_WRONG_METRIC"
+    good = review(repo, "r-0", metric="quality", label="great")
+    assert _promote_one(repo, "r-0", good, "k2")["changes"]
+    for bad in (("", ["x"]), ("m", []), ("m", "good")):
+        with pytest.raises(cas.InvalidArgument):
+            repo.set_eligibility(*bad)
