@@ -101,6 +101,8 @@ class Repository:
     import_runs = _writes(_runs.import_runs)
     runs = _op(_runs.runs)
     run = _op(_runs.get_run)
+    list_runs = _op(_runs.list_runs)
+    review_queue = _op(_reviews.queue)
     add_reviews = _writes(_reviews.add_reviews)
     reviews = _op(_reviews.reviews)
     settings = _op(_proposals.settings)

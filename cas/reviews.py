@@ -12,7 +12,7 @@ from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .objects import Review, ReviewBatch, encode_object, format_record_file
 from .keys import review_batch_key
 from .refs import read_log_from
-from .runs import get_run
+from .runs import get_run, page_of_runs
 from .userconfig import require_person
 
 class ReviewRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -89,6 +89,16 @@ def reviews(ctx, run_id: str) -> list[Review]:
     """The reviews of a recorded run, oldest first."""
     get_run(ctx, run_id)
     return index(ctx).of_run(run_id)
+
+
+def queue(ctx, metric: str = "dataset_eligibility", tenant: str | None = None,
+          since: str | None = None, limit: int = 100, cursor: str | None = None):
+    """The runs with no judgment on `metric` yet, oldest first (import order), paged and
+    summarised as `runs.list_runs` gives them."""
+    encoding.check_text(metric, "metric")
+    judged = {r.run_id for r in index(ctx).all() if r.metric == metric}
+    return page_of_runs(ctx, tenant, since, limit, cursor,
+                        keep=lambda run_id: run_id not in judged)
 
 
 def plan_reviews(ctx, requests: list[ReviewRequest], reviewer: str) -> tuple[list[dict], str]:

@@ -317,3 +317,68 @@ def get_run(ctx, run_id: str) -> Run:
                                    "its object is missing", run_id=run_id, digest=digest) from None
     raise NotFound(f"no recorded run {run_id!r} (import it with `cas runs import`)",
                    reason="RUN_NOT_FOUND", run_id=run_id)
+
+
+class RunsPage(NamedTuple):
+    runs: list[dict]          # summaries, in import order (ties by run id)
+    next_cursor: str | None   # the last run id of the page, to pass as `cursor`; None at the end
+
+
+MAX_RUNS_PAGE = 500
+
+
+def list_runs(ctx, tenant: str | None = None, since: str | None = None, limit: int = 100,
+              cursor: str | None = None) -> RunsPage:
+    """A page of recorded runs in import order (ties by run id), each summarised: run id,
+    tenant, started_at, the number of steps and of tool calls, the first user message
+    (trimmed). `since` compares `started_at` as ISO 8601 UTC text (a run without one does not
+    match); `cursor` is the last run id of the previous page."""
+    return page_of_runs(ctx, tenant, since, limit, cursor)
+
+
+def page_of_runs(ctx, tenant: str | None, since: str | None, limit: int, cursor: str | None,
+                 keep=None) -> RunsPage:
+    """`list_runs`, of the runs `keep(run_id)` accepts (the review queue's filter)."""
+    for value, what in ((tenant, "tenant"), (since, "since"), (cursor, "cursor")):
+        encoding.check_text(value, what, optional=True)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RUNS_PAGE:
+        raise InvalidArgument(f"limit must be a positive integer from 1 to {MAX_RUNS_PAGE}, not "
+                              f"{encoding.describe(limit)}", minimum=1, maximum=MAX_RUNS_PAGE)
+    ordered = list(index(ctx).all().items())
+    start = 0
+    if cursor is not None:
+        ids = [r for r, _ in ordered]
+        if cursor not in ids:
+            raise InvalidArgument(f"cursor {cursor!r} is not a recorded run id (pass the "
+                                  "next_cursor of the previous page)", reason="CURSOR_UNKNOWN")
+        start = ids.index(cursor) + 1
+    out: list[dict] = []
+    for run_id, digest in ordered[start:]:
+        if keep is not None and not keep(run_id):
+            continue
+        try:
+            run = ctx.store.get(digest, Run)
+        except NotFound:
+            continue  # erased since the index was read
+        if tenant is not None and run.tenant != tenant:
+            continue
+        if since is not None and not (isinstance(run.started_at, str) and run.started_at >= since):
+            continue
+        if len(out) == limit:
+            return RunsPage(out, out[-1]["run_id"])
+        out.append(summary(run))
+    return RunsPage(out, None)
+
+
+def summary(run: Run, width: int = 80) -> dict:
+    """What a listing shows of a run."""
+    first = next((s.get("content") for s in run.steps if s.get("type") == "message"
+                  and s.get("role") == "user"), None)
+    if first is not None and not isinstance(first, str):
+        first = encoding.encode(first).decode("utf-8", "replace")
+    if isinstance(first, str) and len(first) > width:
+        first = first[:width - 1] + "…"
+    return {"run_id": run.run_id, "tenant": run.tenant, "started_at": run.started_at,
+            "steps": len(run.steps),
+            "tool_calls": sum(1 for s in run.steps if s.get("type") == "tool_call"),
+            "first_user_message": first}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Context, json_option, pass_ctx, to_json
+from .common import INTEGER, Context, json_option, pass_ctx, to_json
 
 
 @click.group()
@@ -61,13 +61,46 @@ def runs_import(ctx: Context, file, fmt: str, container, tenant, person, tenant_
              f"imported {len(result.new)} runs ({result.unchanged} already present, unchanged)")
 
 
+def _page_options(f):
+    f = click.option("--cursor", default=None, metavar="RUN_ID",
+                     help="Continue after this run (the previous page's next_cursor).")(f)
+    f = click.option("--limit", type=INTEGER, default=100, show_default=True,
+                     help="Runs per page, 1 to 500.")(f)
+    f = click.option("--since", default=None, metavar="TIME",
+                     help="Only runs started at or after TIME (ISO 8601 UTC, compared as "
+                          "text).")(f)
+    return click.option("--tenant", default=None, help="Only runs of this tenant.")(f)
+
+
+def _runs_page(ctx: Context, page, empty: str) -> None:
+    rows = [(s["run_id"], s["tenant"], s["started_at"] or "-", str(s["steps"]),
+             str(s["tool_calls"]), (s["first_user_message"] or "-").replace("\n", " "))
+            for s in page.runs]
+    header = ("RUN", "TENANT", "STARTED", "STEPS", "TOOLS", "FIRST USER MESSAGE")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+
+    def human() -> str:
+        if not rows:
+            return empty
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5]
+                 for r in [header, *rows]]
+        if page.next_cursor:
+            lines.append(f"# more: --cursor {page.next_cursor}")
+        return "\n".join(lines)
+    ctx.emit({"runs": [s["run_id"] for s in page.runs], "summaries": page.runs,
+              "next_cursor": page.next_cursor}, human)
+
+
 @runs.command("list")
+@_page_options
 @json_option
 @pass_ctx
-def runs_list(ctx: Context) -> None:
-    """List the ids of the recorded runs."""
-    ids = ctx.repo().runs()
-    ctx.emit({"runs": ids}, "\n".join(ids))
+def runs_list(ctx: Context, tenant, since, limit, cursor) -> None:
+    """List recorded runs in import order, a page at a time.
+
+    Example: cas runs list --tenant acme --since 2026-05-01 --limit 20"""
+    _runs_page(ctx, ctx.repo().list_runs(tenant=tenant, since=since, limit=limit,
+                                         cursor=cursor), "no runs")
 
 
 @runs.command("show")
@@ -87,8 +120,24 @@ def review() -> None:
     """Record and read human reviews of runs (preview, then confirm)."""
 
 
+@review.command("queue")
+@click.option("--metric", default="dataset_eligibility", show_default=True,
+              help="The judgment the runs await.")
+@_page_options
+@json_option
+@pass_ctx
+def review_queue(ctx: Context, metric, tenant, since, limit, cursor) -> None:
+    """The runs with no judgment on METRIC yet, oldest first, a page at a time.
+
+    Example: cas review queue --tenant acme --limit 20"""
+    _runs_page(ctx, ctx.repo().review_queue(metric, tenant=tenant, since=since, limit=limit,
+                                            cursor=cursor), f"no run awaits {metric}")
+
+
 @review.command("add")
 @click.argument("run_id", required=False)
+@click.option("--run", "more_runs", multiple=True, metavar="RUN_ID",
+              help="Another run judged the same way (repeatable).")
 @click.option("--metric", default=None, help="What was judged, e.g. dataset_eligibility.")
 @click.option("--label", default=None, help="The judgment, e.g. reviewed.")
 @click.option("--file", "batch", type=click.File("rb"), default=None,
@@ -96,18 +145,22 @@ def review() -> None:
 @click.option("--confirm-token", default=None, help="The token the preview printed.")
 @json_option
 @pass_ctx
-def review_add(ctx: Context, run_id, metric, label, batch, confirm_token) -> None:
-    """Preview a review (prints a confirm token); repeat with --confirm-token to save it."""
+def review_add(ctx: Context, run_id, more_runs, metric, label, batch, confirm_token) -> None:
+    """Preview a review (prints a confirm token); repeat with --confirm-token to save it.
+
+    Example: cas review add r-17 --run r-18 --metric dataset_eligibility --label reviewed"""
     from cas.errors import InvalidArgument
     from cas.reviews import read_review_requests
+    run_ids = ([run_id] if run_id else []) + list(more_runs)
     if batch is not None:
-        if run_id or metric or label:
+        if run_ids or metric or label:
             raise InvalidArgument("give either RUN_ID --metric --label, or --file, not both")
         requests = read_review_requests(batch, getattr(batch, "name", "stdin"))
     else:
-        if not (run_id and metric and label):
-            raise InvalidArgument("review add needs RUN_ID, --metric and --label (or --file)")
-        requests = [{"run_id": run_id, "metric": metric, "label": label}]
+        if not (run_ids and metric and label):
+            raise InvalidArgument("review add needs RUN_ID (or --run RUN_ID ...), --metric and "
+                                  "--label (or --file)")
+        requests = [{"run_id": r, "metric": metric, "label": label} for r in run_ids]
     result = ctx.repo().add_reviews(requests, confirm_token=confirm_token)
     if "confirm_token" in result:
         lines = [f"review of {r['run_id']}: {r['metric']} = {r['label']} by {r['reviewer']}"
@@ -118,10 +171,13 @@ def review_add(ctx: Context, run_id, metric, label, batch, confirm_token) -> Non
                  "\n".join(lines))
         return
     ids = result["annotation_ids"]
-    out = {"annotation_ids": ids}
+    out = {"annotation_ids": ids,
+           "saved": [{"run_id": r["run_id"], "annotation_id": r["annotation_id"]}
+                     for r in result["reviews"]]}
     if batch is None:
         out["annotation_id"] = ids[0]
-    ctx.emit(out, "\n".join(f"saved review {i}" for i in ids))
+    ctx.emit(out, "\n".join(f"saved review {r['annotation_id']} of {r['run_id']}"
+                             for r in result["reviews"]))
 
 
 @review.command("list")

@@ -128,9 +128,19 @@ def test_runs_import_list_show(run, runs_file, tmp_path):
     assert ok_json(run("--json", "runs", "import", "-", input=stdin)) == {
         "imported": ["r-a"], "unchanged": 0, "warnings": []}
     ids = ["r-0", "r-1", "r-2", "r-3", "r-9", "r-a"]
-    assert ok_json(run("--json", "runs", "list")) == {"runs": ids}
+    listed = ok_json(run("--json", "runs", "list"))
+    assert (listed["runs"], listed["next_cursor"]) == (ids, None)
+    assert [s["run_id"] for s in listed["summaries"]] == ids
     r = run("runs", "list")
-    assert (r.exit_code, r.stdout) == (0, "".join(i + "\n" for i in ids))
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["RUN", "TENANT", "STARTED", "STEPS", "TOOLS", "FIRST", "USER",
+                                "MESSAGE"]
+    assert [line.split()[0] for line in lines[1:]] == ids
+    assert lines[1].split() == ["r-0", "acme", "2026-05-01T10:00:00Z", "3", "2", "task", "0"]
+    page = ok_json(run("--json", "runs", "list", "--limit", "2", "--cursor", "r-1"))
+    assert (page["runs"], page["next_cursor"]) == (["r-2", "r-3"], "r-3")
+    assert ok_json(run("--json", "runs", "list", "--tenant", "other"))["runs"] == []
     shown = ok_json(run("--json", "runs", "show", "r-1"))
     assert shown == {"kind": "run", "format": 1, "extra": {}, **run_obj("r-1", 1)}
     r = run("runs", "show", "r-1")
@@ -206,7 +216,8 @@ def test_review_preview_then_confirm(run, runs_file, tmp_path):
     assert ok_json(run("--json", "review", "list", "r-1")) == {"run_id": "r-1", "reviews": []}
     saved = ok_json(run("--json", *args, "--confirm-token", token))
     ann = saved["annotation_id"]
-    assert saved == {"annotation_id": ann, "annotation_ids": [ann]}
+    assert saved == {"annotation_id": ann, "annotation_ids": [ann],
+                     "saved": [{"run_id": "r-1", "annotation_id": ann}]}
     listed = ok_json(run("--json", "review", "list", "r-1"))
     [rev] = listed["reviews"]
     assert rev == {"annotation_id": ann, "run_id": "r-1", "run": row["run"],
@@ -216,7 +227,7 @@ def test_review_preview_then_confirm(run, runs_file, tmp_path):
     assert r.stdout == (f"{ann}  dataset_eligibility = reviewed  {ADA}  {rev['reviewed_at']}\n")
     # confirming again (a retried command) saves nothing new and names the saved review
     r = run(*args, "--confirm-token", token)
-    assert (r.exit_code, r.stdout) == (0, f"saved review {ann}\n")
+    assert (r.exit_code, r.stdout) == (0, f"saved review {ann} of r-1\n")
     assert [i["annotation_id"] for i in ok_json(run("--json", "review", "list", "r-1"))[
         "reviews"]] == [ann]
 
@@ -238,13 +249,13 @@ def test_review_refusals(run, runs_file, tmp_path):
     refused(run, tmp_path, ("review", "list", "r-404"), 3, "NOT_FOUND", "RUN_NOT_FOUND",
             "no recorded run 'r-404' (import it with `cas runs import`)", run_id="r-404")
     refused(run, tmp_path, ("review", "add", "r-1", "--metric", "m"), 2, "INVALID_ARGUMENT",
-            None, "review add needs RUN_ID, --metric and --label (or --file)")
+            None, "review add needs RUN_ID (or --run RUN_ID ...), --metric and --label (or --file)")
     batch = write_jsonl(tmp_path / "reviews.jsonl", {"run_id": "r-1", "metric": "m",
                                                      "label": "l"})
     refused(run, tmp_path, ("review", "add", "r-1", "--file", batch), 2, "INVALID_ARGUMENT",
             None, "give either RUN_ID --metric --label, or --file, not both")
     refused(run, tmp_path, ("review", "add", "r-1", "--metric", "", "--label", "l"), 2,
-            "INVALID_ARGUMENT", None, "review add needs RUN_ID, --metric and --label (or --file)")
+            "INVALID_ARGUMENT", None, "review add needs RUN_ID (or --run RUN_ID ...), --metric and --label (or --file)")
     refused(run, tmp_path, ("review", "add", "r-1", "--metric", "m\tx", "--label", "l"), 2,
             "INVALID_ARGUMENT", None, "review metric must be 1-256 printable characters; it "
             "contains the control character U+0009 at character 1")
@@ -292,7 +303,8 @@ def test_review_batch_from_a_file(run, runs_file, tmp_path):
     assert files(tmp_path) == before
     saved = ok_json(run("--json", "review", "add", "--file", batch, "--confirm-token",
                         preview["confirm_token"]))
-    assert set(saved) == {"annotation_ids"} and len(set(saved["annotation_ids"])) == 4
+    assert set(saved) == {"annotation_ids", "saved"} and len(set(saved["annotation_ids"])) == 4
+    assert [x["annotation_id"] for x in saved["saved"]] == saved["annotation_ids"]
     new = sorted(set(files(tmp_path)) - set(before))
     assert [f for f, _ in new] == [".cas/reviews/0000000001"]
     for i, ann in enumerate(saved["annotation_ids"]):

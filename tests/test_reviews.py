@@ -7,6 +7,7 @@ storage run on both backends (`location`).
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -161,3 +162,48 @@ def test_an_empty_review_batch_is_refused(mem):
     with pytest.raises(cas.InvalidArgument):
         mem.add_reviews([])
     assert keys(mem) == before
+
+
+# -- the queue ----------------------------------------------------------------------------------
+def test_the_queue_is_the_unjudged_runs_oldest_first_paged_and_filtered(mem):
+    from lifecycle_helpers import review as judge
+    mem.import_runs([run_obj("b-2", 2, tenant="acme", started_at="2026-05-02T00:00:00Z"),
+                     run_obj("a-1", 1, tenant="beta", started_at="2026-05-03T00:00:00Z")])
+    mem.import_runs([run_obj("c-3", 3, tenant="acme", started_at=None)])
+    page = mem.review_queue()
+    # import order (ties, within one import, by run id): a-1 and b-2, then c-3
+    assert [s["run_id"] for s in page.runs] == ["a-1", "b-2", "c-3"]
+    assert page.runs[1] == {"run_id": "b-2", "tenant": "acme",
+                            "started_at": "2026-05-02T00:00:00Z", "steps": 4, "tool_calls": 3,
+                            "first_user_message": "task 2"}
+    first = mem.review_queue(limit=2)
+    assert ([s["run_id"] for s in first.runs], first.next_cursor) == (["a-1", "b-2"], "b-2")
+    assert [s["run_id"] for s in mem.review_queue(cursor=first.next_cursor).runs] == ["c-3"]
+    assert [s["run_id"] for s in mem.review_queue(tenant="acme").runs] == ["b-2", "c-3"]
+    # since compares started_at as text; a run without one does not match
+    assert [s["run_id"] for s in mem.review_queue(since="2026-05-02T12").runs] == ["a-1"]
+    judge(mem, "b-2", label="rejected")  # any judgment on the metric takes it off the queue
+    judge(mem, "a-1", metric="tone")      # one on another metric does not
+    assert [s["run_id"] for s in mem.review_queue().runs] == ["a-1", "c-3"]
+    assert [s["run_id"] for s in mem.review_queue("tone").runs] == ["b-2", "c-3"]
+    with pytest.raises(cas.InvalidArgument) as info:
+        mem.review_queue(cursor="nope")
+    assert info.value.reason == "CURSOR_UNKNOWN"
+
+
+def test_review_add_judges_several_runs_and_names_each_saved_review(run, tmp_path):
+    assert run("init").exit_code == 0
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(run_obj(r)) + "\n" for r in ("r-1", "r-2")))
+    assert run("runs", "import", str(runs)).exit_code == 0
+    args = ("review", "add", "r-1", "--run", "r-2", "--metric", "dataset_eligibility",
+            "--label", "reviewed")
+    preview = json.loads(run("--json", *args).stdout)
+    assert [r["run_id"] for r in preview["reviews"]] == ["r-1", "r-2"]
+    r = run(*args, "--confirm-token", preview["confirm_token"])
+    saved = json.loads(run("--json", *args, "--confirm-token", preview["confirm_token"]).stdout)
+    assert r.stdout == "".join(f"saved review {s['annotation_id']} of {s['run_id']}\n"
+                               for s in saved["saved"])
+    assert [s["run_id"] for s in saved["saved"]] == ["r-1", "r-2"]
+    queue = run("review", "queue")
+    assert queue.stdout == "no run awaits dataset_eligibility\n"
