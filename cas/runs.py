@@ -6,6 +6,7 @@ from typing import IO, Any, Iterable, NamedTuple
 
 from . import checks, claims, encoding, leases
 from .errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
+from .erased import admitted_persons, erased_persons, refuse_erased
 from .objects import (Run, RunAdmission, RunEntry, RunImport, encode_object, format_record_file,
                       parse_record_file)
 from .keys import admission_key, import_key
@@ -186,9 +187,8 @@ def import_runs(ctx, source, author: str | None = None,
     Every conflict is found before anything is written; the import record that makes the
     runs visible is written last, after the pack holding them.
     """
-    from . import erasure  # (erasure imports proposals, which imports this module)
     author = checks.author(author)
-    allowed = erasure.admitted_persons(ctx, allow_erased_persons)
+    allowed = admitted_persons(ctx, allow_erased_persons)
     if isinstance(source, (list, tuple)):
         runs = [parse_run(obj, f"$[{i}]") for i, obj in enumerate(source)]
     else:
@@ -207,7 +207,7 @@ def import_runs(ctx, source, author: str | None = None,
     with leases.writing(ctx, "import") as lease:
         # Read under the lease: an erasure that started earlier has finished by now (writers
         # wait for it), and one that starts later erases what this import stores.
-        erased = erasure.erased_persons(ctx)
+        erased = erased_persons(ctx)
         new, unchanged = _import_leased(ctx, lease, runs_index, seen, author, ctx.clock(),
                                         _Admitting(ctx, erased, allowed))
     result = RunImportResult(new, unchanged)
@@ -217,12 +217,11 @@ def import_runs(ctx, source, author: str | None = None,
 
 class _Admitting(NamedTuple):
     ctx: Any
-    erased: dict        # keyed person digest -> erasure.Erased
+    erased: dict        # keyed person digest -> Erased
     allowed: set[str]   # keyed digests the caller admits again
 
     def persons(self, new: dict[str, tuple[str, Run]]) -> list[str]:
         """The erased persons the runs `new` bring back (all admitted, or refused)."""
-        from . import erasure
         admitted = set()
         if not self.erased:
             return []
@@ -233,7 +232,7 @@ class _Admitting(NamedTuple):
             if keyed in self.allowed and keyed in self.erased:
                 admitted.add(keyed)
             else:
-                erasure.refuse_erased(self.erased, keyed, run.person, f"run {run_id!r}",
+                refuse_erased(self.erased, keyed, run.person, f"run {run_id!r}",
                                       run_id=run_id)
         return sorted(admitted)
 

@@ -9,6 +9,7 @@ from . import checks, claims, datasets, encoding, leases, retirement
 from .case_codec import EncodedCase, encode_case
 from .digest import parse_digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound, VersionConflict
+from .erased import erased_persons, refuse_erased
 from .objects import Case, VersionRecord
 from .keys import version_key
 from .tree import EMPTY_ROOT
@@ -45,11 +46,10 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
                                   f"with base (--base; its newest is {head})",
                                   reason="BASE_REQUIRED", head=head)
     base = _check_base(ctx, name, base or 0, retry)
-    from . import erasure  # (erasure imports proposals, which imports this module)
     with leases.writing(ctx, operation) as lease, \
             ctx.store.writer(lease.avoid_packs) as writer:
         # Read under the lease: an erasure that started earlier has finished by now.
-        inserts = _store_cases(ctx, writer, add, erasure.erased_persons(ctx))
+        inserts = _store_cases(ctx, writer, add, erased_persons(ctx))
         both = set(inserts).intersection(removes)
         if both:
             raise InvalidArgument(f"case {min(both)} is both added and removed",
@@ -69,10 +69,9 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
 
 def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[str]:
     """Encode and stage every case of `add`; their sorted ids. A case naming an erased person
-    (`erased`: keyed digest -> erasure.Erased) is refused before it is staged: its bytes never
+    (`erased`: keyed digest -> Erased) is refused before it is staged: its bytes never
     reach a pack (a huge commit may have written packs of the cases before it: unreferenced
     garbage that gc collects, naming nobody erased)."""
-    from . import erasure
     ids = set()
     # The bulk loop allocates millions of small objects and frees none of them: the cyclic
     # garbage collector would only rescan them (about a fifth of ingest time).
@@ -82,8 +81,8 @@ def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[str]:
         for item in add:
             enc = encode_case(item)
             if erased and enc.person is not None:
-                erasure.refuse_erased(erased, ctx.store.person_digest(enc.person), enc.person,
-                                      f"case {enc.case_id}", case_id=enc.case_id)
+                refuse_erased(erased, ctx.store.person_digest(enc.person), enc.person,
+                              f"case {enc.case_id}", case_id=enc.case_id)
             writer.add_encoded("case", enc.data, enc.case_id, enc.person)
             ids.add(enc.case_id)
     finally:
