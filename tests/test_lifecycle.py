@@ -105,6 +105,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         reqs = [{"run_id": r, "metric": "m", "label": "good"} for r in POOL[:3]]
         token = self.repo.add_reviews(reqs)["confirm_token"]
         saved = self.repo.add_reviews(reqs, confirm_token=token)
+        # the same request made again by the `review` rule is this confirmation, repeated
+        self.review_tokens[tuple((r, "m", "good") for r in POOL[:3])] = token
+        self.confirmed[token] = saved["annotation_ids"]
         for ann, row in zip(saved["annotation_ids"], saved["reviews"]):
             self.review_of[ann] = row["run_id"]
             self.reviewed_at[ann] = row["reviewed_at"]
