@@ -28,14 +28,17 @@ CARRIED_PAGE = 500
 
 
 # -- content policy ---------------------------------------------------------------------------
+def _newest(ctx, key_of, type_):
+    """The newest revision of a numbered settings log (numbered from 1, no gaps), or None."""
+    n = 0
+    while ctx.backend.exists(key_of(n + 1)):
+        n += 1
+    return parse_record_file(ctx.backend.get(key_of(n)), type_, key_of(n)) if n else None
+
+
 def settings(ctx) -> Settings | None:
     """The current content policy (None: every content class is copied)."""
-    n = 0
-    while ctx.backend.exists(keys.settings_key(n + 1)):
-        n += 1
-    if n == 0:
-        return None
-    return parse_record_file(ctx.backend.get(keys.settings_key(n)), Settings, keys.settings_key(n))
+    return _newest(ctx, keys.settings_key, Settings)
 
 
 def set_content_policy(ctx, withheld: list[str], author: str | None = None) -> Settings:
@@ -261,14 +264,9 @@ DEFAULT_ACCEPTED = ("accepted", "reviewed")
 
 def eligibility(ctx) -> Eligibility:
     """The judgment promotion needs: the newest revision, else the defaults (revision 0)."""
-    n = 0
-    while ctx.backend.exists(keys.eligibility_key(n + 1)):
-        n += 1
-    if n == 0:
-        return Eligibility(revision=0, metric=DEFAULT_METRIC, accepted=list(DEFAULT_ACCEPTED),
-                           author="", edited_at="")
-    key = keys.eligibility_key(n)
-    return parse_record_file(ctx.backend.get(key), Eligibility, key)
+    return _newest(ctx, keys.eligibility_key, Eligibility) or Eligibility(
+        revision=0, metric=DEFAULT_METRIC, accepted=list(DEFAULT_ACCEPTED), author="",
+        edited_at="")
 
 
 def set_eligibility(ctx, metric: str, accepted: list[str],

@@ -49,3 +49,17 @@ def subject(ref: str, annotation_id: str | None, **over) -> dict:
 def promote_and_seal(repo, anns, run_ids, key, name="evals"):
     p = repo.promote(name, [subject(r, anns[r]) for r in run_ids], key)
     return p, repo.seal(name, p["confirm_token"])
+
+
+def import_checked(runs):
+    """Runs an importer gave, each valid, imported into a fresh memory repository with no
+    warning (no tool call hidden in a message step): (repo, RunImportResult)."""
+    import cas
+    from cas.backends.memory import MemoryBackend
+    from cas.runs import parse_run
+    for run in runs:
+        parse_run(run, "$")
+    repo = cas.Repository.create(MemoryBackend())
+    result = repo.import_runs(runs)
+    assert result.warnings == []
+    return repo, result

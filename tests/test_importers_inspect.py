@@ -8,23 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cas
-from cas.backends.memory import MemoryBackend
+from lifecycle_helpers import import_checked
 from cas.errors import InvalidArgument
 from cas.importers import convert, inspect_log
 from cas.importers.common import Options
-from cas.runs import parse_run
 
 OPTS = Options(tenant="t")
-
-
-def _import(runs):
-    for run in runs:
-        parse_run(run, "$")
-    repo = cas.Repository.create(MemoryBackend())
-    result = repo.import_runs(runs)
-    assert result.warnings == []  # no tool call is hidden in a message step
-    return repo, result
 
 
 def _log(*samples, **eval_fields):
@@ -64,7 +53,7 @@ def test_browser_log_imports(traces):
     assert meta["inspect.reductions"][0]["scorer"] == "includes"
     assert "attachment://" not in json.dumps([run["steps"], run["input"], run["output"]])
     assert "inspect.unresolved_attachments" not in meta
-    _, result = _import(runs)
+    _, result = import_checked(runs)
     assert result.new == ["inspect:ZB2vu5GNujYaBdPSReCeop:1:1"]
 
 
@@ -86,7 +75,7 @@ def test_eval_archive_imports_through_convert_bytes(traces):
     assert run["metadata"]["inspect.reductions"][0]["sample_id"] == "0"
     # Events keep their attachment references, and the table that resolves them is kept.
     assert "ddc588d90e1c276163c3a0eec966c6af" in run["metadata"]["inspect.sample"]["attachments"]
-    _import(runs)
+    import_checked(runs)
 
 
 def test_eval_archive_through_the_registry(traces):
@@ -112,7 +101,7 @@ def test_tool_call_error_log_imports_replies_without_calls(traces):
         "parsing", "timeout", "parsing", "unicode_decode", "permission", "file_not_found",
         "is_a_directory", "limit", "approval", "unknown", "output_limit"]
     assert runs[0]["metadata"]["inspect.sample"] == {"files": [], "setup": "..."}
-    _import(runs)
+    import_checked(runs)
 
 
 # -- the mapping -------------------------------------------------------------------------------
@@ -131,7 +120,7 @@ def test_replies_join_the_nearest_unanswered_call_and_unanswered_calls_stay_unre
                                                              "message": "slow"}
     assert "result" not in third
     assert third["arguments_raw"] == "not json" and "arguments" not in third
-    _import([run])
+    import_checked([run])
 
 
 def test_attachments_are_resolved_and_unknown_ones_named():
@@ -244,7 +233,7 @@ def test_every_generated_log_converts_deterministically_and_imports_once(log):
     assert len(runs) == len(log["samples"])
     calls = sum(len(m.get("tool_calls") or []) for s in log["samples"] for m in s["messages"])
     assert sum(len(_tool_steps(r)) for r in runs) >= calls
-    repo, first = _import(runs)
+    repo, first = import_checked(runs)
     assert len(first.new) == len(runs)
     again = repo.import_runs(convert(data, "inspect", source="gen.json", tenant="t"))
     assert again.new == [] and again.unchanged == len(runs)

@@ -6,24 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cas
-from cas.backends.memory import MemoryBackend
+from lifecycle_helpers import import_checked
 from cas.errors import InvalidArgument
 from cas.importers import convert, langsmith
 from cas.importers.common import Options
-from cas.runs import parse_run
 
 OPTS = Options(tenant="t")
 TRACE = "00000000-0000-0000-0000-000000000001"
-
-
-def _import(runs):
-    for run in runs:
-        parse_run(run, "$")
-    repo = cas.Repository.create(MemoryBackend())
-    result = repo.import_runs(runs)
-    assert result.warnings == []  # no tool call is hidden in a message step
-    return repo, result
 
 
 def _node(run_id, run_type, order, **fields):
@@ -67,7 +56,7 @@ def _agent_tree():
     ("langsmith-sdk__langsmith_py_wrap_openai_stream.json",
      "langsmith:fe8ffecb-72ce-4cd2-bdb7-01f34654c391", "2024-10-11T20:58:20.695375+00:00"),
 ])
-def test_sdk_payload_batches_import(traces, name, run_id, started_at):
+def test_sdk_payload_batchesimport_checked(traces, name, run_id, started_at):
     data = (traces / "langsmith" / name).read_bytes()
     runs = convert(data, "langsmith", source=name, tenant="t")
     assert [r["run_id"] for r in runs] == [run_id]
@@ -83,7 +72,7 @@ def test_sdk_payload_batches_import(traces, name, run_id, started_at):
     assert meta["langsmith.metadata"]["ls_provider"] == "openai"
     summary, = meta["langsmith.runs"]
     assert summary["end_time"] and summary["run_type"] == "llm"  # the patch merged in
-    _, result = _import(runs)
+    _, result = import_checked(runs)
     assert result.new == [run_id]
 
 
@@ -113,7 +102,7 @@ def test_run_tree_steps_in_order_with_tools_joined():
     assert run["metadata"]["tags"] == ["x"]
     assert [r["id"] for r in run["metadata"]["langsmith.runs"]] == [TRACE, "L1", "T1", "T0",
                                                                     "L2"]
-    _import([run])
+    import_checked([run])
 
 
 def test_flat_run_list_in_any_order_is_one_trace():
@@ -220,7 +209,7 @@ def test_every_generated_trace_converts_deterministically_and_imports_once(trees
     tools = sorted(r["id"] for t in trees for r in t["child_runs"] if r["run_type"] == "tool")
     assert sorted(s["langsmith"]["run_id"] for r in runs for s in r["steps"]
                   if "run_id" in s.get("langsmith", {})) == tools
-    repo, first = _import(runs)
+    repo, first = import_checked(runs)
     assert len(first.new) == len(runs)
     again = repo.import_runs(convert(data, "langsmith", source="gen.json", tenant="t"))
     assert again.new == [] and again.unchanged == len(runs)

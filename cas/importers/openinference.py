@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import otlp
-from .common import derived_run_id, finish_run, refuse
+from .common import derived_run_id, finish_run
 from .otlp import MISSING, Span, json_or_text, message_of, nested
 
 NAME = "openinference"
@@ -28,13 +28,11 @@ def detect(value: Any) -> bool:
 
 def convert(values: list, options, source: str) -> list[dict]:
     """One run per trace that has an OpenInference span."""
-    spans = otlp.read_spans(values, source, "OpenInference")
-    traces = [t for t in otlp.traces(spans) if any(map(otlp.openinference_span, t))]
-    if not traces:
-        raise refuse(source, "no span carries openinference.span.kind or llm.*_messages "
-                     "attributes (OpenInference); OpenTelemetry GenAI spans are read with "
-                     "--format otel-genai")
-    return [_run(trace, options, source) for trace in traces]
+    return otlp.runs_of_traces(
+        values, source, "OpenInference", otlp.openinference_span,
+        "no span carries openinference.span.kind or llm.*_messages attributes (OpenInference); "
+        "OpenTelemetry GenAI spans are read with --format otel-genai",
+        lambda trace, where: _run(trace, options, where))
 
 
 def _kind(span: Span) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import otlp
-from .common import derived_run_id, finish_run, refuse
+from .common import derived_run_id, finish_run
 from .otlp import MISSING, Span, json_or_text, message_of, messages_of, nested
 
 NAME = "otel-genai"
@@ -31,13 +31,11 @@ def detect(value: Any) -> bool:
 
 def convert(values: list, options, source: str) -> list[dict]:
     """One run per trace that has a GenAI span (a trace without one is not an agent run)."""
-    spans = otlp.read_spans(values, source, "OpenTelemetry")
-    traces = [t for t in otlp.traces(spans) if any(map(otlp.genai_span, t))]
-    if not traces:
-        raise refuse(source, "no span carries gen_ai.* attributes or events (the "
-                     "OpenTelemetry GenAI conventions); OpenInference spans are read with "
-                     "--format openinference")
-    return [_run(trace, options, source) for trace in traces]
+    return otlp.runs_of_traces(
+        values, source, "OpenTelemetry", otlp.genai_span,
+        "no span carries gen_ai.* attributes or events (the OpenTelemetry GenAI conventions); "
+        "OpenInference spans are read with --format openinference",
+        lambda trace, where: _run(trace, options, where))
 
 
 def _run(trace: list[Span], options, source: str) -> dict:

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from blake3 import blake3
 
 from .. import encoding
-from .common import CallJoiner, listed, tool_arguments
+from .common import CallJoiner, listed, refuse, tool_arguments
 
 MISSING: Any = object()  # an attribute that was not recorded (never the same as a null)
 
@@ -141,6 +141,17 @@ def _span(d: dict, resource: dict, scope: dict, otlp: bool) -> Span:
         else None, attributes=attrs,
         events=[_event(e) for e in listed(d.get("events")) if isinstance(e, dict)],
         resource=resource, scope=scope, extra=extra, document={})
+
+
+def runs_of_traces(values: list, source: str, convention: str, ours, refusal: str,
+                   run) -> list[dict]:
+    """One run (`run(trace, source)`) per trace holding a span `ours(span)` claims; refused
+    with `refusal` when no trace does (a trace without one is not an agent run)."""
+    spans = read_spans(values, source, convention)
+    found = [t for t in traces(spans) if any(map(ours, t))]
+    if not found:
+        raise refuse(source, refusal)
+    return [run(trace, source) for trace in found]
 
 
 def _first(d: dict, *keys: str, default: Any = None) -> Any:
@@ -677,7 +688,6 @@ def genai_span(span: Span) -> bool:
 
 def read_spans(values: list, source: str, what: str) -> list[Span]:
     """The spans of a file's parsed values, or the refusal naming the shapes read."""
-    from .common import refuse
     out = []
     for i, value in enumerate(values):
         spans = spans_of(value)
