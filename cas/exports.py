@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Union
 import msgspec
 
 from . import encoding
+from .backends.local import fsync_dir
 from .errors import AlreadyExists, DataLoss, FailedPrecondition, InvalidArgument
 from .objects import Case
 from .repository import Repository
@@ -176,14 +177,6 @@ def header(pin: Pin) -> dict[str, Any]:
 
 
 # -- writing files atomically ---------------------------------------------------------------
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path or ".", os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @contextlib.contextmanager
 def atomic_file(path: str) -> Iterator[Any]:
     """A binary file that appears at `path` only whole: written to a hidden temporary file
@@ -202,7 +195,7 @@ def atomic_file(path: str) -> Iterator[Any]:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
-    _fsync_dir(where)  # the rename itself is durable only once the directory is
+    fsync_dir(where)  # the rename itself is durable only once the directory is
 
 
 def _write_to(out: Any, write: Callable[[Any], ExportResult]) -> ExportResult:
@@ -299,12 +292,13 @@ def export_hf(repo, pin: Any, out: Any) -> ExportResult:
     Built by `Dataset.from_generator` into a temporary cache, so memory stays flat."""
     need("hf")
     import datasets
+    import pyarrow as pa  # a dependency of datasets
     path = os.path.abspath(_required_path(out, "hf"))
     if os.path.lexists(path):
         raise AlreadyExists(f"{path} exists; an hf export makes a new directory",
                             reason="OUTPUT_EXISTS", path=path)
     p, rows = _table_rows(repo, pin)
-    features = datasets.Features.from_arrow_schema(arrow_schema(_pa(), p))
+    features = datasets.Features.from_arrow_schema(arrow_schema(pa, p))
     info = datasets.DatasetInfo(description=encoding.encode(header(p)).decode(),
                                 features=features)
     work = tempfile.mkdtemp(prefix=".cas-hf-", dir=os.path.dirname(path))
@@ -324,17 +318,12 @@ def export_hf(repo, pin: Any, out: Any) -> ExportResult:
             fingerprint=secrets.token_hex(16), writer_batch_size=ROW_GROUP)
         ds.save_to_disk(os.path.join(work, "out"))
         os.rename(os.path.join(work, "out"), path)
-        _fsync_dir(os.path.dirname(path))
+        fsync_dir(os.path.dirname(path))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if bars:
             datasets.enable_progress_bars()
     return ExportResult("hf", str(p), counted[0], path=path)
-
-
-def _pa():
-    import pyarrow
-    return pyarrow
 
 
 # -- OpenAI chat fine-tuning -------------------------------------------------------------------

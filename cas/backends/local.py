@@ -121,7 +121,7 @@ class LocalBackend:
                     os.link(tmp, path)
             except FileExistsError:
                 return False
-            _fsync_dir(os.path.dirname(path))
+            fsync_dir(os.path.dirname(path))
             return True
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
@@ -139,7 +139,7 @@ class LocalBackend:
             os.unlink(path)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return False  # absent: a directory (or a path through a file) is not a key
-        _fsync_dir(os.path.dirname(path))
+        fsync_dir(os.path.dirname(path))
         return True
 
     def list(self, prefix: str = "") -> Iterator[str]:
@@ -202,10 +202,11 @@ class LocalBackend:
             os.mkdir(path)
         except FileExistsError:
             return
-        _fsync_dir(parent)
+        fsync_dir(parent)
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
+    """Make a rename or link in directory `path` durable (the entry is in the directory)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)

@@ -38,16 +38,15 @@ def parse_documents(data: bytes, source: str) -> list[Any]:
     text is not one document is read line by line; blank lines are skipped)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidArgument(f"{source}: an import reads bytes, not {encoding.describe(data)}")
+    data = bytes(data)
     try:
-        return [encoding.parse_json(bytes(data))]
+        return [encoding.parse_json(data)]
     except InvalidArgument as whole:
-        lines = [line for line in bytes(data).splitlines() if line.strip()]
+        lines = [(n, line) for n, line in enumerate(data.splitlines(), 1) if line.strip()]
         if len(lines) < 2:
             raise encoding.in_context(whole, source) from None
     out = []
-    for lineno, line in enumerate(bytes(data).splitlines(), 1):
-        if not line.strip():
-            continue
+    for lineno, line in lines:
         try:
             out.append(encoding.parse_json(line))
         except InvalidArgument as exc:
