@@ -214,7 +214,7 @@ def child_ingest(jsonl: str, repo: str) -> dict[str, Any]:
     """cas.read_cases_jsonl + repo.commit into a fresh local repository (timed: the commit)."""
     import cas
     r = cas.init(repo)
-    r.create_dataset(DATASET)
+    r.create_dataset(DATASET, admission="direct")
     rss0 = peak_rss()
     t0 = time.perf_counter()
     with open(jsonl, "rb") as f:

@@ -127,7 +127,7 @@ def build(n: int, jsonl: str, repo_dir: str, args, log) -> dict[str, Any]:
     layout = person_layout(args)
     shutil.rmtree(repo_dir, ignore_errors=True)
     r = cas.init(repo_dir)
-    r.create_dataset(DATASET, author=AUTHOR)
+    r.create_dataset(DATASET, author=AUTHOR, admission="direct")
     removable: list[str] = []
 
     def base_cases():

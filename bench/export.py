@@ -100,7 +100,7 @@ def build(work: str, sizes: list[int], log) -> str:
     repo = cas.init(location)
     for n in sizes:
         t0 = time.perf_counter()
-        repo.create_dataset(f"s{n}")
+        repo.create_dataset(f"s{n}", admission="direct")
         with open(paths[n], "rb") as f:
             repo.commit(f"s{n}", base=None, add=cas.read_cases_jsonl(f))
         log(f"committed {n} cases in {time.perf_counter() - t0:.1f} s")

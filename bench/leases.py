@@ -89,7 +89,7 @@ def run(kind: str, on: bool, n: int, root: Path) -> tuple[float, float]:
     cas.init(str(path))
     backend = Counting(LocalBackend(str(path / ".cas")))
     repo = cas.Repository(backend)
-    repo.create_dataset("ds", author="bench")
+    repo.create_dataset("ds", author="bench", admission="direct")
     times = []
     with protocol(on):
         backend.calls.clear()

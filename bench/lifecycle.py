@@ -171,7 +171,7 @@ def promote_and_seal(repo_dir: str, ids: list[str], annotations: list[str], key:
 def new_repo(repo_dir: str) -> None:
     import cas
     shutil.rmtree(repo_dir, ignore_errors=True)
-    cas.init(repo_dir).create_dataset(DATASET, author=AUTHOR)
+    cas.init(repo_dir).create_dataset(DATASET, author=AUTHOR, admission="direct")
 
 
 def part_a(jsonl: str, n: int, repo_dir: str, log) -> dict:

@@ -28,7 +28,7 @@ from engine import extra_case, generate  # noqa: E402
 
 def ingest(location: str, jsonl: str) -> tuple[float, "cas.Repository"]:
     repo = cas.init(location)
-    repo.create_dataset("bench")
+    repo.create_dataset("bench", admission="direct")
     t = time.perf_counter()
     with open(jsonl, "rb") as f:
         repo.commit("bench", base=None, add=cas.read_cases_jsonl(f))

@@ -6,7 +6,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from . import checks, encoding
 from .errors import AlreadyExists, InvalidArgument, NotFound, VersionConflict
-from .objects import DatasetRecord, VersionRecord
+from .objects import ADMISSION_RULES, DatasetRecord, VersionRecord
 from .keys import meta_key
 
 
@@ -16,12 +16,18 @@ class VersionsPage(NamedTuple):
 
 
 def create_dataset(ctx, name: str, description: str = "", tags: Iterable[str] = (),
-                   author: str | None = None) -> DatasetRecord:
+                   author: str | None = None, admission: str = "reviewed") -> DatasetRecord:
+    """A new dataset. Its admission rule, fixed for ever: "reviewed" (the default: only
+    promotion of reviewed runs adds cases) or "direct" (commits may add cases too)."""
     checks.dataset_name(name)
     encoding.check_text(description, "description")
+    if admission not in ADMISSION_RULES:
+        raise InvalidArgument(f"admission {encoding.describe(admission)} is not a rule; "
+                              f"accepted: {', '.join(ADMISSION_RULES)}",
+                              reason="ADMISSION_INVALID")
     record = DatasetRecord(name=name, revision=1, description=description,
                            tags=checks.tags(tags), author=checks.author(author),
-                           edited_at=ctx.clock())
+                           edited_at=ctx.clock(), admission=admission)
     if ctx.refs.read_dataset_tombstone(name) is not None:
         raise _name_deleted(ctx, name)
     if not ctx.refs.append_meta(record):
@@ -58,7 +64,7 @@ def edit_dataset(ctx, name: str, description: str | None = None,
         name=name, revision=current.revision + 1,
         description=current.description if description is None else description,
         tags=current.tags if tags is None else checks.tags(tags),
-        author=author, edited_at=ctx.clock())
+        author=author, edited_at=ctx.clock(), admission=current.admission)
     if not ctx.refs.append_meta(record):
         raise VersionConflict(name, current.revision, ctx.refs.meta_head(name))
     return record

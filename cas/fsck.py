@@ -7,13 +7,15 @@ from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
 
+import msgspec
+
 from . import checks
 from . import keys as K
 from . import pack as packfmt
 from .digest import digest_of, from_bytes, is_digest, to_bytes
 from .errors import CasError
-from .objects import (KIND_BY_CODE, DatasetRecord, DatasetTombstone, Eligibility, Erasure,
-                      ErasurePlan,
+from .objects import (ADMISSION_RULES, KIND_BY_CODE, DatasetRecord, DatasetTombstone,
+                      Eligibility, Erasure, ErasurePlan,
                       Experiment, Fence, IdempotencyRecord, Lease, PersonIndex, PersonShards,
                       Proposal, RepoConfig, ReviewBatch, RunAdmission, RunImport, ScoreBatch,
                       ScoreWithdrawal, Settings,
@@ -300,6 +302,7 @@ def _check_dataset(st: _State, name: str, groups: dict[str, list[int]], gone: se
         return
     # a deleted version's number stays used (its tombstone)
     deleted = _deleted_numbers(st).get(name, set())
+    first = None  # the dataset's first metadata revision
     for group, type_ in (("meta", DatasetRecord), ("versions", VersionRecord)):
         numbers = sorted(groups[group])
         _contiguous(st, f"{K.DATASETS}{name}/{group}/",
@@ -312,6 +315,8 @@ def _check_dataset(st: _State, name: str, groups: dict[str, list[int]], gone: se
             if group == "meta":
                 if record.name != name or record.revision != number:
                     st.error(key, f"record says {record.name!r} revision {record.revision}")
+                first = record if number == 1 else first
+                _check_admission(st, key, record, first)
                 continue
             st.n_versions += 1
             if st.progress:
@@ -319,6 +324,16 @@ def _check_dataset(st: _State, name: str, groups: dict[str, list[int]], gone: se
             _check_version(st, key, name, number, record, deleted)
     if not groups["meta"]:
         st.error(f"{K.DATASETS}{name}/", "dataset has versions but no metadata record")
+
+
+def _check_admission(st: _State, key: str, record, first) -> None:
+    """A rule this cas knows, fixed at creation: every revision carries the first one's."""
+    if record.admission is not msgspec.UNSET and record.admission not in ADMISSION_RULES:
+        st.error(key, f"admission {record.admission!r} is not a rule; known: "
+                      f"{', '.join(ADMISSION_RULES)}")
+    elif first is not None and first.admission != record.admission:
+        st.error(key, f"admission {record.admits!r} differs from the one the dataset was "
+                      f"created with ({first.admits!r}); a dataset's rule never changes")
 
 
 def _contiguous(st: _State, where: str, used: set[int]) -> None:
@@ -541,10 +556,15 @@ def _check_person_index(st: _State) -> None:
                           f"{absent[0][0]} (shard {shard}; {len(absent)} of {len(want)} "
                           "entries missing): an erasure of that person would miss it")
     # The reverse: an entry for an object of the pack under a person it does not name. A
-    # provenance object may be indexed under the people of the cases it describes.
+    # provenance object may be indexed under the people of the cases it describes; when one
+    # of those cases is not here (a commit's cases span packs, and a mirror interrupted after
+    # a gc may not have copied them all yet), whose it is cannot be told, and any is accepted.
     case_person = {d: keyed for want in wanted.values() for keyed, d in want}
+    present = set().union(*st.in_pack.values())
     described = {d: {case_person[e.case_id] for e in obj.entries if e.case_id in case_person}
-                 for d, obj in st.provenances.items()}
+                 for d, obj in st.provenances.items()
+                 if all(e.case_id in present for e in obj.entries)}
+    unknown = set(st.provenances) - set(described)
     for key, record in sorted(records.items()):
         parsed = K.split_person_index_key(key)
         if record is None or parsed is None or record.pack not in st.in_pack:
@@ -552,7 +572,7 @@ def _check_person_index(st: _State) -> None:
         held = st.in_pack[record.pack]
         want = wanted.get((parsed[0], record.pack), set())
         wrong = [e for e in record.entries if e.digest in held and (e.person, e.digest) not in want
-                 and e.person not in described.get(e.digest, ())]
+                 and e.person not in described.get(e.digest, ()) and e.digest not in unknown]
         if wrong:
             st.error(key, f"lists {wrong[0].digest} under {wrong[0].person}, a person that "
                           "object does not name")
@@ -680,7 +700,7 @@ def _check_references(st: _State) -> None:
         prov = st.provenances.get(digest)
         if prov is None:
             continue  # a missing provenance is reported where it is named
-        lost = [e for e in prov.entries if e.annotation_id not in saved
+        lost = [e for e in prov.entries if e.promoted and e.annotation_id not in saved
                 and e.annotation_id not in st.erasures["reviews"] and e.case_id not in st.erased]
         if lost:
             more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""

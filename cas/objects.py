@@ -80,6 +80,9 @@ class VersionRecord(_Record, tag="version", kw_only=True):
     provenance: str | None = None   # digest of its Provenance object (promotions)
 
 
+ADMISSION_RULES = ("reviewed", "direct")
+
+
 class DatasetRecord(_Record, tag="dataset", kw_only=True):
     """One revision of a dataset's editable metadata; revision 1 creates the dataset."""
 
@@ -89,6 +92,16 @@ class DatasetRecord(_Record, tag="dataset", kw_only=True):
     tags: list[str] = []
     author: str
     edited_at: str
+    # How cases enter (fixed at creation, carried by every revision): "reviewed" (only
+    # promotion adds cases) or "direct" (commits may add them too). Absent in the records of
+    # datasets created before the rule existed (UNSET keeps their bytes canonical): those
+    # read as "direct", the rule they were created under.
+    admission: str | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def admits(self) -> str:
+        """The admission rule in force: "reviewed" or "direct"."""
+        return "direct" if self.admission is msgspec.UNSET else self.admission
 
 
 class RepoConfig(_Record, tag="config", kw_only=True):
@@ -155,12 +168,18 @@ class ReviewBatch(_Record, tag="review.batch", kw_only=True):
 
 
 class Settings(_Record, tag="settings", kw_only=True):
-    """One revision of the repository settings; without any, every content class is copied."""
+    """One revision of the content policy: the repository default (no `dataset`) or one
+    dataset's override. Without any, every content class is copied."""
 
     revision: int
-    withheld: list[str] = []  # content classes a promotion must not copy into a case
+    # content classes a promotion must not copy into a case; None (an override only): the
+    # dataset follows the repository default again
+    withheld: list[str] | None = []
     author: str
     edited_at: str
+    # the dataset the revision overrides the default for; absent (UNSET, so that revisions
+    # written before overrides existed keep their bytes) in a revision of the default
+    dataset: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class Eligibility(_Record, tag="eligibility", kw_only=True):
@@ -176,12 +195,22 @@ class Eligibility(_Record, tag="eligibility", kw_only=True):
 
 
 class ProvenanceEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """How one case entered its version: promoted (the run and the review that admitted it)
+    or committed directly to a `direct` dataset (`committed_by`: its author, and no run or
+    review). The fields one kind does not have are absent (UNSET), never null, so that the
+    entries written before direct commits were recorded keep their canonical bytes."""
+
     case_id: str
-    run_id: str
-    annotation_id: str
-    reviewer: str
-    reviewed_at: str
+    run_id: str | msgspec.UnsetType = msgspec.UNSET
+    annotation_id: str | msgspec.UnsetType = msgspec.UNSET
+    reviewer: str | msgspec.UnsetType = msgspec.UNSET
+    reviewed_at: str | msgspec.UnsetType = msgspec.UNSET
     withheld: list[str] = []
+    committed_by: str | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def promoted(self) -> bool:
+        return self.annotation_id is not msgspec.UNSET
 
 
 class Provenance(_Record, tag="provenance", kw_only=True):

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from . import checks, claims, datasets, encoding, keys, leases, retirement, sealing
+from . import checks, claims, datasets, encoding, keys, leases, reads, retirement, sealing
 from . import digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .objects import (Case, Eligibility, IdempotencyRecord, Proposal, Provenance,
@@ -20,6 +20,7 @@ from .objects import (Case, Eligibility, IdempotencyRecord, Proposal, Provenance
 from .reviews import index as review_index
 from .reviews import require_runs
 from .runs import IMPORT_KEY, get_run
+from .runs import index as run_index
 from .tree import EMPTY_ROOT
 
 CONTENT_CLASSES = ("input", "output", "tool_arguments", "tool_results", "metadata")
@@ -28,33 +29,87 @@ CARRIED_PAGE = 500
 
 
 # -- content policy ---------------------------------------------------------------------------
-def _newest(ctx, key_of, type_):
-    """The newest revision of a numbered settings log (numbered from 1, no gaps), or None."""
+def _count(ctx, key_of) -> int:
+    """How many revisions a numbered settings log has (numbered from 1, no gaps)."""
     n = 0
     while ctx.backend.exists(key_of(n + 1)):
         n += 1
+    return n
+
+
+def _newest(ctx, key_of, type_):
+    """The newest revision of a numbered settings log, or None."""
+    n = _count(ctx, key_of)
     return parse_record_file(ctx.backend.get(key_of(n)), type_, key_of(n)) if n else None
 
 
+class ContentPolicy(NamedTuple):
+    """The content classes a promotion into a dataset withholds, and where that comes from:
+    `source` is the settings revision in force (a dataset's override, or the repository
+    default), None when no revision applies (nothing is withheld)."""
+
+    withheld: list[str]
+    source: Settings | None
+
+    @property
+    def overridden(self) -> bool:
+        return self.source is not None and self.source.dataset is not msgspec.UNSET
+
+
 def settings(ctx) -> Settings | None:
-    """The current content policy (None: every content class is copied)."""
-    return _newest(ctx, keys.settings_key, Settings)
+    """The repository's default content policy: its newest revision (None: every content
+    class is copied)."""
+    return content_policy(ctx).source
 
 
-def set_content_policy(ctx, withheld: list[str], author: str | None = None) -> Settings:
-    """A new settings revision: the content classes a promotion withholds from cases."""
-    withheld = checks.strings(withheld, "withheld", "content classes")
+def content_policy(ctx, dataset: str | None = None) -> ContentPolicy:
+    """The policy in force for `dataset`: its newest override (unless that one follows the
+    default again), else the repository default's newest revision. An override outlives
+    newer defaults, so the revisions are read newest first until both answers are known
+    (every revision, for a dataset with no override: settings change rarely)."""
+    if dataset is not None:
+        checks.dataset_name(dataset)
+    default: Settings | None = None
+    for n in range(_count(ctx, keys.settings_key), 0, -1):
+        key = keys.settings_key(n)
+        record = parse_record_file(ctx.backend.get(key), Settings, key)
+        if record.dataset is msgspec.UNSET:
+            default = default or record
+            if dataset is None:
+                break
+        elif dataset is not None and record.dataset == dataset:
+            if record.withheld is not None:
+                return ContentPolicy(list(record.withheld), record)
+            dataset = None  # it follows the default: its older overrides are void
+            if default is not None:
+                break
+    return ContentPolicy(list(default.withheld or []) if default else [], default)
+
+
+def set_content_policy(ctx, withheld: list[str] | None, author: str | None = None,
+                       dataset: str | None = None) -> Settings:
+    """A new settings revision: the content classes a promotion withholds from cases, as the
+    repository default or (`dataset`) as that dataset's override. For a dataset, `withheld`
+    None drops its override: it follows the default again."""
     author = checks.author(author)
-    classes = sorted(set(withheld))
-    for c in classes:
-        if c not in CONTENT_CLASSES:
-            raise InvalidArgument(f"unknown content class {c!r}; accepted: "
-                                  f"{', '.join(CONTENT_CLASSES)}")
+    if dataset is not None:
+        datasets.dataset(ctx, dataset)
+    if withheld is None and dataset is None:
+        raise InvalidArgument("the repository default names the classes it withholds (an "
+                              "empty list: none); only a dataset's override can follow it")
+    classes = None
+    if withheld is not None:
+        classes = sorted(set(checks.strings(withheld, "withheld", "content classes")))
+        for c in classes:
+            if c not in CONTENT_CLASSES:
+                raise InvalidArgument(f"unknown content class {c!r}; accepted: "
+                                      f"{', '.join(CONTENT_CLASSES)}")
     for _ in claims.attempts("a settings revision"):
-        current = settings(ctx)
-        record = Settings(revision=(current.revision if current else 0) + 1, withheld=classes,
-                          author=author, edited_at=ctx.clock())
-        if ctx.backend.put_if_absent(keys.settings_key(record.revision), format_record_file(record)):
+        record = Settings(revision=_count(ctx, keys.settings_key) + 1, withheld=classes,
+                          author=author, edited_at=ctx.clock(),
+                          dataset=msgspec.UNSET if dataset is None else dataset)
+        if ctx.backend.put_if_absent(keys.settings_key(record.revision),
+                                     format_record_file(record)):
             return record
 
 
@@ -168,22 +223,26 @@ class SealResult(NamedTuple):
     already_sealed: bool            # the token was sealed before; this is that version
 
 
+PROGRESS_EVERY = 200  # subjects (or runs, reviews) between two progress reports
+
+
 def promote(ctx, name: str, subjects, idempotency_key: str,
-            author: str | None = None) -> dict[str, Any]:
+            author: str | None = None, progress=None) -> dict[str, Any]:
     """Stage a promotion of reviewed runs and return its preview (with `confirm_token`);
-    seals nothing."""
+    seals nothing. `progress(stage, done, total)` hears how far the freezing is."""
     author = checks.author(author)
     subjects = convert_subjects(subjects, "subjects")
     datasets.dataset(ctx, name)
     _check_key(idempotency_key)
-    policy = settings(ctx)
-    withheld = policy.withheld if policy else []
+    withheld = content_policy(ctx, name).withheld
     rules = eligibility(ctx)
     cases: dict[str, tuple[bytes, str | None]] = {}  # id -> (bytes, person)
     provenance: dict[str, ProvenanceEntry] = {}
     runs: dict[str, str] = {}  # digest -> run id of every run promoted
     request, judged = [], []
     for i, s in enumerate(subjects):
+        if progress is not None and i % PROGRESS_EVERY == 0:
+            progress("checking and freezing runs", i, len(subjects))
         where = f"subject {i} ({s.subject_ref!r})"
         kind = SUBJECT_KINDS.get(s.subject_kind)
         run, review = _subject_review(ctx, s, where, kind, rules)
@@ -205,6 +264,96 @@ def promote(ctx, name: str, subjects, idempotency_key: str,
     # (in run order: the same request in another order is the same proposal, and preview)
     return {**shown, "subjects": sorted(judged, key=lambda j: (j["run_id"],
                                                                  j["annotation_id"]))}
+
+
+def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
+                      since: str | None = None, run_ids=None) -> list[Subject]:
+    """Promotion by selection: the runs whose newest judgment on the eligibility metric (by
+    anyone) accepts them, as subjects naming that judgment, in import order (ties by run id).
+    `tenant` and `since` (`started_at` compared as ISO 8601 UTC text; a run without one does
+    not match) narrow the selection; `run_ids` restricts it to those runs, each of which must
+    then be selected (else refused, naming why). `metric`, if given, must be the rule's."""
+    rules = eligibility(ctx)
+    for value, what in ((tenant, "tenant"), (since, "since")):
+        encoding.check_text(value, what, optional=True)
+    if metric is not None:
+        encoding.check_text(metric, "metric")
+        if metric != rules.metric:
+            raise FailedPrecondition(
+                f"promotion needs judgments on {rules.metric!r} (`cas settings eligibility`), "
+                f"not on {metric!r}", reason="REVIEW_WRONG_METRIC", metric=metric,
+                expected=rules.metric)
+    named = None if run_ids is None else checks.strings(run_ids, "run_ids", "run ids")
+    newest: dict[str, Any] = {}
+    for review in review_index(ctx).all():
+        if review.metric == rules.metric:
+            known = newest.get(review.run_id)
+            if known is None or (review.reviewed_at, review.annotation_id) > (
+                    known.reviewed_at, known.annotation_id):
+                newest[review.run_id] = review
+    order = list(run_index(ctx).all())  # import order
+    if named:
+        for run_id in named:
+            get_run(ctx, run_id)  # RUN_NOT_FOUND for one that is not recorded
+        wanted = set(named)
+        candidates = [r for r in order if r in wanted]
+    else:
+        candidates = order
+    out = []
+    for run_id in candidates:
+        review = newest.get(run_id)
+        problem = _not_selected(ctx, run_id, review, rules, tenant, since)
+        if problem is not None:
+            if named:
+                raise problem
+            continue
+        out.append(Subject(subject_kind="agent_run", subject_ref=run_id,
+                           review_annotation_id=review.annotation_id))
+    if not out:
+        narrowed = "".join(f" {flag} {value}" for flag, value in (
+            ("--tenant", tenant), ("--since", since)) if value is not None)
+        raise FailedPrecondition(
+            f"no recorded run{' matching' + narrowed if narrowed else ''} has a newest "
+            f"judgment on {rules.metric!r} that accepts it ({', '.join(rules.accepted)}); "
+            "see `cas review queue`", reason="NO_ACCEPTED_RUNS", metric=rules.metric,
+            accepted=list(rules.accepted))
+    return out
+
+
+def _not_selected(ctx, run_id: str, review, rules: Eligibility, tenant, since):
+    """Why a run is not selected for promotion (an error to raise when it was named), or
+    None when it is."""
+    if review is None:
+        return FailedPrecondition(
+            f"run {run_id!r} has no judgment on {rules.metric!r} yet (`cas review add`)",
+            reason="REVIEW_REQUIRED", run_id=run_id)
+    if review.label not in rules.accepted:
+        return FailedPrecondition(
+            f"run {run_id!r}: its newest judgment on {rules.metric!r}, {review.annotation_id} "
+            f"({review.label!r} by {review.reviewer}), does not accept it; accepted: "
+            f"{', '.join(rules.accepted)}", reason="REVIEW_NOT_ACCEPTED",
+            annotation_id=review.annotation_id, label=review.label,
+            accepted=list(rules.accepted), run_id=run_id)
+    if tenant is None and since is None:
+        return None
+    run = get_run(ctx, run_id)
+    if tenant is not None and run.tenant != tenant:
+        return FailedPrecondition(f"run {run_id!r} is of tenant {run.tenant!r}, not {tenant!r}",
+                                  reason="RUN_NOT_SELECTED", run_id=run_id)
+    if since is not None and not (isinstance(run.started_at, str) and run.started_at >= since):
+        return FailedPrecondition(f"run {run_id!r} started at {run.started_at!r}, not since "
+                                  f"{since!r}", reason="RUN_NOT_SELECTED", run_id=run_id)
+    return None
+
+
+def promote_reviewed(ctx, name: str, idempotency_key: str, metric: str | None = None,
+                     tenant: str | None = None, since: str | None = None, run_ids=None,
+                     author: str | None = None, progress=None) -> dict[str, Any]:
+    """`promote` of the runs `reviewed_subjects` selects: nobody assembles subjects by hand."""
+    datasets.dataset(ctx, name)
+    _check_key(idempotency_key)
+    return promote(ctx, name, reviewed_subjects(ctx, metric, tenant, since, run_ids),
+                   idempotency_key, author, progress)
 
 
 def _subject_review(ctx, s: Subject, where: str, kind: str | None, rules: Eligibility):
@@ -335,7 +484,7 @@ def _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
         prior = None
     if prior is not None:
         _check_same_request(prior, same_request, key)
-        return preview(ctx, load_proposal(ctx, name, prior.token), prior.token)
+        return preview(ctx, load_proposal(ctx, name, prior.token), prior.token, replayed=True)
     head = ctx.refs.head(name)
     base = ctx.refs.read_version(name, head) if head else None
     base_root = base.content_digest if base else EMPTY_ROOT
@@ -408,12 +557,19 @@ def load_proposal(ctx, name: str, token: str) -> Proposal:
                        reason="PROPOSAL_NOT_FOUND") from None
 
 
-def preview(ctx, p: Proposal, token: str) -> dict[str, Any]:
+def preview(ctx, p: Proposal, token: str, replayed: bool = False) -> dict[str, Any]:
+    """What a proposal would seal. `replayed`: the request was staged before (its idempotency
+    key names it), so the head may have moved since: `stale` then says sealing it will be
+    refused, and `restage` how to stage it anew."""
     base = ctx.refs.read_version(p.dataset, p.base) if p.base else None
-    withheld = {}
+    stale = replayed and bool(p.add or p.remove or _recut(p)) and \
+        ctx.refs.head(p.dataset) != p.base and sealed_by(ctx, p.dataset, p.base, token) is None
+    withheld, runs = {}, {}
     if p.provenance:
         for e in ctx.store.get(p.provenance, Provenance).entries:
             withheld[e.case_id] = e.withheld
+            if e.promoted:
+                runs[e.case_id] = e.run_id
     carried = []
     if base is not None:
         removed = set(p.remove).union(p.add)  # an erased case added again is not carried
@@ -431,12 +587,39 @@ def preview(ctx, p: Proposal, token: str) -> dict[str, Any]:
             "number": base.number, "item_count": base.item_count,
             "content_digest": base.content_digest},
         "proposed": {"item_count": p.proposed_count, "content_digest": p.proposed_root,
-                     "added": p.add, "removed": p.remove, "carried": carried,
+                     "added": p.add, "removed": p.remove,
+                     "added_cases": _described(reads.summarize(ctx, p.add, runs)),
+                     "removed_cases": _described(_removed(ctx, base, p.remove)),
+                     "carried": carried,
                      "carried_count": p.carried,
                      "carried_complete": len(carried) == p.carried},
         "withheld": withheld,
         "changes": bool(p.add or p.remove) or _recut(p),
+        "stale": stale,
+        "restage": restage(p) if stale else None,
     }
+
+
+def _described(summaries) -> list[dict[str, Any]]:
+    return [{"id": c.case_id, "run_id": c.run_id, "tenant": c.tenant, "outcome": c.outcome}
+            for c in summaries]
+
+
+def _removed(ctx, base, ids: list[str]) -> list:
+    """What the base says of the cases a proposal removes; a case an erasure deleted (a
+    retired base's) is described by its id alone."""
+    if not ids:
+        return []
+    try:
+        return reads.summaries(ctx, base, ids)
+    except (NotFound, FailedPrecondition):
+        out = []
+        for case_id in ids:
+            try:
+                out.extend(reads.summaries(ctx, base, [case_id]))
+            except (NotFound, FailedPrecondition):
+                out.append(reads.CaseSummary(case_id, None, None, None))
+        return out
 
 
 def _recut(p: Proposal) -> bool:
@@ -473,16 +656,16 @@ def _seal_leased(ctx, lease, name: str, token: str, author: str, message: str):
     if head != p.base:
         raise FailedPrecondition(
             f"this proposal was made on {name}@{p.base}, but the head is now {name}@{head}; "
-            "preview again to build on the head", reason="PROPOSAL_STALE", base=p.base,
-            head=head)
+            f"{restage(p)}", reason="PROPOSAL_STALE", base=p.base, head=head,
+            idempotency_key=p.idempotency_key)
     with ctx.store.writer(lease.avoid_packs) as writer:
         record = sealing.seal_tree(ctx, name, p.base, p.add, p.remove, writer, message, author,
                                    p.operation)
     if record.content_digest != p.proposed_root:  # the base lost erased cases since the preview
         raise FailedPrecondition(
             f"{name}@{p.base} was retired since this proposal was previewed and no longer "
-            "holds the set it showed; preview again", reason="PROPOSAL_STALE", base=p.base,
-            head=head)
+            f"holds the set it showed; {restage(p)}", reason="PROPOSAL_STALE", base=p.base,
+            head=head, idempotency_key=p.idempotency_key)
     record = msgspec.structs.replace(record, proposal=token, provenance=p.provenance)
     lease.check()
     if ctx.refs.append_version(record):
@@ -492,8 +675,22 @@ def _seal_leased(ctx, lease, name: str, token: str, author: str, message: str):
     if existing is not None:
         return existing, True
     raise FailedPrecondition(
-        f"another writer sealed {name}@{record.number} first; preview again to build on it",
-        reason="PROPOSAL_STALE", base=p.base, head=ctx.refs.head(name))
+        f"another writer sealed {name}@{record.number} first; {restage(p)}",
+        reason="PROPOSAL_STALE", base=p.base, head=ctx.refs.head(name),
+        idempotency_key=p.idempotency_key)
+
+
+def restage(p: Proposal) -> str:
+    """How to stage a stale proposal anew. Its idempotency key names it for ever (staging
+    with that key again returns this very proposal), so the advice names a new key."""
+    if p.operation == "promote":
+        command = f"cas promote {p.dataset} --reviewed (or --file SUBJECTS.json)"
+    else:
+        ids = " ".join(p.remove) if len(p.remove) <= 2 else "ITEM_ID..."
+        command = f"cas remove {p.dataset} {ids}".rstrip()
+    return (f"stage it again on the head with a new idempotency key (key "
+            f"{p.idempotency_key!r} names this proposal for ever): {command} "
+            "--idempotency-key NEW-KEY")
 
 
 def sealed_by(ctx, name, base, token):

@@ -221,8 +221,8 @@ def _runs_of(ctx, record, wanted: set[str]) -> dict[str, str]:
         return found
     for prov in _provenances(ctx, record):
         for entry in prov.entries:
-            run_id = getattr(entry, "run_id", None)
-            if entry.case_id in rest and run_id is not None:
+            run_id = entry.run_id
+            if entry.case_id in rest and isinstance(run_id, str):
                 found[entry.case_id] = run_id
                 rest.discard(entry.case_id)
         if not rest:
@@ -230,17 +230,30 @@ def _runs_of(ctx, record, wanted: set[str]) -> dict[str, str]:
     return found
 
 
-def _summaries(ctx, record, ids: list[str]) -> list[CaseSummary]:
+def summaries(ctx, record, ids: list[str]) -> list[CaseSummary]:
     """The summaries of `ids` (cases `record` holds): their bytes read together, in one call,
     and the provenance chain walked only for cases whose bytes name a run (a promoted case
     always does; a case whose bytes name none was committed directly)."""
-    for case_id in ids:
-        ctx.refuse_erasing(case_id, f"case {case_id}")
-    cases = []
-    for case_id, (kind, data) in zip(ids, ctx.store.get_many_bytes(ids) if ids else []):
-        cases.append(decode_object(kind, data, f"case {case_id}"))
+    cases = _cases(ctx, ids)
     runs = _runs_of(ctx, record, {i for i, c in zip(ids, cases)
                                   if getattr(c, "run_id", None) is not None})
+    return _summarized(ids, cases, runs)
+
+
+def summarize(ctx, ids: list[str], runs: dict[str, str]) -> list[CaseSummary]:
+    """The summaries of stored cases `ids` whose run ids are known (`runs`: case id -> run
+    id, from a provenance): their bytes read together, in one call."""
+    return _summarized(ids, _cases(ctx, ids), runs)
+
+
+def _cases(ctx, ids: list[str]) -> list:
+    for case_id in ids:
+        ctx.refuse_erasing(case_id, f"case {case_id}")
+    return [decode_object(kind, data, f"case {case_id}") for case_id, (kind, data)
+            in zip(ids, ctx.store.get_many_bytes(ids) if ids else [])]
+
+
+def _summarized(ids: list[str], cases: list, runs: dict[str, str]) -> list[CaseSummary]:
     return [CaseSummary(i, runs.get(i), getattr(c, "tenant", None), getattr(c, "outcome", None))
             for i, c in zip(ids, cases)]
 
@@ -251,7 +264,7 @@ def items_detailed(ctx, name: str, number: int, after: str | None = None,
     batch, and the provenance once per page."""
     page = items(ctx, name, number, after=after, limit=limit)
     record = datasets.version(ctx, name, number)
-    return DetailedItemsPage(_summaries(ctx, record, page.items), page.next_cursor)
+    return DetailedItemsPage(summaries(ctx, record, page.items), page.next_cursor)
 
 
 def diff_detailed(ctx, name: str, old: int, new: int, cursor: str | None = None,
@@ -259,7 +272,7 @@ def diff_detailed(ctx, name: str, old: int, new: int, cursor: str | None = None,
     """`diff_page`, with each changed case's run id, tenant and outcome."""
     page = diff_page(ctx, name, old, new, cursor=cursor, limit=limit, new_dataset=new_dataset)
     a, b = _pair(ctx, name, old, new, new_dataset)
-    return DetailedDiffPage(_summaries(ctx, b, page.added), _summaries(ctx, a, page.removed),
+    return DetailedDiffPage(summaries(ctx, b, page.added), summaries(ctx, a, page.removed),
                             page.next_cursor)
 
 
@@ -334,7 +347,7 @@ def _case_of_run(ctx, name: str, number: int, run_id: str) -> str:
     encoding.check_text(run_id, "run id")
     record = active(ctx, name, number, "reading its cases")
     named = sorted({e.case_id for prov in _provenances(ctx, record) for e in prov.entries
-                    if getattr(e, "run_id", None) == run_id})
+                    if e.run_id == run_id})
     trie = ctx.trie()
     held = [c for c in named if trie.contains(record.content_digest, c)]
     if not held:

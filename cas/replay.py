@@ -247,7 +247,7 @@ def replay_item(repo, dataset: str, version: int, item_id: str, plan: Any = None
     """Replay case `item_id` of `dataset@version` (refused for a retired version by
     `repo.case`). Reads only; writes nothing to the repository.
 
-    The repository's current content policy still controls what a replay can include: classes
+    The dataset's current content policy (cas.proposals.content_policy) still controls what a replay can include: classes
     it withholds now are left out of the replayed run (and named in its `withheld`), so a
     read-only call whose recorded answer is withheld replays as UNRECORDED."""
     if not isinstance(repo, Repository):
@@ -255,9 +255,9 @@ def replay_item(repo, dataset: str, version: int, item_id: str, plan: Any = None
                               f"{encoding.describe(repo)}")
     plan = parse_plan(plan)  # a bad plan is refused before anything is read
     case = repo.case(dataset, version, item_id)
-    settings = repo.settings()
-    if settings is not None and settings.withheld:
-        case = withhold(case, settings.withheld)
+    withheld = repo.content_policy(dataset).withheld
+    if withheld:
+        case = withhold(case, withheld)
     return replay_case(case, plan)
 
 

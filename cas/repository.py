@@ -106,10 +106,13 @@ class Repository:
     add_reviews = _writes(_reviews.add_reviews)
     reviews = _op(_reviews.reviews)
     settings = _op(_proposals.settings)
+    content_policy = _op(_proposals.content_policy)
     set_content_policy = _writes(_proposals.set_content_policy)
     eligibility = _op(_proposals.eligibility)
     set_eligibility = _writes(_proposals.set_eligibility)
     promote = _writes(_proposals.promote)
+    promote_reviewed = _writes(_proposals.promote_reviewed)
+    reviewed_subjects = _op(_proposals.reviewed_subjects)
     remove = _writes(_proposals.remove)
     seal = _writes(_proposals.seal)
 

@@ -63,10 +63,14 @@ def index(ctx) -> ReviewIndex:
     return ctx.derived("reviews", lambda: ReviewIndex(ctx.backend))
 
 
+PROGRESS_EVERY = 200  # reviews between two progress reports
+
+
 def add_reviews(ctx, requests: list, confirm_token: str | None = None,
-                reviewer: str | None = None) -> dict:
+                reviewer: str | None = None, progress=None) -> dict:
     """Preview (no token) or save (the preview's token) reviews of runs by the configured
-    person. Each request is {"run_id", "metric", "label"}."""
+    person. Each request is {"run_id", "metric", "label"}. `progress(stage, done, total)`
+    hears how far the checking of the runs is."""
     checks.many(requests, "requests", 'reviews ({"run_id", "metric", "label"})',
                 (str, bytes, bytearray, dict, ReviewRequest))
     encoding.check_text(confirm_token, "confirm token", optional=True)
@@ -77,7 +81,7 @@ def add_reviews(ctx, requests: list, confirm_token: str | None = None,
                 for r in requests]
     except msgspec.ValidationError as exc:
         raise InvalidArgument(f"a review is {{run_id, metric, label}}: {exc}") from None
-    rows, token = plan_reviews(ctx, reqs, reviewer)
+    rows, token = plan_reviews(ctx, reqs, reviewer, progress)
     if not check_token(confirm_token, token):
         return {"confirm_token": token, "reviews": rows}
     saved = save_reviews(ctx, rows, ctx.clock(), token)
@@ -101,12 +105,15 @@ def queue(ctx, metric: str = "dataset_eligibility", tenant: str | None = None,
                         keep=lambda run_id: run_id not in judged)
 
 
-def plan_reviews(ctx, requests: list[ReviewRequest], reviewer: str) -> tuple[list[dict], str]:
+def plan_reviews(ctx, requests: list[ReviewRequest], reviewer: str,
+                 progress=None) -> tuple[list[dict], str]:
     """Validate a batch and return its preview rows and confirm token (nothing is stored)."""
     if not requests:
         raise InvalidArgument("no reviews given: a review is {run_id, metric, label}")
     rows = []
-    for r in requests:
+    for i, r in enumerate(requests):
+        if progress is not None and i % PROGRESS_EVERY == 0:
+            progress("checking reviewed runs", i, len(requests))
         for field in ("run_id", "metric", "label"):
             value = getattr(r, field)
             if not isinstance(value, str) or not value:

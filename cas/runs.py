@@ -174,8 +174,11 @@ def index(ctx) -> RunIndex:
     return ctx.derived("runs", lambda: RunIndex(ctx.backend))
 
 
+PROGRESS_EVERY = 500  # runs between two progress reports
+
+
 def import_runs(ctx, source, author: str | None = None,
-                allow_erased_persons: Iterable[str] = ()) -> RunImportResult:
+                allow_erased_persons: Iterable[str] = (), progress=None) -> RunImportResult:
     """Import runs from a binary JSON Lines stream (or a list of dicts): all or nothing.
     An identical run again is a no-op; a known run id with other content is refused.
 
@@ -185,7 +188,8 @@ def import_runs(ctx, source, author: str | None = None,
     holds for that import only.
 
     Every conflict is found before anything is written; the import record that makes the
-    runs visible is written last, after the pack holding them.
+    runs visible is written last, after the pack holding them. `progress(stage, done, total)`
+    hears how far the encoding of the runs is.
     """
     author = checks.author(author)
     allowed = admitted_persons(ctx, allow_erased_persons)
@@ -197,7 +201,9 @@ def import_runs(ctx, source, author: str | None = None,
     runs_index = index(ctx)
     runs_index.refresh()
     seen: dict[str, tuple[str, Run]] = {}
-    for run in runs:
+    for i, run in enumerate(runs):
+        if progress is not None and i % PROGRESS_EVERY == 0:
+            progress("encoding runs", i, len(runs))
         digest = encode_object(run)[2]
         prior = seen.get(run.run_id)
         if prior is not None and prior[0] != digest:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import gc
 from typing import Any, Iterable
 
+import msgspec
+
 from . import checks, claims, datasets, encoding, leases, retirement
 from .case_codec import EncodedCase, encode_case
 from .digest import parse_digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound, VersionConflict
 from .erased import erased_persons, refuse_erased
-from .objects import Case, VersionRecord
+from .objects import Case, Provenance, ProvenanceEntry, VersionRecord
 from .keys import version_key
 from .tree import EMPTY_ROOT
 
@@ -28,8 +30,11 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
     A case naming a person an erasure deleted is refused (`PERSON_ERASED_BEFORE`): a direct
     commit cannot admit them again (there is no record to say so; import their runs with
     `allow_erased_persons` and promote them).
+
+    Only a `direct` dataset takes added cases (`ADMISSION_REVIEWED_ONLY` otherwise; a removal
+    is accepted by both). The version's provenance records `author` as each added case's.
     """
-    datasets.dataset(ctx, name)
+    rule = datasets.dataset(ctx, name).admits
     if base is not None and base != 0:
         checks.version_number(base, "base")
     checks.many(add, "add", "cases (dicts, cas.Case or EncodedCase)",
@@ -39,6 +44,14 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
     encoding.check_text(operation, "operation")
     author = checks.author(author)
     removes = sorted({parse_digest(r, "case id") for r in remove})
+    if rule != "direct":
+        add = iter(add)
+        if next(add, _NONE) is not _NONE:
+            raise FailedPrecondition(
+                f"dataset {name!r} admits only reviewed runs: cases are added by promotion "
+                "(`cas promote`), never committed; a hand-authored set belongs in a dataset "
+                "created with --admission direct", reason="ADMISSION_REVIEWED_ONLY",
+                dataset=name, admission=rule)
     if base is None:
         head = ctx.refs.head(name)
         if head:
@@ -49,14 +62,17 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
     with leases.writing(ctx, operation) as lease, \
             ctx.store.writer(lease.avoid_packs) as writer:
         # Read under the lease: an erasure that started earlier has finished by now.
-        inserts = _store_cases(ctx, writer, add, erased_persons(ctx))
+        persons: dict[str, str] = {}  # case id -> person, of the cases naming one
+        inserts = _store_cases(ctx, writer, add, erased_persons(ctx), persons)
         both = set(inserts).intersection(removes)
         if both:
             raise InvalidArgument(f"case {min(both)} is both added and removed",
                                   case_id=min(both))
         for _ in claims.attempts(f"a version of dataset {name!r}", dataset=name):
+            provenance = _commit_provenance(ctx, writer, name, base, inserts, persons, author)
             record = seal_tree(ctx, name, base, inserts, removes, writer, message, author,
                                operation)
+            record = msgspec.structs.replace(record, provenance=provenance)
             lease.check()
             if ctx.refs.append_version(record):
                 settle(ctx, record)
@@ -67,7 +83,27 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
             base = head
 
 
-def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[str]:
+_NONE = object()
+
+
+def _commit_provenance(ctx, writer, name: str, base: int, inserts: list[str],
+                       persons: dict[str, str], author: str) -> str | None:
+    """Store the provenance of the cases a commit adds to `base` (those it does not already
+    hold): each committed by `author`. Indexed under the persons those cases name, as a
+    promotion's is, so that an erasure deletes it with them. None if nothing is added."""
+    if base:
+        root = ctx.refs.read_version(name, base).content_digest
+        trie = ctx.trie()
+        inserts = [c for c in inserts if not trie.contains(root, c)]
+    if not inserts:
+        return None
+    entries = [ProvenanceEntry(case_id=c, committed_by=author) for c in inserts]
+    return writer.add(Provenance(entries=entries),
+                      persons={persons[c] for c in inserts if c in persons})
+
+
+def _store_cases(ctx, writer, add: Iterable[Any], erased: dict,
+                 persons: dict[str, str]) -> list[str]:
     """Encode and stage every case of `add`; their sorted ids. A case naming an erased person
     (`erased`: keyed digest -> Erased) is refused before it is staged: its bytes never
     reach a pack (a huge commit may have written packs of the cases before it: unreferenced
@@ -85,6 +121,8 @@ def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[str]:
                               f"case {enc.case_id}", case_id=enc.case_id)
             writer.add_encoded("case", enc.data, enc.case_id, enc.person)
             ids.add(enc.case_id)
+            if enc.person is not None:
+                persons[enc.case_id] = enc.person
     finally:
         if collecting:
             gc.enable()

@@ -21,16 +21,33 @@ def _meta_line(d) -> str:
     return f"{d.name} (revision {d.revision}){tags}{desc}"
 
 
+ADMISSION_SAYS = {"reviewed": "only promotion of reviewed runs adds cases",
+                  "direct": "commits may add cases, as promotion does"}
+
+
+def _dataset_json(record) -> dict:
+    """A dataset record as JSON, with the admission rule in force (a dataset created before
+    the rule existed reads as direct)."""
+    return {**to_json(record), "admission": record.admits}
+
+
 @dataset.command("create")
 @click.argument("name")
 @click.option("--description", default="", help="What the dataset is for.")
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--admission", type=click.Choice(["reviewed", "direct"]), default="reviewed",
+              show_default=True,
+              help="How cases enter, fixed for ever: reviewed (only `cas promote` adds "
+                   "them) or direct (`cas commit --add` too: hand-authored golden sets).")
 @json_option
 @pass_ctx
-def create(ctx: Context, name: str, description: str, tags: tuple[str, ...]) -> None:
+def create(ctx: Context, name: str, description: str, tags: tuple[str, ...],
+           admission: str) -> None:
     """Create an empty dataset NAME."""
-    record = ctx.repo().create_dataset(name, description=description, tags=tags)
-    ctx.emit(to_json(record), f"created dataset {name}")
+    record = ctx.repo().create_dataset(name, description=description, tags=tags,
+                                       admission=admission)
+    ctx.emit(_dataset_json(record),
+             f"created dataset {name} (admission {admission}: {ADMISSION_SAYS[admission]})")
 
 
 @dataset.command("list")
@@ -51,17 +68,26 @@ def list_(ctx: Context) -> None:
 @pass_ctx
 def show(ctx: Context, name: str, limit: int, before: int | None) -> None:
     """Show a dataset's metadata and a page of its versions, newest first."""
+    from .commands_runs import policy_source
     repo = ctx.repo()
     meta = repo.dataset(name)
+    policy = repo.content_policy(name)
     page = repo.version_listing(name, before=before, limit=limit)
 
     def human() -> str:
-        lines = [_meta_line(meta)] + _version_table(page.versions)
+        lines = [_meta_line(meta),
+                 f"  admission: {meta.admits} ({ADMISSION_SAYS[meta.admits]})",
+                 (f"  content policy: withholds {', '.join(policy.withheld) or 'nothing'} "
+                  f"({policy_source(policy)})")]
+        lines += _version_table(page.versions)
         if page.next_before:
             lines.append(f"  ... more: --before {page.next_before}")
         return "\n".join(lines)
 
-    ctx.emit({"dataset": to_json(meta), "versions": [_version_json(e) for e in page.versions],
+    ctx.emit({"dataset": _dataset_json(meta),
+              "content_policy": {"withheld": policy.withheld, "overridden": policy.overridden,
+                                 "revision": policy.source.revision if policy.source else 0},
+              "versions": [_version_json(e) for e in page.versions],
               "next_before": page.next_before}, human)
 
 
@@ -107,7 +133,7 @@ def edit(ctx: Context, name: str, description: str | None, tags: tuple[str, ...]
     """Edit a dataset's description or tags; every revision is kept."""
     new_tags = [] if clear_tags else (list(tags) if tags else None)
     record = ctx.repo().edit_dataset(name, description=description, tags=new_tags)
-    ctx.emit(to_json(record), f"{name}: metadata revision {record.revision}")
+    ctx.emit(_dataset_json(record), f"{name}: metadata revision {record.revision}")
 
 
 @dataset.command("history")
@@ -117,7 +143,7 @@ def edit(ctx: Context, name: str, description: str | None, tags: tuple[str, ...]
 def history(ctx: Context, name: str) -> None:
     """Every metadata revision of a dataset, oldest first."""
     records = ctx.repo().dataset_history(name)
-    ctx.emit({"revisions": to_json(records)},
+    ctx.emit({"revisions": [_dataset_json(r) for r in records]},
              lambda: "\n".join(f"{r.revision}  {r.edited_at}  {r.author}  {_meta_line(r)}"
                                for r in records))
 

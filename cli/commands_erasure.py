@@ -41,9 +41,7 @@ def retire(ctx: Context, args: tuple[str, ...], cause: str, note: str) -> None:
 @pass_ctx
 def erase(ctx: Context, person: str, confirm_token: str | None) -> None:
     """Erase a person: without --confirm-token, preview what would be deleted and retired;
-    with the preview's token, delete it from every version, pack and log.
-
-    Example: cas erase --person user-42"""
+    with the preview's token, delete it from every version, pack and log."""
     result = ctx.repo().erase(person, confirm_token, progress=ctx.progress)
     if isinstance(result, dict):  # a preview
         for warning in result["warnings"]:

@@ -37,9 +37,7 @@ def _line(e: dict) -> str:
 @pass_ctx
 def log(ctx: Context, dataset: str | None, limit: int, cursor: str | None) -> None:
     """The timeline of seals, retirements, erasures, deletions, experiments and score
-    batches, newest first (of DATASET, or of the whole repository).
-
-    Example: cas log support-evals --limit 20"""
+    batches, newest first (of DATASET, or of the whole repository)."""
     page = ctx.repo().log(dataset, limit=limit, cursor=cursor)
     ctx.emit({"entries": page.entries, "next_cursor": page.next_cursor},
              lambda: "\n".join([*map(_line, page.entries)] + (
@@ -52,9 +50,7 @@ def log(ctx: Context, dataset: str | None, limit: int, cursor: str | None) -> No
 @json_option
 @pass_ctx
 def status(ctx: Context, metric: str) -> None:
-    """Staged proposals nobody sealed, runs awaiting review, erasures not finished.
-
-    Example: cas status"""
+    """Staged proposals nobody sealed, runs awaiting review, erasures not finished."""
     s = ctx.repo().status(metric)
 
     def human() -> str:

@@ -35,9 +35,7 @@ def runs_import(ctx: Context, file, fmt: str, container, tenant, person, tenant_
                 person_from, allow_erased: tuple[str, ...]) -> None:
     """Import runs from FILE ('-' for stdin): all or nothing. Another format's documents are
     converted first (docs/importers.md). Runs naming a person an erasure deleted are refused
-    unless --allow-erased-person names them.
-
-    Example: cas runs import --format openai-chat --tenant acme conversations.jsonl"""
+    unless --allow-erased-person names them."""
     import cas.importers
     from cas.errors import InvalidArgument
     source = getattr(file, "name", "stdin")
@@ -53,7 +51,9 @@ def runs_import(ctx: Context, file, fmt: str, container, tenant, person, tenant_
         runs_given = cas.importers.convert(
             file.read(), fmt, source=source, container=container, tenant=tenant,
             person=person, tenant_from=tenant_from, person_from=person_from)
-    result = ctx.repo().import_runs(runs_given, allow_erased_persons=list(allow_erased))
+    result = ctx.repo().import_runs(runs_given, allow_erased_persons=list(allow_erased),
+                                    progress=ctx.progress)
+    ctx.progress("", 0, 0)
     for warning in result.warnings:
         click.echo(f"cas: warning: {warning}", err=True)
     ctx.emit({"imported": result.new, "unchanged": result.unchanged,
@@ -96,20 +96,31 @@ def _runs_page(ctx: Context, page, empty: str) -> None:
 @json_option
 @pass_ctx
 def runs_list(ctx: Context, tenant, since, limit, cursor) -> None:
-    """List recorded runs in import order, a page at a time.
-
-    Example: cas runs list --tenant acme --since 2026-05-01 --limit 20"""
+    """List recorded runs in import order, a page at a time."""
     _runs_page(ctx, ctx.repo().list_runs(tenant=tenant, since=since, limit=limit,
                                          cursor=cursor), "no runs")
 
 
 @runs.command("show")
 @click.argument("run_id")
+@click.option("--transcript", is_flag=True,
+              help="Show the run as a readable transcript: turns, tool calls with their "
+                   "arguments and results (not with --json).")
 @json_option
 @pass_ctx
-def runs_show(ctx: Context, run_id: str) -> None:
-    """Show one recorded run."""
+def runs_show(ctx: Context, run_id: str, transcript: bool) -> None:
+    """Show one recorded run: as stored, or with --transcript as a readable transcript."""
     import json
+    if transcript:
+        if ctx.as_json:  # refused, not ignored: a script asking for JSON must not get text
+            from cas.errors import InvalidArgument
+            raise InvalidArgument("--transcript is text for reading; --json prints the run "
+                                  "itself: give one of them", reason="USAGE")
+        from cas.transcript import transcript as transcript_of
+
+        from .transcript_text import render
+        click.echo(render(transcript_of(ctx.repo().run(run_id))))
+        return
     run = to_json(ctx.repo().run(run_id))
     ctx.emit(run, lambda: json.dumps(run, indent=2, sort_keys=True, ensure_ascii=False))
 
@@ -127,9 +138,7 @@ def review() -> None:
 @json_option
 @pass_ctx
 def review_queue(ctx: Context, metric, tenant, since, limit, cursor) -> None:
-    """The runs with no judgment on METRIC yet, oldest first, a page at a time.
-
-    Example: cas review queue --tenant acme --limit 20"""
+    """The runs with no judgment on METRIC yet, oldest first, a page at a time."""
     _runs_page(ctx, ctx.repo().review_queue(metric, tenant=tenant, since=since, limit=limit,
                                             cursor=cursor), f"no run awaits {metric}")
 
@@ -146,9 +155,7 @@ def review_queue(ctx: Context, metric, tenant, since, limit, cursor) -> None:
 @json_option
 @pass_ctx
 def review_add(ctx: Context, run_id, more_runs, metric, label, batch, confirm_token) -> None:
-    """Preview a review (prints a confirm token); repeat with --confirm-token to save it.
-
-    Example: cas review add r-17 --run r-18 --metric dataset_eligibility --label reviewed"""
+    """Preview a review (prints a confirm token); repeat with --confirm-token to save it."""
     from cas.errors import InvalidArgument
     from cas.reviews import read_review_requests
     run_ids = ([run_id] if run_id else []) + list(more_runs)
@@ -161,7 +168,9 @@ def review_add(ctx: Context, run_id, more_runs, metric, label, batch, confirm_to
             raise InvalidArgument("review add needs RUN_ID (or --run RUN_ID ...), --metric and "
                                   "--label (or --file)")
         requests = [{"run_id": r, "metric": metric, "label": label} for r in run_ids]
-    result = ctx.repo().add_reviews(requests, confirm_token=confirm_token)
+    result = ctx.repo().add_reviews(requests, confirm_token=confirm_token,
+                                    progress=ctx.progress)
+    ctx.progress("", 0, 0)
     if "confirm_token" in result:
         lines = [f"review of {r['run_id']}: {r['metric']} = {r['label']} by {r['reviewer']}"
                  for r in result["reviews"]]
@@ -211,26 +220,41 @@ def config(ctx: Context, key: str, value: str | None) -> None:
 @click.group()
 @json_option
 def settings() -> None:
-    """Repository settings: which content classes promotion may copy into cases."""
+    """Repository settings: which content classes promotion may copy into cases (a default
+    and per-dataset overrides), and which judgment admits a run to promotion."""
 
 
 @settings.command("show")
+@click.option("--dataset", "dataset_name", default=None, metavar="NAME",
+              help="The content policy in force for this dataset (its override, else the "
+                   "repository default).")
 @json_option
 @pass_ctx
-def settings_show(ctx: Context) -> None:
+def settings_show(ctx: Context, dataset_name: str | None) -> None:
     """Show the content policy (every class is copied unless withheld) and which judgment
     admits a run to promotion."""
     from cas.proposals import CONTENT_CLASSES
     repo = ctx.repo()
-    record, rule = repo.settings(), repo.eligibility()
-    withheld = record.withheld if record else []
-    ctx.emit({"revision": record.revision if record else 0, "withheld": withheld,
+    policy, rule = repo.content_policy(dataset_name), repo.eligibility()
+    withheld = policy.withheld
+    ctx.emit({"revision": policy.source.revision if policy.source else 0,
+              "dataset": dataset_name, "overridden": policy.overridden, "withheld": withheld,
               "copied": [c for c in CONTENT_CLASSES if c not in withheld],
               "eligibility": {"revision": rule.revision, "metric": rule.metric,
                               "accepted": rule.accepted}},
+             (f"content policy of {dataset_name}: {policy_source(policy)}\n"
+              if dataset_name else "") +
              f"copied: {', '.join(c for c in CONTENT_CLASSES if c not in withheld) or '-'}\n"
              f"withheld: {', '.join(withheld) or '-'}\n"
              f"promotion needs: {rule.metric} = {' or '.join(rule.accepted)}")
+
+
+def policy_source(policy) -> str:
+    """Where a dataset's content policy comes from, in words."""
+    if policy.source is None:
+        return "the repository default, never set"
+    kind = "its own override" if policy.overridden else "the repository default"
+    return f"{kind}, settings revision {policy.source.revision}"
 
 
 @settings.command("eligibility")
@@ -242,29 +266,40 @@ def settings_show(ctx: Context) -> None:
 @pass_ctx
 def settings_eligibility(ctx: Context, metric: str, accepted: tuple[str, ...]) -> None:
     """Set which judgment admits a run to promotion: one on METRIC with an accepted label,
-    not superseded by a newer judgment on METRIC that is not accepted.
-
-    Example: cas settings eligibility --metric dataset_eligibility --accept reviewed"""
+    not superseded by a newer judgment on METRIC that is not accepted."""
     rule = ctx.repo().set_eligibility(metric, list(accepted))
     ctx.emit(to_json(rule), f"eligibility revision {rule.revision}: {rule.metric} = "
                             f"{' or '.join(rule.accepted)}")
 
 
 @settings.command("content-policy")
+@click.option("--dataset", "dataset_name", default=None, metavar="NAME",
+              help="Set this dataset's override instead of the repository default.")
 @click.option("--withhold", "withheld", multiple=True, metavar="CLASS",
               help="A class not to copy (repeatable): input, output, tool_arguments, "
                    "tool_results, metadata. The set given replaces the current one.")
 @click.option("--copy-all", is_flag=True, help="Withhold nothing.")
+@click.option("--inherit", is_flag=True,
+              help="With --dataset: drop the override; the dataset follows the default.")
 @json_option
 @pass_ctx
-def settings_policy(ctx: Context, withheld: tuple[str, ...], copy_all: bool) -> None:
-    """Set which content classes are withheld from cases frozen from now on."""
+def settings_policy(ctx: Context, dataset_name: str | None, withheld: tuple[str, ...],
+                    copy_all: bool, inherit: bool) -> None:
+    """Set which content classes are withheld from cases frozen from now on: the repository
+    default, or one dataset's override (two datasets promoted at the same time each use
+    their own)."""
     from cas.errors import InvalidArgument
-    if bool(withheld) == copy_all:
-        raise InvalidArgument("give --withhold CLASS (repeatable) or --copy-all")
-    record = ctx.repo().set_content_policy([] if copy_all else list(withheld))
-    ctx.emit(to_json(record), f"settings revision {record.revision}: withheld "
-                              f"{', '.join(record.withheld) or 'nothing'}")
+    if (bool(withheld), copy_all, inherit).count(True) != 1:
+        raise InvalidArgument("give one of --withhold CLASS (repeatable), --copy-all or "
+                              "--inherit (with --dataset)")
+    if inherit and dataset_name is None:
+        raise InvalidArgument("--inherit drops a dataset's override: name it with --dataset")
+    record = ctx.repo().set_content_policy(
+        None if inherit else ([] if copy_all else list(withheld)), dataset=dataset_name)
+    what = "" if dataset_name is None else f" ({dataset_name})"
+    says = ("follows the repository default" if record.withheld is None else
+            f"withheld {', '.join(record.withheld) or 'nothing'}")
+    ctx.emit(to_json(record), f"settings revision {record.revision}{what}: {says}")
 
 
 COMMANDS = (runs, review, config, settings)  # registered on the root group by cli/main.py

@@ -58,10 +58,7 @@ def pin(ctx: Context, args: tuple[str, ...]) -> None:
 @pass_ctx
 def pin_verify(ctx: Context, pin_text: str) -> None:
     """Check a pin against the repository: the version exists, holds the pinned set and is
-    not retired (a retired version's pin fails: every read of it is refused).
-
-    Example: cas pin-verify "evals@3#b3:..."
-    """
+    not retired (a retired version's pin fails: every read of it is refused)."""
     repo = ctx.repo()
     record = repo.verify_pin(pin_text)  # refuses a RETIRED version: CI fails
     state = repo.version_state(record.dataset, record.number)
@@ -96,10 +93,7 @@ def score() -> None:
 def score_add(ctx: Context, args: tuple[str, ...], metric: str | None, value_text: str | None,
               item: str | None, batch, experiment: str | None) -> None:
     """Record a score, or a file of them as one batch, citing DATASET VERSION (pinned with
-    its content_digest).
-
-    Example: cas score add evals 3 --file scores.jsonl --experiment baseline
-    """
+    its content_digest)."""
     import cas
     from cas.scores import parse_value, read_score_lines
     name, number, _ = split_version_args("score add", args, VERSION_FORMS)
@@ -134,10 +128,7 @@ def score_add(ctx: Context, args: tuple[str, ...], metric: str | None, value_tex
 @pass_ctx
 def score_list(ctx: Context, args: tuple[str, ...]) -> None:
     """List the scores of a dataset, or of one of its versions, in the order recorded;
-    withdrawn ones are marked WITHDRAWN.
-
-    Example: cas score list evals 3
-    """
+    withdrawn ones are marked WITHDRAWN."""
     import cas
     refuse_unknown_options(args)
     if len(args) == 1 and "@" not in args[0]:
@@ -160,10 +151,7 @@ def score_list(ctx: Context, args: tuple[str, ...]) -> None:
 @pass_ctx
 def score_withdraw(ctx: Context, batch_id: str, reason: str) -> None:
     """Withdraw a score batch (its id as `cas score list` shows it): its scores stay listed,
-    marked WITHDRAWN, and no longer cite their version. Once per batch.
-
-    Example: cas score withdraw datasets/evals/scores/0000000003 --reason "wrong rubric"
-    """
+    marked WITHDRAWN, and no longer cite their version. Once per batch."""
     from cas.scores import parse_batch_id
     name, number = parse_batch_id(batch_id)
     w = ctx.repo().withdraw_batch(name, number, reason)
@@ -239,10 +227,7 @@ def _compare_text(c) -> str:
 @pass_ctx
 def experiment_compare(ctx: Context, name: str, a: str, b: str) -> None:
     """Compare experiments A and B of DATASET: per-metric aggregates, and the cases scored
-    differently (withdrawn scores left out).
-
-    Example: cas experiment compare evals baseline candidate
-    """
+    differently (withdrawn scores left out)."""
     c = ctx.repo().compare_experiments(name, a, b)
     ctx.emit(to_json(c), lambda: _compare_text(c))
 

@@ -11,6 +11,8 @@ from .common import (
     VERSION_ARGS,
     Context,
     VersionOption,
+    case_json,
+    case_table,
     json_option,
     pass_ctx,
     read_usage_error,
@@ -98,38 +100,6 @@ def show(ctx: Context, args: tuple[str, ...]) -> None:
     ctx.emit({**to_json(v), "state": state, **retirement}, human)
 
 
-def _cell(value, width: int = 0) -> str:
-    """A value as one table cell: `-` for none, a string as it is when printable (else as
-    JSON, so a newline cannot break the table), an outcome object by its `status` when it has
-    one, anything else as compact JSON; at most 40 characters."""
-    if value is None:
-        return "-"
-    if isinstance(value, dict) and isinstance(value.get("status"), str):
-        value = value["status"]
-    if isinstance(value, str) and value.isprintable() and value:
-        text = value
-    else:
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= 40 else text[:39] + "\u2026"
-
-
-def _case_table(rows: list[tuple[str, object]], head: str = "") -> list[str]:
-    """Aligned lines `[SIGN ]CASE_ID  RUN  TENANT  OUTCOME` under a header, for (sign,
-    CaseSummary) rows; nothing for no rows."""
-    if not rows:
-        return []
-    cells = [(sign + c.case_id, _cell(c.run_id), _cell(c.tenant), _cell(c.outcome))
-             for sign, c in rows]
-    header = (head + "CASE", "RUN", "TENANT", "OUTCOME")
-    widths = [max(len(r[k]) for r in cells + [header]) for k in range(3)]
-    return ["  ".join(r[k].ljust(widths[k]) if k < 3 else r[k] for k in range(4)).rstrip()
-            for r in [header] + cells]
-
-
-def _case_json(c) -> dict:
-    return {"id": c.case_id, "run_id": c.run_id, "tenant": c.tenant, "outcome": c.outcome}
-
-
 @click.command(context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @_cursor_option
@@ -143,9 +113,9 @@ def items(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) -
     repo = ctx.repo()
     page = repo.items_detailed(name, number, after=cursor, limit=limit)
     version = version_summary(repo, repo.version(name, number))
-    ctx.emit({"version": version, "items": [_case_json(c) for c in page.items],
+    ctx.emit({"version": version, "items": [case_json(c) for c in page.items],
               "pagination": _pagination(page)},
-             lambda: "\n".join(_case_table([("", c) for c in page.items]) + _more(page)))
+             lambda: "\n".join(case_table([("", c) for c in page.items]) + _more(page)))
 
 
 CASE_FORMS = ("DATASET VERSION CASE_ID", "DATASET@VERSION CASE_ID")
@@ -199,12 +169,12 @@ def diff(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) ->
             "to": version_summary(repo, repo.version(other, b)),
             "added": [c.case_id for c in page.added],
             "removed": [c.case_id for c in page.removed],
-            "changes": [{"change": "added" if sign == "+ " else "removed", **_case_json(c)}
+            "changes": [{"change": "added" if sign == "+ " else "removed", **case_json(c)}
                         for sign, c in changes],
             "pagination": _pagination(page)}
 
     def human() -> str:
-        return "\n".join(_case_table(changes, head="  ") + _more(page))
+        return "\n".join(case_table(changes, head="  ") + _more(page))
 
     ctx.emit(data, human)
 

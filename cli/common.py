@@ -192,3 +192,35 @@ def version_summary(repo, record) -> dict[str, Any]:
 def to_json(value: Any) -> Any:
     import msgspec
     return msgspec.to_builtins(value)
+
+
+def cell(value, width: int = 0) -> str:
+    """A value as one table cell: `-` for none, a string as it is when printable (else as
+    JSON, so a newline cannot break the table), an outcome object by its `status` when it has
+    one, anything else as compact JSON; at most 40 characters."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict) and isinstance(value.get("status"), str):
+        value = value["status"]
+    if isinstance(value, str) and value.isprintable() and value:
+        text = value
+    else:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= 40 else text[:39] + "\u2026"
+
+
+def case_table(rows: list[tuple[str, object]], head: str = "") -> list[str]:
+    """Aligned lines `[SIGN ]CASE_ID  RUN  TENANT  OUTCOME` under a header, for (sign,
+    CaseSummary) rows; nothing for no rows."""
+    if not rows:
+        return []
+    cells = [(sign + c.case_id, cell(c.run_id), cell(c.tenant), cell(c.outcome))
+             for sign, c in rows]
+    header = (head + "CASE", "RUN", "TENANT", "OUTCOME")
+    widths = [max(len(r[k]) for r in cells + [header]) for k in range(3)]
+    return ["  ".join(r[k].ljust(widths[k]) if k < 3 else r[k] for k in range(4)).rstrip()
+            for r in [header] + cells]
+
+
+def case_json(c) -> dict:
+    return {"id": c.case_id, "run_id": c.run_id, "tenant": c.tenant, "outcome": c.outcome}

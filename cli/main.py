@@ -18,6 +18,7 @@ from . import (
     commands_runs,
     commands_scores,
     commands_version,
+    examples,
 )
 from .common import Context
 
@@ -145,6 +146,7 @@ for _module in (commands_repo, commands_dataset, commands_version, commands_prom
                 commands_log):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
+examples.attach(cli)  # every command's --help ends with examples (cli/examples.py)
 
 
 def main() -> None:

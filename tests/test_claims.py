@@ -34,7 +34,7 @@ def repo(monkeypatch):
     monkeypatch.setattr(claims, "MAX_PAUSE", 0.001)  # the bound, not the pauses, is tested
     backend = AlwaysTaken()
     repo = cas.Repository.create(backend)
-    repo.create_dataset("ds", author="a")
+    repo.create_dataset("ds", author="a", admission="direct")
     repo.commit("ds", base=0, add=[{"input": "one"}], author="a")
     repo.import_runs([{"run_id": "r1", "tenant": "t", "steps": []}], author="a")
     backend.contended = True

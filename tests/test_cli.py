@@ -15,7 +15,7 @@ EXAMPLE = pathlib.Path(__file__).parent.parent / "examples" / "cases.jsonl"
 @pytest.fixture
 def repo(run, tmp_path):
     assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     r = run("--json", "commit", "evals", "--add", str(EXAMPLE), "-m", "first")
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)
@@ -300,7 +300,7 @@ def test_diff_forms_and_shape(run, repo):
         "from": summary(repo), "to": summary(repo), "added": [], "removed": [],
         "changes": [], "pagination": {"next_cursor": None, "has_more": False}}
     # across datasets: B names its own dataset
-    assert run("dataset", "create", "other").exit_code == 0
+    assert run("dataset", "create", "other", "--admission", "direct").exit_code == 0
     other = json.loads(run("--json", "commit", "other", "--add", str(EXAMPLE)).stdout)
     r = json.loads(run("--json", "diff", "evals", "2", "other@1").stdout)
     assert r["to"] == summary(other) and r["added"] == [items[0]] and r["removed"] == []
@@ -388,9 +388,9 @@ def test_prove_and_verify_proof(run, repo, tmp_path):
 
 
 def test_dataset_commands(run, repo):
-    r = run("dataset", "create", "Bad Name")
+    r = run("dataset", "create", "Bad Name", "--admission", "direct")
     assert r.exit_code == 2 and "a-z, 0-9" in r.stderr
-    r = run("dataset", "create", "evals")
+    r = run("dataset", "create", "evals", "--admission", "direct")
     assert r.exit_code == 4
     assert json.loads(run("--json", "dataset", "list").stdout) == {"datasets": ["evals"]}
     r = run("--json", "dataset", "edit", "evals", "--description", "new", "--tag", "b", "--tag", "a")

@@ -28,7 +28,7 @@ def run(tmp_path, monkeypatch):
 def repo(run, tmp_path):
     assert run("init").exit_code == 0
     repo = cas.open(str(tmp_path))
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     repo.commit("evals", base=None, add=[{"input": "a", "person": "p-1"},
                                          {"input": "b", "person": "p-2"}])
     repo.commit("evals", base=1, add=[{"input": "c", "person": "p-2"}])

@@ -326,7 +326,7 @@ def test_review_batch_from_a_file(run, runs_file, tmp_path):
 # -- settings -------------------------------------------------------------------------------
 def test_settings_content_policy(run, reviewed, tmp_path):
     assert ok_json(run("--json", "settings", "show")) == {
-        "revision": 0, "withheld": [],
+        "revision": 0, "dataset": None, "overridden": False, "withheld": [],
         "copied": ["input", "output", "tool_arguments", "tool_results", "metadata"],
         "eligibility": {"revision": 0, "metric": "dataset_eligibility",
                         "accepted": ["accepted", "reviewed"]}}
@@ -342,10 +342,12 @@ def test_settings_content_policy(run, reviewed, tmp_path):
                                               "withheld: input, tool_results\n"
                                               "promotion needs: dataset_eligibility = "
                                               "accepted or reviewed\n")
-    refused(run, tmp_path, ("settings", "content-policy"), 2, "INVALID_ARGUMENT", None,
-            "give --withhold CLASS (repeatable) or --copy-all")
+    one_of = "give one of --withhold CLASS (repeatable), --copy-all or --inherit (with --dataset)"
+    refused(run, tmp_path, ("settings", "content-policy"), 2, "INVALID_ARGUMENT", None, one_of)
     refused(run, tmp_path, ("settings", "content-policy", "--withhold", "input", "--copy-all"),
-            2, "INVALID_ARGUMENT", None, "give --withhold CLASS (repeatable) or --copy-all")
+            2, "INVALID_ARGUMENT", None, one_of)
+    refused(run, tmp_path, ("settings", "content-policy", "--inherit"), 2, "INVALID_ARGUMENT",
+            None, "--inherit drops a dataset's override: name it with --dataset")
     refused(run, tmp_path, ("settings", "content-policy", "--withhold", "secrets"), 2,
             "INVALID_ARGUMENT", None, "unknown content class 'secrets'; accepted: input, "
             "output, tool_arguments, tool_results, metadata")
@@ -355,7 +357,9 @@ def test_settings_content_policy(run, reviewed, tmp_path):
     [cid] = p["proposed"]["added"]
     assert p["withheld"] == {cid: ["input", "tool_results"]}
     r = run("promote", "evals", "--file", path, "--idempotency-key", "k")
-    assert f"+ {cid}  withheld: input, tool_results\n" in r.stdout
+    assert r.stdout.splitlines()[1].split() == ["CASE", "RUN", "TENANT", "OUTCOME", "WITHHELD"]
+    assert r.stdout.splitlines()[2].split() == ["+", cid, "r-1", "acme", "success", "input,",
+                                                "tool_results"]
     seal(run, p["confirm_token"])
     case = ok_json(run("--json", "case", "evals", "1", cid))
     assert case["withheld"] == ["input", "tool_results"] and case["input"] is None
@@ -372,24 +376,32 @@ def test_promote_and_seal_shapes_and_output(run, reviewed, tmp_path):
     before = files(tmp_path)
     p = ok_json(run("--json", "promote", "evals", "--file", path, "--idempotency-key", "k1"))
     token, added = p["confirm_token"], p["proposed"]["added"]
+    assert [(c["id"], c["tenant"], c["outcome"]) for c in p["proposed"]["added_cases"]] == [
+        (a, "acme", {"status": "success"}) for a in added]
     assert p == {"confirm_token": token, "dataset": "evals", "operation": "promote",
                  "base_version": None,
                  "proposed": {"item_count": 2, "content_digest": p["proposed"]["content_digest"],
                               "added": added, "removed": [], "carried": [], "carried_count": 0,
-                              "carried_complete": True},
-                 "withheld": {a: [] for a in added}, "changes": True,
+                              "carried_complete": True,
+                              "added_cases": p["proposed"]["added_cases"], "removed_cases": []},
+                 "withheld": {a: [] for a in added}, "changes": True, "stale": False,
+                 "restage": None,
                  "subjects": [{"run_id": r, "annotation_id": reviewed[r],
                                "metric": "dataset_eligibility", "label": "reviewed",
                                "reviewer": ADA} for r in ("r-0", "r-1")]}
     assert len(added) == 2 and added == sorted(added)
     assert not any(f.startswith(".cas/datasets/evals/versions/") for f, _ in files(tmp_path))
     assert len(files(tmp_path)) > len(before)
-    # the human preview, from a replay of the same key: the same proposal
+    # the human preview, from a replay of the same key: the same proposal; each case beside
+    # its run, tenant and outcome
+    by_case = {c["id"]: c["run_id"] for c in p["proposed"]["added_cases"]}
+    assert sorted(by_case.values()) == ["r-0", "r-1"]
     r = run("promote", "evals", "--file", path, "--idempotency-key", "k1")
     assert (r.exit_code, r.stderr) == (0, "")
     assert r.stdout == (
         "promote into evals: base none (first version)\n"
-        f"+ {added[0]}\n+ {added[1]}\n"
+        f"  {'CASE':67}  RUN  TENANT  OUTCOME\n"
+        + "".join(f"+ {a}  {by_case[a]}  acme    success\n" for a in added) +
         f"judged: r-0: reviewed (dataset_eligibility) by {ADA}\n"
         f"judged: r-1: reviewed (dataset_eligibility) by {ADA}\n"
         f"proposed: 2 cases (2 new, 0 carried) {p['proposed']['content_digest']}\n"
@@ -519,12 +531,16 @@ def test_remove_shapes_and_refusals(run, reviewed, tmp_path):
                                    "content_digest": p["proposed"]["content_digest"]},
                   "proposed": {"item_count": 2, "content_digest": rm["proposed"]["content_digest"],
                                "added": [], "removed": [ids[1]], "carried": [ids[0], ids[2]],
-                               "carried_count": 2, "carried_complete": True},
-                  "withheld": {}, "changes": True}
+                               "carried_count": 2, "carried_complete": True, "added_cases": [],
+                               "removed_cases": rm["proposed"]["removed_cases"]},
+                  "withheld": {}, "changes": True, "stale": False, "restage": None}
+    [gone] = rm["proposed"]["removed_cases"]
+    assert (gone["id"], gone["tenant"]) == (ids[1], "acme") and gone["run_id"] is not None
     r = run("remove", "evals", ids[1], "--idempotency-key", "r")
     assert r.stdout == (
         f"remove into evals: base evals@1 (3 cases, {p['proposed']['content_digest']})\n"
-        f"- {ids[1]}\n"
+        f"  {'CASE':67}  RUN  TENANT  OUTCOME\n"
+        f"- {ids[1]}  {gone['run_id']}  acme    success\n"
         f"proposed: 2 cases (0 new, 2 carried) {rm['proposed']['content_digest']}\n"
         f"nothing is sealed yet; to seal: cas seal evals --confirm-token {rm['confirm_token']}\n")
     v = seal(run, rm["confirm_token"])["version"]
@@ -539,7 +555,9 @@ def test_seal_refusals(run, reviewed, tmp_path):
     assert seal(run, a["confirm_token"])["version"]["number"] == 2
     refused(run, tmp_path, ("seal", "evals", "--confirm-token", b["confirm_token"]), 5,
             "FAILED_PRECONDITION", "PROPOSAL_STALE", "this proposal was made on evals@1, but "
-            "the head is now evals@2; preview again to build on the head", base=1, head=2)
+            "the head is now evals@2; stage it again on the head with a new idempotency key "
+            "(key 'kb' names this proposal for ever): cas promote evals --reviewed (or --file "
+            "SUBJECTS.json) --idempotency-key NEW-KEY", base=1, head=2, idempotency_key="kb")
     unknown = "ct-" + "e" * 32
     why = (" (gc deletes a proposal left unsealed for longer than its grace period, and an "
            "erasure one that holds an erased case; preview again)")

@@ -25,7 +25,7 @@ CASE = {"input": {"task": "t"}, "output": "o", "steps": [], "outcome": {"status"
 def repo(run, tmp_path):
     """A repository in tmp_path with dataset `evals` at version 1, opened through the API."""
     assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     r = run("--json", "commit", "evals", "--add", str(EXAMPLE))
     assert r.exit_code == 0, r.output
     return cas.open(str(tmp_path))
@@ -76,9 +76,9 @@ def test_commit_names_its_base_in_the_api(repo):
 
 
 def test_first_commit_needs_no_base_in_either(run, repo, tmp_path):
-    repo.create_dataset("api")
+    repo.create_dataset("api", admission="direct")
     assert repo.commit("api", base=None, add=[CASE]).number == 1
-    assert run("dataset", "create", "cli").exit_code == 0
+    assert run("dataset", "create", "cli", "--admission", "direct").exit_code == 0
     r = run("--json", "commit", "cli", "--add", str(EXAMPLE))
     assert r.exit_code == 0 and json.loads(r.stdout)["number"] == 1
 

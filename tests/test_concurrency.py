@@ -69,7 +69,7 @@ def run_workers(path, name, workers, k, *, stale=(), retry=True, tmp, tag="", ba
 
 def test_processes_sealing_into_one_dataset(location, tmp_path):
     repo = cas.init(location)
-    repo.create_dataset("shared")
+    repo.create_dataset("shared", admission="direct")
     workers, k = 4, 8
     # Two workers always start from the stale base 0, so every one of their commits goes
     # through the retry path; the other two start from the head they just read.
@@ -113,7 +113,7 @@ def test_processes_sealing_into_one_dataset(location, tmp_path):
 
 def test_racing_without_retry_exactly_one_wins(location, tmp_path):
     repo = cas.init(location)
-    repo.create_dataset("race")
+    repo.create_dataset("race", admission="direct")
     repo.commit("race", base=None, add=[{"input": "seed"}])
     for rnd in range(3):
         base = repo.head("race")
@@ -148,7 +148,7 @@ class RivalFirst:
 
 @pytest.mark.parametrize("retry", [False, True])
 def test_lost_append_race(tmp_path, retry):
-    cas.init(str(tmp_path)).create_dataset("ds")
+    cas.init(str(tmp_path)).create_dataset("ds", admission="direct")
     root = str(tmp_path / ".cas")
     first = cas.Repository(LocalBackend(root))
     first.commit("ds", base=None, add=[{"input": "a"}, {"input": "b"}])
@@ -174,7 +174,7 @@ def test_lost_append_race(tmp_path, retry):
 
 
 def test_retry_after_the_rival_removed_the_same_case(tmp_path):
-    cas.init(str(tmp_path)).create_dataset("ds")
+    cas.init(str(tmp_path)).create_dataset("ds", admission="direct")
     root = str(tmp_path / ".cas")
     first = cas.Repository(LocalBackend(root))
     first.commit("ds", base=None, add=[{"input": "a"}, {"input": "b"}])

@@ -88,7 +88,7 @@ def check_intact(path, sealed: dict[int, tuple[str, int]], only=None, verified=N
 
 def test_sigkill_while_sealing_leaves_reported_versions_intact(location):
     repo = cas.init(location)
-    repo.create_dataset("ds")
+    repo.create_dataset("ds", admission="direct")
     sealed: dict[int, tuple[str, int]] = {}
     rnd = random.Random(1234)
     # (seconds after spawn, or None to wait for READY and then a random short delay)
@@ -172,7 +172,7 @@ def _cases(tag, n):
 def _seeded():
     inner = MemoryBackend()
     repo = cas.Repository.create(inner)
-    repo.create_dataset("ds")
+    repo.create_dataset("ds", admission="direct")
     repo.commit("ds", base=None, add=_cases("v1", 90))   # an inner node, so paths are rewritten
     repo.commit("ds", base=1, add=_cases("v2", 10), remove=[cas.encode_case(c).case_id
                                                             for c in _cases("v1", 5)])
@@ -236,7 +236,7 @@ def _reset_version(inner, keep):
 def test_fault_on_local_directory(tmp_path):
     """The same on real files: an interrupted write leaves no partial key behind."""
     repo = cas.init(str(tmp_path))
-    repo.create_dataset("ds")
+    repo.create_dataset("ds", admission="direct")
     repo.commit("ds", base=None, add=_cases("v1", 20))
     for k, mode in ((1, "before"), (2, "before"), (2, "after"), (3, "before")):
         faulty = FaultyBackend(repo.backend, fail_at=k, mode=mode)

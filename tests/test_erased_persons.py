@@ -5,7 +5,6 @@ the preview's wording."""
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import pytest
@@ -29,10 +28,8 @@ def everything(repo) -> dict[str, bytes]:
 
 
 def direct(repo, name: str):
-    """A dataset that takes direct commits (`admission="direct"` once datasets have a rule)."""
-    if "admission" in inspect.signature(repo.create_dataset).parameters:
-        return repo.create_dataset(name, admission="direct")
-    return repo.create_dataset(name)
+    """A dataset that takes direct commits."""
+    return repo.create_dataset(name, admission="direct")
 
 
 def erased_alice(repo):

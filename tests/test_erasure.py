@@ -79,7 +79,7 @@ def build(repo) -> dict:
     `billing` never holds one. Returns the case ids by person."""
     repo.import_runs(ALICE_RUNS + BOB_RUNS)
     for name in ("support", "billing", "triage"):
-        repo.create_dataset(name)
+        repo.create_dataset(name, admission="direct")
     promote(repo, "support", ["bob-run-0", "bob-run-1"], "s1")          # support@1: bob only
     promote(repo, "support", ["alice-run-0", "bob-run-2"], "s2")        # support@2: alice
     promote(repo, "support", ["alice-run-1"], "s3")                     # support@3
@@ -315,7 +315,7 @@ def test_erasing_a_person_with_no_data_records_nothing_and_retires_nothing(repo)
 def _deleted_version_garbage(repo):
     """A pack that is mostly garbage (40 large cases only a deleted version held) with one live
     case in it, which gc must rewrite rather than delete."""
-    repo.create_dataset("scratch")
+    repo.create_dataset("scratch", admission="direct")
     repo.commit("scratch", base=None, add=[{"input": f"kept {i}"} for i in range(5)])
     dropped = [{"input": f"dropped {i}", "output": "y" * 2000} for i in range(40)]
     repo.commit("scratch", base=1, add=dropped + [{"input": "survivor"}])

@@ -99,7 +99,8 @@ def error_of(call) -> cas.CasError:
 
 class Version:
     """The model of one sealed version: its set as sealed, its record, its provenance (the
-    (case id, annotation id) of each case a promotion added, or None), its retirement."""
+    (case id, annotation id) of each case a promotion added, or (case id, author) of each a
+    commit added; None if it added none), its retirement."""
 
     def __init__(self, ids: frozenset, record, provenance: tuple | None) -> None:
         self.ids = ids
@@ -138,7 +139,7 @@ class ErasureMachine(RuleBasedStateMachine):
     @initialize()
     def datasets(self):
         for name in DATASETS:
-            self.repo.create_dataset(name, author="t")
+            self.repo.create_dataset(name, author="t", admission="direct")
 
     # -- the model ------------------------------------------------------------------------
     def head(self, name) -> int:
@@ -344,7 +345,9 @@ class ErasureMachine(RuleBasedStateMachine):
         record = call()
         self.store_cases(adds)
         assert record.operation == "commit"
-        self.sealed(name, record, result, base)
+        # its provenance names the cases new to the base's tree, each committed by "t"
+        new = sorted(adds - (v.ids if v is not None else set()))
+        self.sealed(name, record, result, base, tuple((c, "t") for c in new) or None)
 
     @precondition(lambda self: any(self.left(self.head_version(n)) for n in DATASETS))
     @rule(data=st.data())
@@ -586,7 +589,7 @@ class ErasureMachine(RuleBasedStateMachine):
                             break
                         after = page.next_cursor
                     assert ids == sorted(v.ids)
-                    assert tuple((e.case_id, e.annotation_id)
+                    assert tuple((e.case_id, e.annotation_id if e.promoted else e.committed_by)
                                  for e in self.repo.provenance(name, n)) == (v.provenance or ())
                     for c in ids:
                         case = self.repo.case(name, n, c)
@@ -643,7 +646,7 @@ def erase(repo, who):
 # (provenance() raises NotFound, fsck reports it missing)
 def test_an_erasure_keeps_the_provenance_of_a_version_it_does_not_retire(mem):
     for name in ("ds", "other"):
-        mem.create_dataset(name)
+        mem.create_dataset(name, admission="direct")
     bob = direct_case("bob-77c1", 0)
     mem.commit("ds", base=None, add=[bob])
     erase(mem, "bob-77c1")                                     # ds@1 retired, bob's case gone
@@ -666,7 +669,7 @@ def test_an_erasure_keeps_the_provenance_of_a_version_it_does_not_retire(mem):
 # provenance of the first, ACTIVE one
 def test_an_erasure_keeps_the_provenance_of_another_dataset(mem):
     for name in ("ds-a", "ds-b"):
-        mem.create_dataset(name)
+        mem.create_dataset(name, admission="direct")
     run = person_run("bob-77c1", 0)
     mem.import_runs([run])
     ann = review(mem, run["run_id"], "reviewed")
@@ -685,7 +688,7 @@ def test_an_erasure_keeps_the_provenance_of_another_dataset(mem):
 # deleted, even one stored again since: a version cut from an operator-retired version drops a
 # re-promoted case whose bytes are there
 def test_recut_of_an_operator_retired_version_keeps_a_re_promoted_case(mem):
-    mem.create_dataset("ds")
+    mem.create_dataset("ds", admission="direct")
     run = person_run("alice-3f9e", 0)
     mem.import_runs([run])
     p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "reviewed"))], "k1")
@@ -722,7 +725,7 @@ def test_a_second_erasure_with_the_same_preview_erases_again(mem):
 # the retired version that lost it lists the case both as added and as carried (carried_count +
 # added != item_count)
 def test_a_promotion_preview_does_not_carry_the_case_it_adds_again(mem):
-    mem.create_dataset("ds")
+    mem.create_dataset("ds", admission="direct")
     run = person_run("alice-3f9e", 0)
     mem.import_runs([run])
     p = mem.promote("ds", [subject(run["run_id"], review(mem, run["run_id"], "reviewed"))], "k1")

@@ -33,7 +33,7 @@ CHAT = {  # every step kind of the openai-chat mapping, in one case
 @pytest.fixture
 def small(mem):
     """Version evals@1: the five example cases and CHAT."""
-    mem.create_dataset("evals")
+    mem.create_dataset("evals", admission="direct")
     added = [e for e in cas.read_cases_jsonl(EXAMPLE.open("rb"))] + [cas.encode_case(CHAT)]
     mem.commit("evals", base=None, add=added)
     return mem, mem.pin("evals", 1)
@@ -86,7 +86,7 @@ def test_a_retired_version_is_refused_as_items_refuses_it(small):
 
 
 def test_cases_streams_it_yields_before_reading_the_version(mem, monkeypatch):
-    mem.create_dataset("big")
+    mem.create_dataset("big", admission="direct")
     mem.commit("big", base=None, add=[{"input": i} for i in range(1200)])
     calls = {"objects_bytes": 0, "items": 0}
     for name in calls:
@@ -254,7 +254,7 @@ def test_openai_chat_export_keeps_the_conversations_in_id_order(small):
 @pytest.fixture
 def cli_repo(run):
     assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     r = run("--json", "commit", "evals", "--add", str(EXAMPLE))
     assert r.exit_code == 0, r.output
     return cas.open("."), json.loads(r.stdout)
@@ -308,6 +308,6 @@ def test_a_jsonl_export_reimports_as_the_same_version(small):
     out = io.BytesIO()
     exports.export_jsonl(repo, pin, out)
     lines = [json.dumps(json.loads(x)["case"]).encode() for x in out.getvalue().splitlines()[1:]]
-    repo.create_dataset("copy")
+    repo.create_dataset("copy", admission="direct")
     copy = repo.commit("copy", base=None, add=cas.read_cases_jsonl(lines))
     assert copy.content_digest == pin.content_digest

@@ -16,8 +16,8 @@ from cas.store import index_key, pack_key
 
 def build(path) -> cas.Repository:
     repo = cas.init(str(path))
-    repo.create_dataset("alpha", description="a")
-    repo.create_dataset("beta")
+    repo.create_dataset("alpha", description="a", admission="direct")
+    repo.create_dataset("beta", admission="direct")
     repo.edit_dataset("beta", tags=["t"])
     big = [{"input": f"case-{i}", "output": {"n": i}} for i in range(90)]
     repo.commit("alpha", base=None, add=big)  # more than a leaf holds: inner nodes
@@ -341,11 +341,11 @@ def build_lifecycle(repo) -> cas.Repository:
     def subjects(*runs):
         return [{"subject_kind": "agent_run", "subject_ref": r, "review_annotation_id": anns[r]}
                 for r in runs]
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     repo.seal("evals", repo.promote("evals", subjects("alice-0", "bob-0"), "k1")["confirm_token"])
     repo.seal("evals", repo.promote("evals", subjects("bob-1"), "k2")["confirm_token"])
     repo.promote("evals", subjects("bob-2"), "k3")  # staged, never sealed
-    repo.create_dataset("direct")
+    repo.create_dataset("direct", admission="direct")
     repo.commit("direct", base=None, add=[{"input": "a", "person": ALICE},
                                           {"input": "b", "person": BOB}, {"input": "nobody"}])
     repo.create_experiment("evals", 2, "baseline")

@@ -27,7 +27,7 @@ def every_kind_of_garbage(repo) -> None:
     """Garbage of every kind gc collects: objects of a deleted version in a mostly-garbage
     pack, small packs to merge, a pack a writer never published, a stale staged proposal (with
     its idempotency claim), and a person index whose pack is gone."""
-    repo.create_dataset("ds", author="a")
+    repo.create_dataset("ds", author="a", admission="direct")
     repo.commit("ds", base=0, add=[{"input": f"kept {i}"} for i in range(3)], author="a")
     dropped = [{"input": f"dropped {i}", "output": "y" * 3000, "person": "pat"}
                for i in range(20)]
@@ -76,7 +76,7 @@ def test_merging_packs_without_garbage_is_predicted_too(local):
     """The quick start's case: no garbage at all, but small packs merge, and the headers and
     indexes saved are what the real gc reclaims."""
     repo = cas.init(local)
-    repo.create_dataset("ds", author="a")
+    repo.create_dataset("ds", author="a", admission="direct")
     for i in range(4):
         repo.commit("ds", base=i, add=[{"input": f"case {i}"}], author="a")
     future = aged(repo)
@@ -87,7 +87,7 @@ def test_merging_packs_without_garbage_is_predicted_too(local):
 
 def test_stale_proposals_are_collected_with_their_claims(local):
     repo = cas.init(local)
-    repo.create_dataset("ds", author="a")
+    repo.create_dataset("ds", author="a", admission="direct")
     repo.import_runs([{"run_id": f"r{i}", "tenant": "t", "steps": []} for i in range(2)],
                      author="a")
     req = [{"run_id": f"r{i}", "metric": "dataset_eligibility", "label": "reviewed"}
@@ -118,7 +118,7 @@ def test_stale_proposals_are_collected_with_their_claims(local):
 
 def test_gc_defers_while_a_writer_that_started_first_is_at_work(local):
     repo = cas.init(local)
-    repo.create_dataset("ds", author="a")
+    repo.create_dataset("ds", author="a", admission="direct")
     repo.commit("ds", base=0, add=[{"input": "x"}], author="a")
     repo.commit("ds", base=1, remove=[cas.encode_case({"input": "x"}).case_id], author="a")
     repo.delete_version("ds", 1, author="a")
@@ -144,7 +144,7 @@ def test_a_second_gc_steps_back(local):
 def test_a_writer_keeps_clear_of_the_packs_a_running_gc_may_delete():
     backend = MemoryBackend()
     repo = cas.Repository.create(backend)
-    repo.create_dataset("ds", author="a")
+    repo.create_dataset("ds", author="a", admission="direct")
     x = {"input": "reused"}
     repo.commit("ds", base=0, add=[x], author="a")
     (old_pack,) = [k[6:-5] for k in backend.list("packs/") if k.endswith(".pack")]
@@ -202,7 +202,7 @@ def test_a_lease_renews_and_refuses_a_claim_once_it_runs_out(local):
 
 def test_a_writer_waits_for_an_erasure_in_progress_then_gives_up(local, monkeypatch):
     repo = cas.init(local)
-    repo.create_dataset("ds", author="a")
+    repo.create_dataset("ds", author="a", admission="direct")
     monkeypatch.setattr(leases, "WRITER_WAIT", 0.2)
     with leases.acquire(repo, leases.ERASURE, "erase", erasure="e1"):
         start = time.monotonic()

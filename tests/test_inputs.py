@@ -94,7 +94,7 @@ def run_line(input_value_json: bytes) -> bytes:
 @pytest.fixture
 def repo(tmp_path):
     repo = cas.init(str(tmp_path / "repo"))
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     repo.commit("evals", base=None, add=[{"input": "a"}, {"input": "b", "person": "p-1"}])
     repo.import_runs([dict(RUN)])
     return repo
@@ -223,7 +223,7 @@ def test_the_character_that_is_not_printable_is_named(repo):
         repo.promote("evals", [{"subject_kind": "agent_run", "subject_ref": "r-1"}], "k\u200d")
     assert "U+200D (ZERO WIDTH JOINER)" in info.value.message
     with pytest.raises(cas.InvalidArgument) as info:
-        repo.create_dataset("tagged", tags=["a\u2029"])
+        repo.create_dataset("tagged", tags=["a\u2029"], admission="direct")
     assert "U+2029 (PARAGRAPH SEPARATOR)" in info.value.message
 
 
@@ -354,7 +354,7 @@ def template(tmp_path_factory):
     os.environ.update(env)
     try:
         repo = cas.init(str(path / "repo"))
-        repo.create_dataset("evals")
+        repo.create_dataset("evals", admission="direct")
         record = repo.commit("evals", base=None, add=[{"input": "a"}, {"input": "b"}])
         repo.import_runs([dict(RUN)])
         preview = repo.add_reviews([{"run_id": "r-1", "metric": "m", "label": "l"}])
@@ -511,7 +511,7 @@ def _cli_repo(path):
     os.chdir(path)
     try:
         assert runner.invoke(cli, ["init"]).exit_code == 0
-        assert runner.invoke(cli, ["dataset", "create", "evals"]).exit_code == 0
+        assert runner.invoke(cli, ["dataset", "create", "evals", "--admission", "direct"]).exit_code == 0
         assert runner.invoke(cli, ["commit", "evals", "--add", "cases.jsonl"]).exit_code == 0
     finally:
         os.chdir(old)

@@ -62,7 +62,7 @@ def future(backend, seconds: float = 5.0) -> cas.Repository:
 
 
 def build_seed(repo: cas.Repository) -> list[str]:
-    repo.create_dataset("ds", author="a")
+    repo.create_dataset("ds", author="a", admission="direct")
     repo.commit("ds", base=0, add=[X, {"input": "kept 1"}, {"input": "kept 2"}], author="a")
     repo.commit("ds", base=1, remove=[cas.encode_case(X).case_id], author="a")
     repo.delete_version("ds", 1, author="a")  # X is garbage now, in an old pack
@@ -73,7 +73,7 @@ def build_seed(repo: cas.Repository) -> list[str]:
     ann = repo.add_reviews([{"run_id": r["run_id"], "metric": "dataset_eligibility",
                              "label": "reviewed"} for r in RUNS], token,
                            reviewer=REVIEWER)["annotation_ids"]
-    repo.create_dataset("promo", author="a")
+    repo.create_dataset("promo", author="a", admission="direct")
     preview = repo.promote("promo", [subject(0, ann[0]), subject(1, ann[1])], "seed-1", author="a")
     repo.seal("promo", preview["confirm_token"], author="a")
     removal = repo.remove("promo", [preview["proposed"]["added"][0]], "seed-2", author="a")

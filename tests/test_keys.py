@@ -139,7 +139,7 @@ def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkey
     repo = cas.init(str(tmp_path / "repo"))
     repo.set_content_policy([], author="ops")
     repo.set_eligibility("dataset_eligibility", ["good", "reviewed"], author="ops")
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     repo.commit("evals", base=None, add=[{"input": f"case {i}", "output": "x" * 200}
                                          for i in range(20)])
     repo.import_runs(io.BytesIO(b"".join(json.dumps(run(r, p)).encode() + b"\n" for r, p in
@@ -156,7 +156,7 @@ def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkey
     repo.retire("evals", 1, "CONTAMINATED", "seen in a training mix")
     repo.commit("evals", base=2, add=[{"input": "later"}])                        # evals@3
     repo.delete_version("evals", 3)
-    repo.create_dataset("gone")
+    repo.create_dataset("gone", admission="direct")
     repo.commit("gone", base=None, add=[{"input": "g"}])
     repo.delete_dataset("gone")
     with leases.acquire(repo, leases.WRITER, "test"):

@@ -281,7 +281,12 @@ class LifecycleMachine(RuleBasedStateMachine):
             before = self.keys()
             p = call()  # a replay: the same proposal, nothing stored
             assert p["confirm_token"] == claim[1] and self.keys() == before
-            assert p["proposed"]["content_digest"] == self.proposals[claim[1]]["root"]
+            known = self.proposals[claim[1]]
+            assert p["proposed"]["content_digest"] == known["root"]
+            # a replay on a moved head says so (unless it was sealed, or seals nothing)
+            assert p["stale"] is (known["sealed"] is None and known["changes"]
+                                  and self.head(name) != known["base"])
+            assert (p["restage"] is not None) is p["stale"]
             return
         base_set = self.head_set(name)
         if any(r not in base_set for r in removes):
@@ -308,7 +313,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         assert p["changes"] is bool(added or removes)
         self.claims[(name, key)] = (request, token)
         self.proposals[token] = {
-            "name": name, "base": base, "result": frozenset(result), "root":
+            "name": name, "key": key, "base": base, "result": frozenset(result), "root":
             proposed["content_digest"], "changes": bool(added or removes), "sealed": None,
             "added": len(added), "removed": len(removes),
             "operation": request[0], "provenance": [
@@ -368,7 +373,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         if self.head(name) != p["base"]:
             err = self.refused(lambda: self.repo.seal(name, token), "FAILED_PRECONDITION",
                                "PROPOSAL_STALE")
-            assert err.fields == {"base": p["base"], "head": self.head(name)}
+            assert err.fields == {"base": p["base"], "head": self.head(name),
+                                  "idempotency_key": p["key"]}
             return
         v = self.repo.seal(name, token, author="sealer", message="m")
         assert v.already_sealed is False

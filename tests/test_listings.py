@@ -23,7 +23,7 @@ def make_gold(repo):
     try:
         repo.create_dataset("gold", admission="direct")
     except TypeError:  # before datasets had an admission rule
-        repo.create_dataset("gold")
+        repo.create_dataset("gold", admission="direct")
     return repo.commit("gold", base=None, add=[
         {"input": "q1", "tenant": "hand", "outcome": "pass"}, {"input": "q2"}])
 
@@ -39,7 +39,7 @@ def repo(tmp_path, monkeypatch):
                                                    outcome={"status": "failure"}),
                       run_obj("r-3", 3, tenant="initech", outcome=None)])
     anns = {r: review(repo, r) for r in ("r-1", "r-2", "r-3")}
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     promote_and_seal(repo, anns, ["r-1", "r-2"], "k1")
     promote_and_seal(repo, anns, ["r-3"], "k2")
     repo.set_content_policy(["tool_results"])
@@ -246,6 +246,10 @@ def test_cli_dataset_show_lists_states(repo, run):
     assert r.exit_code == 0
     lines = r.stdout.splitlines()
     assert lines[0] == "evals (revision 1)"
+    assert lines[1] == "  admission: direct (commits may add cases, as promotion does)"
+    assert lines[2] == (
+        "  content policy: withholds tool_results (the repository default, settings revision 1)")
+    del lines[1:3]
     states = ["ACTIVE                ", "RETIRED (CONTAMINATED)", "ACTIVE                "]
     assert lines[1:] == [f"  evals@{v.number}  {s}  {v.item_count} cases (+{v.added} "
                          f"-{v.removed})  promote  {ADA}  {v.sealed_at}" for v, s in

@@ -68,7 +68,7 @@ def build(repo) -> None:
     req = [{"run_id": "alice-run-0", "metric": "dataset_eligibility", "label": "good"}]
     repo.add_reviews(req, confirm_token=repo.add_reviews(req)["confirm_token"])
     for name in ("support", "billing", "gone"):
-        repo.create_dataset(name)
+        repo.create_dataset(name, admission="direct")
     repo.commit("support", base=None, add=[bob_case(0), bob_case(1)])          # support@1
     repo.commit("support", base=1, add=[alice_case(0), bob_case(2)])           # support@2
     repo.commit("support", base=2, add=[alice_case(1)] + plain("bulk", 80))    # support@3
@@ -84,7 +84,7 @@ def build(repo) -> None:
     repo.delete_dataset("gone")
     # staged, never sealed: its proposed set holds Alice's case
     repo.remove("support", [case_id(bob_case(2))], "stage-1")
-    repo.create_dataset("temp")                                                 # deleted later
+    repo.create_dataset("temp", admission="direct")                                                 # deleted later
     repo.commit("temp", base=None, add=plain("temp", 2))
     repo.commit("temp", base=1, add=[bob_case(5)])
     repo.remove("temp", [case_id(bob_case(5))], "stage-2")
@@ -235,7 +235,7 @@ def test_killed_mirror_to_s3(tmp_path, seaweed, monkeypatch):
     """A smaller source, a fresh SeaweedFS destination for each killed prefix."""
     monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
     repo = cas.init(str(tmp_path / "src"))
-    repo.create_dataset("support")
+    repo.create_dataset("support", admission="direct")
     repo.commit("support", base=None, add=[bob_case(0)])
     repo.commit("support", base=1, add=[alice_case(0)])
     repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])
@@ -253,7 +253,7 @@ def test_killed_mirror_to_s3(tmp_path, seaweed, monkeypatch):
 
 def test_fsck_tolerates_a_retirement_ahead_of_its_version(tmp_path):
     repo = cas.init(str(tmp_path))
-    repo.create_dataset("d")
+    repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=plain("a", 2))
     repo.commit("d", base=1, add=plain("b", 1))
     repo.commit("d", base=2, add=plain("c", 1))
@@ -299,7 +299,7 @@ def _killed_mirror(src: str, dst: str, suffix: str) -> None:
 
 def test_a_mirror_removes_erased_bytes_a_killed_mirror_left(tmp_path):
     src = cas.init(str(tmp_path / "src"))
-    src.create_dataset("support")
+    src.create_dataset("support", admission="direct")
     src.commit("support", base=None, add=[bob_case(0)])
     src.commit("support", base=1, add=[alice_case(i) for i in range(3)])   # one pack
     src.commit("support", base=2, add=[alice_case(i) for i in range(3, 6)])  # another
@@ -367,7 +367,7 @@ def test_mirror_follows_an_erasure(tmp_path):
 # -- between a local directory and S3 ----------------------------------------------------
 def test_mirror_local_to_s3_and_back(tmp_path, s3_url):
     local = cas.init(str(tmp_path / "a"))
-    local.create_dataset("evals")
+    local.create_dataset("evals", admission="direct")
     local.commit("evals", base=None, add=cases(30))
     local.commit("evals", base=1, add=cases(5, "more"))
     report = mirror(local.backend, backend_for(s3_url, create=True))
@@ -385,7 +385,7 @@ def test_mirror_local_to_s3_and_back(tmp_path, s3_url):
 def test_interrupted_mirror_resumes(tmp_path, seaweed, monkeypatch):
     monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
     local = cas.init(str(tmp_path / "a"))
-    local.create_dataset("evals")
+    local.create_dataset("evals", admission="direct")
     for v in range(3):
         local.commit("evals", base=v or None, add=cases(10, f"v{v}"))
     with FaultProxy(seaweed.endpoint) as proxy:
@@ -414,7 +414,7 @@ def test_interrupted_mirror_resumes(tmp_path, seaweed, monkeypatch):
 
 def test_mirror_refuses_another_repository_and_divergence(tmp_path, s3_url):
     a = cas.init(str(tmp_path / "a"))
-    a.create_dataset("evals")
+    a.create_dataset("evals", admission="direct")
     a.commit("evals", base=None, add=cases(3))
     other = cas.init(s3_url)
     with pytest.raises(cas.FailedPrecondition, match="another repository"):
@@ -439,7 +439,7 @@ def test_mirror_carries_runs_reviews_settings_and_proposals(tmp_path, s3_url, mo
     request = [{"run_id": "r-1", "metric": "dataset_eligibility", "label": "reviewed"}]
     token = local.add_reviews(request)["confirm_token"]
     annotation = local.add_reviews(request, confirm_token=token)["annotation_ids"][0]
-    local.create_dataset("evals")
+    local.create_dataset("evals", admission="direct")
     subjects = [{"subject_kind": "agent_run", "subject_ref": "r-1",
                  "review_annotation_id": annotation}]
     preview = local.promote("evals", subjects, "k1")
@@ -460,8 +460,8 @@ def test_mirror_carries_runs_reviews_settings_and_proposals(tmp_path, s3_url, mo
 def test_mirror_follows_deletions_and_never_resurrects(tmp_path, monkeypatch):
     monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
     src = cas.init(str(tmp_path / "src"))
-    src.create_dataset("evals")
-    src.create_dataset("gone")
+    src.create_dataset("evals", admission="direct")
+    src.create_dataset("gone", admission="direct")
     for name in ("evals", "gone"):
         src.commit(name, base=None, add=score_cases(2, name))
         src.commit(name, base=1, add=score_cases(1, name + "2"))
@@ -490,7 +490,7 @@ def test_mirror_follows_deletions_and_never_resurrects(tmp_path, monkeypatch):
 
 def test_mirror_copies_multi_indexes(tmp_path, small_packs):
     repo = cas.init(str(tmp_path / "a"))
-    repo.create_dataset("d")
+    repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=midx_cases(150))
     dst = LocalBackend(str(tmp_path / "b" / ".cas"))
     mirror(repo.backend, dst)

@@ -59,7 +59,7 @@ def test_any_damage_is_a_cas_error(data):
 
 def test_a_multi_pack_commit_writes_one_index_that_readers_use(tmp_path, small_packs):
     repo = cas.init(str(tmp_path))
-    repo.create_dataset("d")
+    repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=cases(300))
     keys = list(repo.backend.list(PACKS))
     packs = [k for k in keys if k.endswith(".pack")]
@@ -77,7 +77,7 @@ def test_a_multi_pack_commit_writes_one_index_that_readers_use(tmp_path, small_p
 
 def test_fsck_names_a_damaged_or_dishonest_multi_index(tmp_path, small_packs):
     repo = cas.init(str(tmp_path))
-    repo.create_dataset("d")
+    repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=cases(200))
     (mkey,) = multi_keys(repo.backend)
     path = tmp_path / ".cas" / mkey

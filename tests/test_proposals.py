@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 import cas
+import msgspec
 from lifecycle_helpers import REVIEWER, keys, promote_and_seal, review, subject
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")
@@ -186,7 +187,7 @@ def test_idempotency_keys(staged):
     assert info.value.reason == "IDEMPOTENCY_KEY_REUSED"
     assert keys(repo) == before
     # a key belongs to one dataset
-    repo.create_dataset("other")
+    repo.create_dataset("other", admission="direct")
     q = repo.promote("other", [s0, s1], "key-A")
     assert q["confirm_token"] != p["confirm_token"] and q["dataset"] == "other"
     # after sealing, replaying the key still returns the same proposal and seal is idempotent
@@ -237,9 +238,12 @@ def test_stale_token_is_refused_naming_the_head(staged):
         repo.seal("evals", b["confirm_token"])
     err = info.value
     assert (err.code, err.reason, err.fields) == ("FAILED_PRECONDITION", "PROPOSAL_STALE",
-                                                  {"base": 1, "head": 2})
+                                                  {"base": 1, "head": 2,
+                                                   "idempotency_key": "kb"})
     assert err.message == ("this proposal was made on evals@1, but the head is now evals@2; "
-                           "preview again to build on the head")
+                           "stage it again on the head with a new idempotency key (key 'kb' "
+                           "names this proposal for ever): cas promote evals --reviewed (or "
+                           "--file SUBJECTS.json) --idempotency-key NEW-KEY")
     assert keys(repo) == before
     # the same subjects with a new key build on the head
     c = repo.promote("evals", [subject("r-2", anns["r-2"])], "kc")
@@ -248,7 +252,7 @@ def test_stale_token_is_refused_naming_the_head(staged):
 
 def test_unknown_and_malformed_tokens(staged):
     repo, anns = staged
-    repo.create_dataset("other")
+    repo.create_dataset("other", admission="direct")
     p = repo.promote("other", [subject("r-0", anns["r-0"])], "k")
     before = keys(repo)
     for token, code, reason in [("ct-" + "f" * 32, "NOT_FOUND", "PROPOSAL_NOT_FOUND"),
@@ -285,7 +289,7 @@ def test_same_run_is_one_case_and_keeps_its_id(staged):
     case_id = p["proposed"]["added"][0]
     repo.seal("evals", p["confirm_token"])
     # two promotions in two datasets under two keys: the same case id
-    repo.create_dataset("other")
+    repo.create_dataset("other", admission="direct")
     q, _ = promote_and_seal(repo, anns, ["r-0", "r-1"], "k2", name="other")
     assert case_id in q["proposed"]["added"]
     # the id survives later versions of the first dataset
@@ -317,10 +321,16 @@ def test_provenance_names_review_reviewer_and_time(staged):
     assert [(e.run_id, e.annotation_id) for e in repo.provenance("evals", 2)] == [
         ("r-2", anns["r-2"])]
     assert repo.provenance("evals", 1) == entries
-    # a committed version has no provenance
-    repo.create_dataset("plain")
-    repo.commit("plain", base=None, add=[{"input": 1}])
-    assert repo.provenance("plain", 1) == []
+    # a committed version's provenance names each case it added and its author, no run
+    repo.create_dataset("plain", admission="direct")
+    v1 = repo.commit("plain", base=None, add=[{"input": 1}], author="Bo <bo@example.com>")
+    [e] = repo.provenance("plain", 1)
+    assert (e.promoted, e.committed_by, e.run_id, e.annotation_id) == (
+        False, "Bo <bo@example.com>", msgspec.UNSET, msgspec.UNSET)
+    assert e.case_id == repo.items("plain", 1).items[0] and v1.provenance is not None
+    repo.commit("plain", base=1, add=[{"input": 1}, {"input": 2}], author="Cy")
+    assert [(x.case_id, x.committed_by) for x in repo.provenance("plain", 2)] == [
+        (cas.encode_case({"input": 2}).case_id, "Cy")]  # the carried case is not named
 
 
 CLASS_EFFECT = {
@@ -396,7 +406,7 @@ def test_withheld_arguments_and_results_take_what_importers_kept_of_them(repo):
             "result": "1 row", "reply": {"name": "sql", "content": "1 row"}}
     repo.import_runs([run_obj("raw", steps=[step])])
     ann = review(repo, "raw")
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     repo.set_content_policy(["tool_arguments", "tool_results"])
     _, sealed = promote_and_seal(repo, {"raw": ann}, ["raw"], "k")
     (case_id,) = repo.items("evals", sealed.version.number).items
@@ -416,7 +426,7 @@ def test_the_metadata_of_an_imported_run_is_withheld_with_any_of_its_content(rep
     assert run["metadata"]["import"] == {"format": "openai-chat", "container": None}
     repo.import_runs([run])
     ann = review(repo, run["run_id"])
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     repo.set_content_policy(["input"])
     _, sealed = promote_and_seal(repo, {run["run_id"]: ann}, [run["run_id"]], "k")
     (case_id,) = repo.items("evals", sealed.version.number).items

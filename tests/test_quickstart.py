@@ -43,12 +43,12 @@ def test_quickstart_walks_the_lifecycle(tmp_path, cas_user):
         "imported 0 runs (39 already present, unchanged)",
         f"review of r-0101: dataset_eligibility = reviewed by {reviewer}",
         "saved 34 reviews",
-        "v1-subjects.json: 16 subjects",
-        "proposed: 16 cases (16 new, 0 carried) ",
-        "v2-subjects.json: 32 subjects",
-        "proposed support-evals@2: 32 cases, 16 new, 16 carried from support-evals@1",
-        "support-evals@1 page 2: 6 ids,",
-        "support-evals@2 page 4: 2 ids,",
+        "created dataset support-evals (admission reviewed: only promotion of reviewed runs "
+        "adds cases)",
+        "result: not recorded",                      # the transcript of r-0104
+        "its newest judgment on 'dataset_eligibility', ann-",  # r-0603 is refused: rejected
+        "runs awaiting review (dataset_eligibility): 4",
+        "  admission: reviewed (only promotion of reviewed runs adds cases)",
         "state:     ACTIVE",
         'there is no "latest"',
         "valid: b3:",
@@ -58,9 +58,17 @@ def test_quickstart_walks_the_lifecycle(tmp_path, cas_user):
     ]
     for line in expected:
         assert line in out, f"{line!r} not in the output:\n{out}"
-    assert re.search(r"^sealed support-evals@1: 16 cases \(\+16 -0\) b3:[0-9a-f]{64}$", out, re.M)
-    assert re.search(r"^already sealed as support-evals@1: 16 cases", out, re.M)
-    assert re.search(r"^sealed support-evals@2: 32 cases \(\+16 -0\) b3:[0-9a-f]{64}$", out, re.M)
+    assert re.search(r"^sealed support-evals@1: 10 cases \(\+10 -0\) b3:[0-9a-f]{64}$", out, re.M)
+    assert re.search(r"^already sealed as support-evals@1: 10 cases", out, re.M)
+    assert re.search(r"^sealed support-evals@2: 32 cases \(\+22 -0\) b3:[0-9a-f]{64}$", out, re.M)
+    # previews, pages and diffs show each case beside its run, tenant and outcome
+    assert re.search(r"^\+ b3:[0-9a-f]{64}  r-0103  acme    failure$", out, re.M)
+    assert re.search(r"^b3:[0-9a-f]{64}  r-0104  acme    partial$", out, re.M)
+    assert len(re.findall(r"^b3:[0-9a-f]{64}  r-0\d{3}  acme ", out, re.M)) >= 8  # two pages
+    assert re.search(r"^\+ b3:[0-9a-f]{64}  r-0701  umbrella  success$", out, re.M)
+    assert re.search(r'^\$ cas case support-evals 2 --run r-0104\n\{\n  "format": 1,\n'
+                     r'  "id": "b3:[0-9a-f]{64}",$', out, re.M)  # a case named by its run
+    assert re.search(r'^\$ cas case support-evals 2 b3:[0-9a-f]{8}\n\{\n', out, re.M)
     assert re.search(rf"^ann-[0-9a-f]{{32}}  dataset_eligibility = reviewed  {re.escape(reviewer)}",
                      out, re.M)
     pin = re.search(r"^support-evals@2#b3:[0-9a-f]{64}$", out, re.M)

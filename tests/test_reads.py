@@ -30,7 +30,7 @@ def test_a_cold_page_loads_the_children_it_needs_together():
     page needs are read in one go (two index reads and one pack read), not one by one."""
     backend = MemoryBackend()
     repo = cas.Repository.create(backend)
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     repo.commit("evals", base=None, add=[{"input": i} for i in range(100)])
     expected = repo.items("evals", 1, limit=100).items
     counting = Counting(backend)

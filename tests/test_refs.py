@@ -156,7 +156,7 @@ def test_invalid_names(name):
 def test_repository_on_a_lagging_listing_seals_and_detects_conflicts():
     inner = MemoryBackend()
     repo = cas.Repository.create(LaggingBackend(inner, lag=1))
-    repo.create_dataset("ds")
+    repo.create_dataset("ds", admission="direct")
     for i in range(4):
         assert repo.head("ds") == i
         record = repo.commit("ds", base=repo.head("ds"), add=[{"input": i}])

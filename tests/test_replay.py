@@ -709,7 +709,7 @@ def promote_all(repo, runs: list[dict], dataset: str = "evals", key: str = "k-1"
         subjects.append({"subject_kind": "agent_run", "subject_ref": run["run_id"],
                          "review_annotation_id": ann})
     if dataset not in repo.datasets():
-        repo.create_dataset(dataset)
+        repo.create_dataset(dataset, admission="direct")
     p = repo.promote(dataset, subjects, key)
     return repo.seal(dataset, p["confirm_token"]).version.number
 
@@ -803,7 +803,7 @@ def test_the_current_content_policy_controls_what_a_replay_includes(location, pe
 def committed(path, frozen: dict):
     """A local repository whose raw@1 holds `frozen`, committed directly; (repo, case id)."""
     repo = cas.init(str(path))
-    repo.create_dataset("raw")
+    repo.create_dataset("raw", admission="direct")
     repo.commit("raw", base=None, add=[frozen])
     return repo, cas.encode_case(frozen).case_id
 
@@ -959,7 +959,7 @@ def refused(cli_run, args, exit_code, code, reason, message):
 def cli_case(cli_run, tmp_path) -> str:
     """A local repository in the current directory whose raw@1 holds one case; its id."""
     assert cli_run("init").exit_code == 0
-    assert cli_run("dataset", "create", "raw").exit_code == 0
+    assert cli_run("dataset", "create", "raw", "--admission", "direct").exit_code == 0
     cases = write(tmp_path / "cases.jsonl", json.dumps(case_of(call("ls", result=1))) + "\n")
     assert cli_run("commit", "raw", "--add", cases).exit_code == 0
     return json.loads(cli_run("--json", "items", "raw", "1").stdout)["items"][0]["id"]

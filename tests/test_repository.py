@@ -70,15 +70,15 @@ class RepositoryMachine(RuleBasedStateMachine):
 
     # -- rules ---------------------------------------------------------------------------
     @rule(name=st.sampled_from(NAMES), description=st.text(max_size=5))
-    def create_dataset(self, name, description):
+    def create_dataset(self, name, description, admission="direct"):
         if name in self.model:
             before = self.keys()
             with pytest.raises(cas.AlreadyExists) as info:
-                self.repo.create_dataset(name, description=description)
+                self.repo.create_dataset(name, description=description, admission="direct")
             assert info.value.code == "ALREADY_EXISTS"
             assert self.keys() == before
             return
-        record = self.repo.create_dataset(name, description=description, author="t")
+        record = self.repo.create_dataset(name, description=description, author="t", admission="direct")
         assert (record.name, record.revision, record.description) == (name, 1, description)
         self.model[name] = []
 
@@ -317,7 +317,7 @@ TestRepositoryLocal.settings = settings(max_examples=25, stateful_step_count=30,
 @pytest.fixture
 def repo():
     r = cas.Repository.create(MemoryBackend())
-    r.create_dataset("ds", description="first", tags=["b", "a"], author="ann")
+    r.create_dataset("ds", description="first", tags=["b", "a"], author="ann", admission="direct")
     return r
 
 
@@ -361,14 +361,14 @@ def test_versions_paging_newest_first(repo):
         before = page.next_before
     assert seen == [7, 6, 5, 4, 3, 2, 1]
     assert repo.versions("ds", before=100, limit=2).versions[0].number == 7
-    repo.create_dataset("empty")
+    repo.create_dataset("empty", admission="direct")
     assert repo.versions("empty") == cas.VersionsPage([], None)
 
 
 @pytest.mark.parametrize("name", ["", "Upper", "has space", "-lead", ".lead", "a/b", "a..b",
                                   "x" * 129, 7, None, "caf\u00e9"])
 def test_invalid_dataset_name_refused(repo, name):
-    for call in (lambda: repo.create_dataset(name), lambda: repo.dataset(name),
+    for call in (lambda: repo.create_dataset(name, admission="direct"), lambda: repo.dataset(name),
                  lambda: repo.version(name, 1), lambda: repo.items(name, 1)):
         with pytest.raises(cas.InvalidArgument) as info:
             call()
@@ -378,7 +378,7 @@ def test_invalid_dataset_name_refused(repo, name):
 
 
 def test_longest_valid_name_accepted(repo):
-    repo.create_dataset("a" * 128)
+    repo.create_dataset("a" * 128, admission="direct")
     assert "a" * 128 in repo.datasets()
 
 
@@ -461,7 +461,7 @@ def test_diff_pages_concatenate_to_the_diff(repo):
         repo.diff_page("ds", 1, 2, cursor="nonsense")
     with pytest.raises(cas.NotFound):
         repo.diff_page("ds", 1, 3)
-    repo.create_dataset("other")
+    repo.create_dataset("other", admission="direct")
     repo.commit("other", base=None, add=[{"input": 0}])
     cross = repo.diff_page("ds", 2, 1, new_dataset="other", limit=500)
     assert cross == cas.DiffPage(*repo.diff("ds", 2, 1, new_dataset="other"), None)
@@ -580,7 +580,7 @@ def test_remove_everything_then_read(repo):
 def test_unknown_record_format_refused(kind):
     backend = MemoryBackend()
     repo = cas.Repository.create(backend)
-    repo.create_dataset("ds")
+    repo.create_dataset("ds", admission="direct")
     repo.commit("ds", base=None, add=[{"input": 1}])
     if kind == "version":
         v1 = repo.version("ds", 1)
@@ -640,7 +640,7 @@ def test_init_twice_already_exists(tmp_path):
 
 def test_open_reads_what_another_handle_wrote(tmp_path):
     a = cas.init(str(tmp_path))
-    a.create_dataset("ds")
+    a.create_dataset("ds", admission="direct")
     b = cas.open(str(tmp_path))
     assert b.store.indexes() == []  # b has listed the (no) packs before a writes one
     a.commit("ds", base=None, add=[{"input": 1}])

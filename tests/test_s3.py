@@ -28,7 +28,7 @@ def proxied(seaweed, monkeypatch, tmp_path):
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         url = seaweed.url()
         repo = cas.init(url)
-        repo.create_dataset("evals")
+        repo.create_dataset("evals", admission="direct")
         yield proxy, url, repo
 
 
@@ -55,7 +55,7 @@ def test_same_bytes_and_digests_as_a_local_repository(s3_url, tmp_path):
     local = cas.init(str(tmp_path / "local"))
     remote = cas.init(s3_url)
     for repo in (local, remote):
-        repo.create_dataset("evals")
+        repo.create_dataset("evals", admission="direct")
         repo.commit("evals", base=None, add=cases(150))
     a, b = local.version("evals", 1), remote.version("evals", 1)
     assert a.content_digest == b.content_digest and a.item_count == b.item_count == 150
@@ -114,7 +114,7 @@ def test_persistent_write_failure_is_a_clear_error_and_changes_nothing(proxied, 
 
 def test_objects_are_cached_locally_by_digest(s3_url, tmp_path):
     repo = cas.init(s3_url)
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     repo.commit("evals", base=None, add=cases(10))
     case_id = repo.items("evals", 1, limit=1).items[0]
     first = cas.open(s3_url)
@@ -133,7 +133,7 @@ def test_sealing_one_case_costs_a_constant_number_of_requests(s3_url):
     repo = cas.init(s3_url)
     counts = []
     for name, size in (("small", 50), ("large", 3000)):
-        repo.create_dataset(name)
+        repo.create_dataset(name, admission="direct")
         repo.commit(name, base=None, add=cases(size, name))
         fresh = cas.open(s3_url)
         fresh.backend.requests.clear()
@@ -146,7 +146,7 @@ def test_sealing_one_case_costs_a_constant_number_of_requests(s3_url):
 
 def test_ingest_goes_up_in_a_few_packs(s3_url):
     repo = cas.init(s3_url)
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     repo.backend.requests.clear()
     repo.commit("evals", base=None, add=cases(5000))
     # the writer's lease, the pack's person-shards record, pack, index, version record
@@ -160,7 +160,7 @@ def test_cli_init_and_commands_on_s3(s3_url, tmp_path, monkeypatch):
     assert runner.invoke(cli, ["init", s3_url]).exit_code == 0
     assert runner.invoke(cli, ["init", s3_url]).exit_code == 4
     monkeypatch.setenv("CAS_REPO", s3_url)
-    assert runner.invoke(cli, ["dataset", "create", "evals"]).exit_code == 0
+    assert runner.invoke(cli, ["dataset", "create", "evals", "--admission", "direct"]).exit_code == 0
     out = runner.invoke(cli, ["--json", "commit", "evals", "--add", example])
     assert out.exit_code == 0 and json.loads(out.stdout)["item_count"] == 5
     fsck = runner.invoke(cli, ["--json", "fsck"])
@@ -237,7 +237,7 @@ def test_outage_in_a_repository_named_range_is_unavailable_not_data_loss(seaweed
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         url = f"s3://{seaweed.url().split('/')[2]}/range-{uuid.uuid4().hex}"
         repo = cas.init(url)
-        repo.create_dataset("evals")
+        repo.create_dataset("evals", admission="direct")
         repo.commit("evals", base=None, add=cases(3))
         case_id = repo.items("evals", 1, limit=1).items[0]
         monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cold"))  # nothing cached

@@ -29,7 +29,7 @@ def cases(n: int, tag: str = "c") -> list[dict]:
 def repo(location, monkeypatch):
     monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
     r = cas.init(location)
-    r.create_dataset("evals")
+    r.create_dataset("evals", admission="direct")
     r.commit("evals", base=None, add=cases(4))
     r.commit("evals", base=1, add=cases(2, "more"))
     return r
@@ -296,7 +296,7 @@ def test_a_stale_claim_of_a_deleted_number_is_withdrawn(repo):
 
 
 def test_deleting_a_dataset(repo):
-    repo.create_dataset("other")
+    repo.create_dataset("other", admission="direct")
     tomb = repo.delete_dataset("evals")
     assert (tomb.dataset, tomb.head, tomb.author) == ("evals", 2, "Ada <ada@example.com>")
     assert repo.datasets() == ["other"]
@@ -308,7 +308,7 @@ def test_deleting_a_dataset(repo):
             read()
         assert info.value.reason == "DATASET_DELETED" and info.value.message == msg
     with pytest.raises(cas.AlreadyExists) as info:
-        repo.create_dataset("evals")
+        repo.create_dataset("evals", admission="direct")
     assert info.value.reason == "DATASET_DELETED"
     assert info.value.message == (f"dataset 'evals' was deleted ({tomb.deleted_at} by Ada "
                                   "<ada@example.com>); the name of a deleted dataset cannot "
@@ -331,7 +331,7 @@ def test_an_interrupted_dataset_deletion_is_finished_by_running_it_again(repo):
     repo.backend.put_if_absent(tombstone_key("evals"), format_record_file(tomb))
     assert repo.datasets() == []
     with pytest.raises(cas.AlreadyExists):
-        repo.create_dataset("evals")
+        repo.create_dataset("evals", admission="direct")
     report = repo.fsck()
     assert report.ok and any("interrupted deletion" in p.message for p in report.problems)
     assert repo.delete_dataset("evals") == tomb
@@ -386,7 +386,7 @@ def test_a_citation_after_the_tombstone_is_refused(repo):
 def test_fsck_checks_the_new_records(location, monkeypatch):
     monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
     r = cas.init(location)
-    r.create_dataset("evals")
+    r.create_dataset("evals", admission="direct")
     v = r.commit("evals", base=None, add=cases(2))
     r.record_score(r.pin("evals", 1), metric="acc", value=1)
     assert r.fsck().ok
@@ -416,7 +416,7 @@ ops = st.lists(st.tuples(st.sampled_from(["seal", "score", "delete", "delete-dat
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_versions_cited_by_any_score_are_never_deletable(steps):
     repo = cas.Repository.create(MemoryBackend())
-    repo.create_dataset("d")
+    repo.create_dataset("d", admission="direct")
     live: dict[int, str] = {}   # version -> content_digest
     used: set[int] = set()
     cited: set[int] = set()
@@ -464,7 +464,7 @@ def evals(run, tmp_path):
     (tmp_path / "a.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases(3)))
     (tmp_path / "b.jsonl").write_text(json.dumps({"input": "extra"}) + "\n")
     assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     assert run("commit", "evals", "--add", "a.jsonl").exit_code == 0
     assert run("commit", "evals", "--base", "1", "--add", "b.jsonl").exit_code == 0
     return cas.open(str(tmp_path))
@@ -628,12 +628,12 @@ def test_cli_dataset_delete(run, evals):
     refused(run("dataset", "delete", "evals"), "FAILED_PRECONDITION",
             "dataset 'evals' is cited by experiment 'base' (datasets/evals/experiments/"
             "0000000001, over evals@2); a cited dataset cannot be deleted")
-    assert run("dataset", "create", "spare").exit_code == 0
+    assert run("dataset", "create", "spare", "--admission", "direct").exit_code == 0
     r = run("dataset", "delete", "spare")
     assert (r.exit_code, r.stdout) == (
         0, "deleted dataset spare; the name 'spare' cannot be used again\n")
     tomb = evals.refs.read_dataset_tombstone("spare")
-    refused(run("dataset", "create", "spare"), "ALREADY_EXISTS",
+    refused(run("dataset", "create", "spare", "--admission", "direct"), "ALREADY_EXISTS",
             f"dataset 'spare' was deleted ({tomb.deleted_at} by Ada <ada@example.com>); the "
             "name of a deleted dataset cannot be used again")
     refused(run("dataset", "show", "spare"), "NOT_FOUND",
@@ -641,7 +641,7 @@ def test_cli_dataset_delete(run, evals):
     refused(run("dataset", "delete", "spare"), "NOT_FOUND",
             f"dataset 'spare' was already deleted ({tomb.deleted_at} by Ada <ada@example.com>)")
     assert run("dataset", "list").stdout == "evals\n"
-    assert run("dataset", "create", "other").exit_code == 0
+    assert run("dataset", "create", "other", "--admission", "direct").exit_code == 0
     t = json.loads(run("--json", "dataset", "delete", "other").stdout)
     assert t == {"kind": "dataset.tombstone", "format": 1, "dataset": "other", "head": 0,
                  "author": "Ada <ada@example.com>", "deleted_at": t["deleted_at"]}

@@ -26,7 +26,7 @@ def cases(n: int, tag: str = "c") -> list[dict]:
 def repo(location, monkeypatch):
     monkeypatch.setenv("CAS_USER", ADA)
     r = cas.init(location)
-    r.create_dataset("evals")
+    r.create_dataset("evals", admission="direct")
     r.commit("evals", base=None, add=cases(3))
     r.commit("evals", base=1, add=cases(1, "more"))
     return r
@@ -73,7 +73,7 @@ def test_a_boolean_stays_a_boolean_in_the_stored_bytes(repo):
 # -- a batch from a file ------------------------------------------------------------------
 def test_cli_score_add_file_is_one_batch(run, tmp_path, monkeypatch):
     assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     (tmp_path / "a.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases(2)))
     assert run("commit", "evals", "--add", "a.jsonl").exit_code == 0
     repo = cas.open(str(tmp_path))
@@ -211,7 +211,7 @@ def test_withdrawals_and_deletions_in_threads(repo):
 
 def test_cli_score_list_and_withdraw(run, tmp_path):
     assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     (tmp_path / "a.jsonl").write_text(json.dumps({"input": "x"}) + "\n")
     assert run("commit", "evals", "--add", "a.jsonl").exit_code == 0
     assert run("score", "add", "evals", "1", "--metric", "ok", "--value", "true").exit_code == 0
@@ -278,7 +278,7 @@ def test_compare_experiments(repo):
 
 def test_cli_experiment_compare(run, tmp_path):
     assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     (tmp_path / "a.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases(2)))
     assert run("commit", "evals", "--add", "a.jsonl").exit_code == 0
     repo = cas.open(str(tmp_path))
@@ -330,7 +330,7 @@ def test_pin_verify_of_a_retired_version_fails(repo, run, tmp_path):
 
 def test_cli_pin_verify_of_a_retired_version_fails(run, tmp_path):
     assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     (tmp_path / "a.jsonl").write_text(json.dumps({"input": "x"}) + "\n")
     assert run("commit", "evals", "--add", "a.jsonl").exit_code == 0
     pin = run("pin", "evals", "1").stdout.strip()

@@ -20,14 +20,14 @@ def lived(mem):
     repo = mem
     repo.import_runs(io.BytesIO(jsonl(run_obj("r-0"), run_obj("r-1", 1, person="p-9"))))
     anns = {r: review(repo, r) for r in ("r-0", "r-1")}
-    repo.create_dataset("evals")
+    repo.create_dataset("evals", admission="direct")
     promote_and_seal(repo, anns, ["r-0"], "k")
     repo.commit("evals", base=1, add=[{"input": "golden"}], message="a golden case")
     repo.retire("evals", 2, "contaminated", "leaked")
     pin = repo.pin("evals", 1)
     repo.create_experiment("evals", 1, "baseline")
     repo.record_scores(pin, [{"metric": "ok", "value": 1, "experiment": "baseline"}])
-    repo.create_dataset("scratch")
+    repo.create_dataset("scratch", admission="direct")
     repo.commit("scratch", base=None, add=[{"input": "x"}])
     repo.delete_version("scratch", 1)
     token = repo.erase("p-9")["confirm_token"]
@@ -75,7 +75,7 @@ def test_status_names_what_is_waiting(lived):
 
 def test_the_cli_prints_the_log_and_the_status(run, tmp_path):
     assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"input": "q"}\n')
     assert run("commit", "evals", "--add", str(cases), "-m", "first").exit_code == 0
