@@ -556,15 +556,10 @@ def _check_person_index(st: _State) -> None:
                           f"{absent[0][0]} (shard {shard}; {len(absent)} of {len(want)} "
                           "entries missing): an erasure of that person would miss it")
     # The reverse: an entry for an object of the pack under a person it does not name. A
-    # provenance object may be indexed under the people of the cases it describes; when one
-    # of those cases is not here (a commit's cases span packs, and a mirror interrupted after
-    # a gc may not have copied them all yet), whose it is cannot be told, and any is accepted.
+    # provenance object may be indexed under the people of the cases it describes.
     case_person = {d: keyed for want in wanted.values() for keyed, d in want}
-    present = set().union(*st.in_pack.values())
     described = {d: {case_person[e.case_id] for e in obj.entries if e.case_id in case_person}
-                 for d, obj in st.provenances.items()
-                 if all(e.case_id in present for e in obj.entries)}
-    unknown = set(st.provenances) - set(described)
+                 for d, obj in st.provenances.items()}
     for key, record in sorted(records.items()):
         parsed = K.split_person_index_key(key)
         if record is None or parsed is None or record.pack not in st.in_pack:
@@ -572,7 +567,7 @@ def _check_person_index(st: _State) -> None:
         held = st.in_pack[record.pack]
         want = wanted.get((parsed[0], record.pack), set())
         wrong = [e for e in record.entries if e.digest in held and (e.person, e.digest) not in want
-                 and e.person not in described.get(e.digest, ()) and e.digest not in unknown]
+                 and e.person not in described.get(e.digest, ())]
         if wrong:
             st.error(key, f"lists {wrong[0].digest} under {wrong[0].person}, a person that "
                           "object does not name")

@@ -194,12 +194,14 @@ class DetailedDiffPage(NamedTuple):
 
 
 def _provenances(ctx, record) -> Iterator[Provenance]:
-    """The provenance of `record` and of each ancestor along its parent chain, newest first.
-    A version's provenance names only the cases it added: a carried case is described by the
-    version that added it."""
+    """The provenance of `record` and of each ancestor along its parent chain that promoted
+    runs, newest first. A version's provenance names only the cases it added: a carried case
+    is described by the version that added it. (A commit's names no run, only each case's
+    author: it is never read for run ids, and a commit of a million cases is not decoded for
+    a page of a hundred.)"""
     seen: set[int] = set()
     while True:
-        if record.provenance is not None:
+        if record.provenance is not None and record.operation != "commit":
             try:
                 yield ctx.store.get(record.provenance, Provenance)
             except NotFound:

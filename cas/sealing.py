@@ -62,14 +62,13 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
     with leases.writing(ctx, operation) as lease, \
             ctx.store.writer(lease.avoid_packs) as writer:
         # Read under the lease: an erasure that started earlier has finished by now.
-        persons: dict[str, str] = {}  # case id -> person, of the cases naming one
-        inserts = _store_cases(ctx, writer, add, erased_persons(ctx), persons)
+        inserts = _store_cases(ctx, writer, add, erased_persons(ctx))
         both = set(inserts).intersection(removes)
         if both:
             raise InvalidArgument(f"case {min(both)} is both added and removed",
                                   case_id=min(both))
         for _ in claims.attempts(f"a version of dataset {name!r}", dataset=name):
-            provenance = _commit_provenance(ctx, writer, name, base, inserts, persons, author)
+            provenance = _commit_provenance(ctx, writer, name, base, inserts, author)
             record = seal_tree(ctx, name, base, inserts, removes, writer, message, author,
                                operation)
             record = msgspec.structs.replace(record, provenance=provenance)
@@ -87,23 +86,23 @@ _NONE = object()
 
 
 def _commit_provenance(ctx, writer, name: str, base: int, inserts: list[str],
-                       persons: dict[str, str], author: str) -> str | None:
+                       author: str) -> str | None:
     """Store the provenance of the cases a commit adds to `base` (those it does not already
-    hold): each committed by `author`. Indexed under the persons those cases name, as a
-    promotion's is, so that an erasure deletes it with them. None if nothing is added."""
+    hold): each committed by `author`. It names case ids and the author only, no person's
+    data, so it is not indexed under the people its cases name (a promotion's names their
+    runs); an erasure that retires its version drops it as it drops a promotion's. None if
+    nothing is added."""
     if base:
         root = ctx.refs.read_version(name, base).content_digest
         trie = ctx.trie()
         inserts = [c for c in inserts if not trie.contains(root, c)]
     if not inserts:
         return None
-    entries = [ProvenanceEntry(case_id=c, committed_by=author) for c in inserts]
-    return writer.add(Provenance(entries=entries),
-                      persons={persons[c] for c in inserts if c in persons})
+    return writer.add(Provenance(entries=[ProvenanceEntry(case_id=c, committed_by=author)
+                                          for c in inserts]))
 
 
-def _store_cases(ctx, writer, add: Iterable[Any], erased: dict,
-                 persons: dict[str, str]) -> list[str]:
+def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[str]:
     """Encode and stage every case of `add`; their sorted ids. A case naming an erased person
     (`erased`: keyed digest -> Erased) is refused before it is staged: its bytes never
     reach a pack (a huge commit may have written packs of the cases before it: unreferenced
@@ -121,8 +120,6 @@ def _store_cases(ctx, writer, add: Iterable[Any], erased: dict,
                               f"case {enc.case_id}", case_id=enc.case_id)
             writer.add_encoded("case", enc.data, enc.case_id, enc.person)
             ids.add(enc.case_id)
-            if enc.person is not None:
-                persons[enc.case_id] = enc.person
     finally:
         if collecting:
             gc.enable()
