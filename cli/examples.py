@@ -25,6 +25,11 @@ CASE = "b3:052f26e5..."                        # a full case id as `cas items` p
 # it uses exists.
 EXAMPLES: dict[str, tuple[Example, ...]] = {
     # -- runs and reviews ---------------------------------------------------------------------
+    "serve": (
+        E("cas serve", "Serve the review page at http://127.0.0.1:8300/ (this machine only)."),
+        E("cas --repo /srv/evals serve --port 8400",
+          "Serve another repository's page on port 8400."),
+    ),
     "runs": (
         E("cas runs import --format openai-chat --tenant acme chats-0512.jsonl",
           "Import a day of OpenAI chat logs, all recorded for tenant acme."),

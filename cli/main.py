@@ -17,6 +17,7 @@ from . import (
     commands_repo,
     commands_runs,
     commands_scores,
+    commands_serve,
     commands_version,
     examples,
 )
@@ -61,7 +62,7 @@ def _fail_json(error: dict[str, Any]) -> None:
 # `cas --help` lists the commands by workflow, in this order (a command not named here is
 # listed under "Other", so a new command is never hidden).
 WORKFLOWS = (
-    ("Runs and reviews", ("runs", "review", "status", "config")),
+    ("Runs and reviews", ("runs", "review", "status", "config", "serve")),
     ("Datasets and versions", ("dataset", "promote", "remove", "seal", "commit", "show",
                                "items", "case", "diff", "prove", "verify-proof", "log",
                                "export", "replay", "settings")),
@@ -143,7 +144,7 @@ def cli(ctx: click.Context, repo_location: str | None, as_json: bool) -> None:
 # Each command module lists its top-level commands and groups; `cas --help` sorts them by name.
 for _module in (commands_repo, commands_dataset, commands_version, commands_promote,
                 commands_runs, commands_scores, commands_erasure, commands_replay, commands_export,
-                commands_log):
+                commands_log, commands_serve):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 examples.attach(cli)  # every command's --help ends with examples (cli/examples.py)

@@ -1,0 +1,1 @@
+"""`cas serve`: a local review page over the Python API (docs/web.md)."""
