@@ -54,10 +54,18 @@ def test_the_queue_lists_runs_not_yet_judged_and_the_run_page_renders_its_transc
 
 
 def test_no_page_shows_a_person_id(scene):
-    _, client = scene
-    seen = [client.get(p).text for p in ("/queue", "/runs/r-1", "/runs/r-2", "/datasets",
-                                         "/datasets/evals", "/datasets/evals/promote")]
-    assert all(PERSON not in html for html in seen)
+    repo, client = scene
+    p = repo.promote_reviewed("evals", "k")
+    repo.seal("evals", p["confirm_token"])
+    [case_id] = repo.items("evals", 1).items
+    assert repo.case("evals", 1, case_id).person == PERSON
+    pages = ("/queue", "/runs/r-1", "/runs/r-2", "/datasets", "/datasets/evals",
+             "/datasets/evals/promote", "/datasets/evals/versions/1",
+             f"/datasets/evals/versions/1/cases/{case_id}")
+    seen = {page: client.get(page) for page in pages}
+    assert all(r.status_code == 200 for r in seen.values())
+    assert [page for page, r in seen.items() if PERSON in r.text] == []
+    assert "(not shown)" in seen[pages[-1]].text
 
 
 def test_a_judgment_is_previewed_by_get_and_saved_only_by_a_confirming_post(scene):
