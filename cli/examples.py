@@ -25,6 +25,35 @@ CASE = "b3:052f26e5..."                        # a full case id as `cas items` p
 # it uses exists.
 EXAMPLES: dict[str, tuple[Example, ...]] = {
     # -- runs and reviews ---------------------------------------------------------------------
+    "suite": (
+        E("cas suite export support-evals 2 -o support-evals-2.jsonl",
+          "Write support-evals@2 as a suite file (pinned, redacted)."),
+        E("cas suite run support-evals@2 --executor cas:replay --plan plan.json",
+          "Replay every case of the version in the sandbox: a verdict."),
+    ),
+    "suite export": (
+        E("cas suite export support-evals 2 -o support-evals-2.jsonl",
+          "The pinned version as a suite file, scrubbed on the way to disk."),
+        E("cas suite export support-evals@2 > suite.jsonl", "The same, to stdout."),
+    ),
+    "suite run": (
+        E("cas suite run support-evals@2 --executor cas:replay --plan plan.json "
+          "--record replay-1",
+          "Replay each frozen case; record the results as experiment replay-1."),
+        E("cas suite run suite.jsonl --executor my_agent.evals:run_case --shard 1/4 "
+          "--json > shard-1.json",
+          "Run the first of four shards of a suite file with your own executor."),
+        E("cas suite run suite.jsonl --executor cas:echo --artefacts artefacts",
+          "Try the runner out; each case's evidence goes to artefacts/."),
+    ),
+    "suite merge": (
+        E("cas suite merge shard-1.json shard-2.json shard-3.json shard-4.json --json",
+          "Merge the shards' results into the result of one unsharded run."),
+    ),
+    "suite diff": (
+        E("cas suite diff before.json after.json",
+          "The cases whose answers or outcomes changed between two runs."),
+    ),
     "serve": (
         E("cas serve", "Serve the review page at http://127.0.0.1:8300/ (this machine only)."),
         E("cas --repo /srv/evals serve --port 8400",

@@ -125,6 +125,16 @@ keep recut.txt cas remove "$DS" --idempotency-key quickstart-recut
 run cas seal "$DS" --confirm-token "$(token recut.txt)" -m "v2 without the erased person"
 run cas show "$DS" 3
 
+say "A verdict from a pinned version: export it as a suite, replay it twice, compare the runs"
+printf '{"default_effect": "none"}\n' > plan.json   # read-only tools: replay what was recorded
+run cas suite export "$DS" 3 -o suite.jsonl
+run cas suite run "$DS@3" --executor cas:replay --plan plan.json --record replay-a
+cas suite run "$DS@3" --executor cas:replay --plan plan.json --json > run-a.json
+echo "\$ cas suite run $DS@3 --executor cas:replay --plan plan.json --record replay-b --json > run-b.json"
+cas suite run "$DS@3" --executor cas:replay --plan plan.json --record replay-b --json > run-b.json
+run cas suite diff run-a.json run-b.json
+run cas experiment compare "$DS" replay-a replay-b
+
 say "Check the whole repository, and what garbage collection would reclaim"
 run cas fsck
 run cas gc --dry-run --grace 0

@@ -516,3 +516,39 @@ def test_cached_index_ranges_are_clamped_like_any_backend(tmp_path):
     assert cached.get_range("packs/p.idx", 3, 0) == b""
     with pytest.raises(NotFound):
         cached.get_range("packs/absent.idx", 2**63, 10)
+
+
+def test_a_cached_index_deleted_while_it_is_read_reads_from_the_remote_or_is_not_found(
+        tmp_path, monkeypatch):
+    """Another thread's `delete` may unlink the local copy between the check that it exists
+    and the open: the read then asks the remote (found in the concurrent erasure tests, as a
+    bare FileNotFoundError)."""
+    from blake3 import blake3
+    body = b"index body " * 10
+    data = body + blake3(body).digest()
+    inner = MemoryBackend()
+    inner.put_if_absent("packs/p.idx", data)
+    cached = CachingBackend(inner, str(tmp_path / "cache"))
+    assert cached.get("packs/p.idx") == data  # now cached locally
+    local = cached._local("packs/p.idx")
+    real_open = open
+
+    def racing_open(path, *args, **kwargs):
+        if path == local:
+            os.unlink(local)  # as a concurrent delete() would, just before this open
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", racing_open)
+    assert cached.get("packs/p.idx") == data
+    monkeypatch.setattr("builtins.open", real_open)
+    cached.get("packs/p.idx")  # cached again
+    monkeypatch.setattr("builtins.open", racing_open)
+    assert cached.get_range("packs/p.idx", 5, 10) == data[5:15]
+    # deleted remotely too, while the local copy is still there: NotFound, never a bare
+    # FileNotFoundError
+    monkeypatch.setattr("builtins.open", real_open)
+    cached.get("packs/p.idx")
+    inner.delete("packs/p.idx")
+    monkeypatch.setattr("builtins.open", racing_open)
+    with pytest.raises(NotFound):
+        cached.get("packs/p.idx")

@@ -88,6 +88,14 @@ def test_quickstart_walks_the_lifecycle(tmp_path, cas_user):
     assert re.search(r"^datasets/support-evals/scores/0000000002  support-evals@2  "
                      r"task_success  1 +b3:[0-9a-f]{64}  quickstart  RETIRED$", out, re.M)
     assert re.search(r"^sealed support-evals@3: 30 cases \(\+0 -2\) b3:[0-9a-f]{64}$", out, re.M)
+    # the suite: exported from v3, replayed twice (the same verdict), recorded and compared
+    assert re.search(r"^wrote 30 cases of support-evals@3 \(support-evals@3#b3:[0-9a-f]{64}\) "
+                     r"to \S+suite\.jsonl$", out, re.M)
+    assert re.search(r": 30 cases in [\d.]+ s: 30 completed, 0 errored, 0 incomplete; ok; "
+                     r"digest b3:[0-9a-f]{64}$", out, re.M)
+    assert "recorded 30 scores in experiment replay-a over support-evals@3" in out
+    assert "0 changed, 30 unchanged" in out
+    assert "0 cases scored differently" in out
     assert re.search(r"^checked \d+ objects in \d+ packs, 3 versions of 1 datasets: ok$", out, re.M)
     assert re.search(r"^would reclaim \d+ bytes: ", out, re.M)
     # The caller's own identity file is never written: the script keeps its demo reviewer in a

@@ -206,6 +206,14 @@ DERIVED_INPUTS = [
      {"run_id": "r-17", "run": "b3:22bad69bb3870becf495c12a2487ebcf8eeb54355a45d4d2b909c1ce0a6d2fff",
       "metric": "dataset_eligibility", "label": "reviewed", "reviewer": "Ada <ada@example.com>",
       "reviewed_at": "2026-11-30T12:00:00.000000Z", "batch": 1, "position": 0}, "ann-", 32),
+    ("suite-run-id", b"cas:suite-run-id\x00",
+     ["support-evals", "support-evals@2#b3:" + "5" * 64,
+      "b3:" + "2" * 64, 0], "sr-", 32),
+    ("suite-result", b"cas:suite-result\x00",
+     {"format": 1, "suite": {"name": "support-evals", "version": "support-evals@2#b3:" + "5" * 64},
+      "results": [{"id": "b3:" + "2" * 64, "position": 0, "run_id": "sr-" + "6" * 32,
+                   "outcome": "COMPLETED", "answer": "done", "reason": None, "scores": None}]},
+     "b3:", 64),
     # Not canonical JSON: the UTF-8 bytes of an idempotency key, in the "idempotency" kind's
     # domain (kept: it names where claims are found).
     ("idempotency-claim-name", b"cas:idempotency\x00", "promote-2026-11-30", "", 64),
@@ -277,6 +285,13 @@ def test_derived_vectors_agree_with_library():
     key = data["idempotency-claim-name"].decode()
     assert digest.idempotency_claim_name(key) == vec["idempotency-claim-name"]["output"]
     assert digest.digest_of("idempotency", key.encode())[3:] == digest.idempotency_claim_name(key)
+    from cas import runner
+    case = json.loads(vec["suite-run-id"]["input"])
+    assert runner.run_id(*case) == vec["suite-run-id"]["output"]
+    result = json.loads(vec["suite-result"]["input"])
+    ref = runner.SuiteRef(**result["suite"])
+    rows = [runner.CaseResult(**r) for r in result["results"]]
+    assert runner.result_digest(ref, rows) == vec["suite-result"]["output"]
     for n, v in vec.items():
         if n != "idempotency-claim-name":
             assert digest.DERIVED_DOMAINS[n] == bytes.fromhex(v["domain_hex"])

@@ -32,14 +32,19 @@ class CachingBackend:
     def _local(self, key: str) -> str:
         return os.path.join(self.cache_dir, *check_key(key).split("/"))
 
+    def _fetch(self, key: str) -> bytes:
+        """The index from the remote backend, checked: it ends with the BLAKE3 of everything
+        before it."""
+        data = self.inner.get(key)
+        if blake3(memoryview(data)[:-32]).digest() != data[-32:]:
+            raise DigestMismatch(data[-32:].hex(), blake3(memoryview(data)[:-32]).hexdigest(),
+                                 key)
+        return data
+
     def _ensure(self, key: str) -> str:
         path = self._local(key)
         if not os.path.exists(path):
-            data = self.inner.get(key)
-            # an index ends with the BLAKE3 of everything before it: check before keeping it
-            if blake3(memoryview(data)[:-32]).digest() != data[-32:]:
-                raise DigestMismatch(data[-32:].hex(), blake3(memoryview(data)[:-32]).hexdigest(),
-                                     key)
+            data = self._fetch(key)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{secrets.token_hex(6)}.tmp"
             with open(tmp, "wb") as f:
@@ -53,20 +58,30 @@ class CachingBackend:
 
     def get(self, key: str) -> bytes:
         if self._cached(key):
-            with open(self._ensure(key), "rb") as f:
-                return f.read()
+            try:
+                with open(self._ensure(key), "rb") as f:
+                    return f.read()
+            except FileNotFoundError:
+                # deleted by a concurrent `delete` between the check and the open: the remote
+                # says whether the index is still there (NotFound if it is gone)
+                return self._fetch(key)
         return self.inner.get(key)
 
     def get_range(self, key: str, offset: int, length: int) -> bytes:
         if self._cached(key):
-            with open(self._ensure(key), "rb") as f:
-                # Clamp to the file, as every backend does: seek refuses offsets past 2**63,
-                # and read would allocate `length` bytes up front.
-                size = os.fstat(f.fileno()).st_size
-                if length <= 0 or offset >= size:
-                    return b""
-                f.seek(offset)
-                return f.read(min(length, size - offset))
+            try:
+                with open(self._ensure(key), "rb") as f:
+                    # Clamp to the file, as every backend does: seek refuses offsets past
+                    # 2**63, and read would allocate `length` bytes up front.
+                    size = os.fstat(f.fileno()).st_size
+                    if length <= 0 or offset >= size:
+                        return b""
+                    f.seek(offset)
+                    return f.read(min(length, size - offset))
+            except FileNotFoundError:  # as in `get`
+                data = self._fetch(key)
+                return b"" if length <= 0 or offset >= len(data) else \
+                    data[offset:offset + length]
         return self.inner.get_range(key, offset, length)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:

@@ -1,0 +1,120 @@
+"""Suite runner overhead: what cas.runner adds per case over a bare asyncio loop.
+
+Run by hand (not a timed test):
+
+    python bench/suites.py                 # 10k cases, concurrency 4 and 64, 5 rounds each
+    python bench/suites.py --n 20000 --rounds 7 --concurrency 4,16
+    python bench/suites.py --dir /dev/shm  # artefacts in memory: the runner, not the disk
+
+The executor is trivial and async (it yields once with `asyncio.sleep(0)` and answers with the
+case's input), so what is measured is the runner itself: run ids, the checks of what came
+back, results in suite order, the digest, and with `--artefacts` the four files per case.
+Baseline, measured in the same run and interleaved with it: a bare asyncio loop with a
+semaphore of the same bound making the same calls (one task per case, `asyncio.gather`), the
+least any runner must do. It prints the median seconds of each, and the overhead per case
+(runner - baseline) / N; the target (issue 13) is at most 50 us per case without artefacts.
+With artefacts the figure is mostly the file system: 4 atomic writes (temporary file + rename)
+and one directory per case, plus the INCOMPLETE result.json written for every case first.
+
+Cassette lookup cost per exchange is not measured here: cassettes are a later step of cas
+(`cas:cassette` is refused as not available yet), and their benchmark comes with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cas import runner  # noqa: E402
+from cas.suites import Suite, SuiteCase  # noqa: E402
+
+
+async def trivial(case, *, run_id):
+    await asyncio.sleep(0)
+    return runner.Run(case.input, case.tenant)
+
+
+async def baseline(cases, concurrency: int) -> list:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(case):
+        async with sem:
+            return await trivial(case, run_id=case.id)
+    return await asyncio.gather(*(one(c) for c in cases))
+
+
+async def workers(cases, concurrency: int) -> list:
+    """The tightest loop of the same bound: `concurrency` coroutines taking the next case (the
+    shape cas.runner uses), so runner - workers is the runner's own work per case."""
+    out = [None] * len(cases)
+    it = iter(enumerate(cases))
+
+    async def work():
+        for i, case in it:
+            out[i] = await trivial(case, run_id=case.id)
+    await asyncio.gather(*(work() for _ in range(concurrency)))
+    return out
+
+
+def suite_of(n: int) -> Suite:
+    cases = tuple(SuiteCase(id=f"case-{i:06d}", input={"question": f"q{i}", "n": i},
+                            tenant="acme") for i in range(n))
+    return Suite("bench", "bench@1", cases)
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--concurrency", default="4,64")
+    parser.add_argument("--dir", default=None,
+                        help="where the artefacts go (default: a new directory in /tmp); "
+                             "e.g. /dev/shm to see the runner without the disk")
+    args = parser.parse_args()
+    suite = suite_of(args.n)
+    n = args.n
+    print(f"{n} cases, {args.rounds} rounds (medians), Python {sys.version.split()[0]}")
+    print(f"{'concurrency':>11} {'artefacts':>9} {'runner s':>9} {'baseline s':>10} "
+          f"{'ratio':>6} {'overhead us/case':>17} {'workers s':>9} {'vs workers us/case':>19}")
+    with tempfile.TemporaryDirectory(prefix="cas-bench-suites-", dir=args.dir) as tmp:
+        for concurrency in (int(c) for c in args.concurrency.split(",")):
+            for with_artefacts in (False, True):
+                ours, base, pool = [], [], []
+                for r in range(args.rounds):  # interleaved, so drift hits all alike
+                    base.append(timed(lambda: asyncio.run(baseline(suite.cases, concurrency))))
+                    pool.append(timed(lambda: asyncio.run(workers(suite.cases, concurrency))))
+                    where = Path(tmp) / f"a{r}" if with_artefacts else None
+                    run = runner.SuiteRunner(trivial, concurrency=concurrency, artefacts=where)
+                    result = None
+
+                    def go():
+                        nonlocal result
+                        result = run.run(suite)
+                    ours.append(timed(go))
+                    assert result.ok and len(result.results) == n
+                    if where is not None:
+                        shutil.rmtree(where)
+                t_ours, t_base = statistics.median(ours), statistics.median(base)
+                t_pool = statistics.median(pool)
+                print(f"{concurrency:>11} {'yes' if with_artefacts else 'no':>9} "
+                      f"{t_ours:>9.3f} {t_base:>10.3f} {t_ours / t_base:>6.2f} "
+                      f"{(t_ours - t_base) / n * 1e6:>17.1f} {t_pool:>9.3f} "
+                      f"{(t_ours - t_pool) / n * 1e6:>19.1f}")
+
+
+if __name__ == "__main__":
+    main()
