@@ -17,6 +17,7 @@ from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .objects import (Case, Eligibility, IdempotencyRecord, Proposal, Provenance,
                       ProvenanceEntry, Run, Settings, VersionRecord, encode_object,
                       format_record_file, parse_record_file)
+from .refs import read_log_from
 from .reviews import index as review_index
 from .reviews import require_runs
 from .runs import IMPORT_KEY, get_run
@@ -29,18 +30,34 @@ CARRIED_PAGE = 500
 
 
 # -- content policy ---------------------------------------------------------------------------
-def _count(ctx, key_of) -> int:
-    """How many revisions a numbered settings log has (numbered from 1, no gaps)."""
-    n = 0
-    while ctx.backend.exists(key_of(n + 1)):
-        n += 1
-    return n
+class _SettingsLog:
+    """The revisions of one numbered settings log (numbered from 1, no gaps), read once per
+    context and then extended: a revision is immutable, so a call costs one read (of the
+    number after the newest known) however many revisions the log holds."""
+
+    def __init__(self, backend, key_of, type_) -> None:
+        self.backend, self.key_of, self.type_ = backend, key_of, type_
+        self.by_number: dict[int, Any] = {}
+        self.loaded = 0
+
+    def refresh(self) -> list:
+        # by number, so that two threads refreshing one context at once agree
+        for n, record in read_log_from(self.backend, self.key_of, self.type_, self.loaded):
+            self.by_number[n] = record
+            self.loaded = max(self.loaded, n)
+        return [self.by_number[n] for n in range(1, self.loaded + 1)]
+
+
+def _revisions(ctx, key_of, type_) -> list:
+    """Every revision of a settings log, oldest first (see _SettingsLog)."""
+    return ctx.derived(f"settings-log:{type_.__name__}",
+                       lambda: _SettingsLog(ctx.backend, key_of, type_)).refresh()
 
 
 def _newest(ctx, key_of, type_):
     """The newest revision of a numbered settings log, or None."""
-    n = _count(ctx, key_of)
-    return parse_record_file(ctx.backend.get(key_of(n)), type_, key_of(n)) if n else None
+    revisions = _revisions(ctx, key_of, type_)
+    return revisions[-1] if revisions else None
 
 
 class ContentPolicy(NamedTuple):
@@ -70,9 +87,7 @@ def content_policy(ctx, dataset: str | None = None) -> ContentPolicy:
     if dataset is not None:
         checks.dataset_name(dataset)
     default: Settings | None = None
-    for n in range(_count(ctx, keys.settings_key), 0, -1):
-        key = keys.settings_key(n)
-        record = parse_record_file(ctx.backend.get(key), Settings, key)
+    for record in reversed(_revisions(ctx, keys.settings_key, Settings)):
         if record.dataset is msgspec.UNSET:
             default = default or record
             if dataset is None:
@@ -105,7 +120,8 @@ def set_content_policy(ctx, withheld: list[str] | None, author: str | None = Non
                 raise InvalidArgument(f"unknown content class {c!r}; accepted: "
                                       f"{', '.join(CONTENT_CLASSES)}")
     for _ in claims.attempts("a settings revision"):
-        record = Settings(revision=_count(ctx, keys.settings_key) + 1, withheld=classes,
+        record = Settings(revision=len(_revisions(ctx, keys.settings_key, Settings)) + 1,
+                          withheld=classes,
                           author=author, edited_at=ctx.clock(),
                           dataset=msgspec.UNSET if dataset is None else dataset)
         if ctx.backend.put_if_absent(keys.settings_key(record.revision),

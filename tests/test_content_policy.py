@@ -8,6 +8,7 @@ import io
 import json
 
 import msgspec
+import cas
 import pytest
 
 from cas.errors import CasError
@@ -110,3 +111,22 @@ def test_cli_per_dataset_policy(run):
         "a", False, [], 0)
     shown = json.loads(run("--json", "dataset", "show", "a").stdout)
     assert shown["content_policy"] == {"withheld": [], "overridden": False, "revision": 0}
+
+
+def test_the_policy_in_force_costs_one_read_however_many_revisions(mem):
+    """Revisions are immutable: a context reads each once, and then one probe (of the number
+    after the newest it knows) tells it nothing new was written (issue 16: each promotion
+    probed every settings revision)."""
+    from test_reads import Counting
+    mem.create_dataset("a")
+    for i in range(12):
+        mem.set_content_policy(["input"] if i % 2 else ["output"], dataset="a" if i % 3 else None)
+    counting = Counting(mem.backend)
+    repo = cas.Repository(counting)
+    first = repo.content_policy("a")
+    counting.calls.clear()
+    assert repo.content_policy("a") == first and repo.settings() == mem.settings()
+    assert sum(counting.calls.values()) == 2, counting.calls  # one probe for each call
+    mem.set_content_policy(["metadata"], dataset="a")  # written by another context
+    assert repo.content_policy("a").withheld == ["metadata"]
+    assert repo.set_content_policy(["tool_results"], dataset="a").revision == 14
