@@ -8,13 +8,13 @@ import io
 import json
 
 import msgspec
-import cas
 import pytest
+from lifecycle_helpers import jsonl, keys, review, run_obj, subject
 
+import cas
 from cas.errors import CasError
 from cas.keys import settings_key
 from cas.objects import Settings, format_record_file
-from lifecycle_helpers import jsonl, keys, review, run_obj, subject
 
 
 @pytest.fixture
