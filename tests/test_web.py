@@ -165,3 +165,18 @@ def test_without_a_reviewer_the_page_is_read_only(scene):
     assert "read only" in client.get("/queue").text
     r = client.get("/runs/r-1/judge", params={"metric": "m", "label": "ok"})
     assert r.status_code == 409 and "NO_CONFIGURED_PERSON" in r.text
+
+
+def test_the_promotion_page_shows_a_bounded_list_and_can_stage_every_accepted_run(scene,
+                                                                                   monkeypatch):
+    repo, client = scene
+    review(repo, "r-1")
+    monkeypatch.setattr("cas_web.app.PROMOTE_ROWS", 1)  # of the two accepted runs, one shown
+    page = client.get("/datasets/evals/promote")
+    assert page.text.count('name="run"') == 1 and "The first 1 of 2 accepted runs" in page.text
+    key = re.search(r'name="key" value="([^"]+-all)"', page.text).group(1)
+    preview = client.post("/datasets/evals/promote", data={
+        "csrf": token_of(page.text), "key": key, "all": "1", "tenant": "", "since": ""})
+    assert preview.status_code == 200
+    assert "r-1" in preview.text and "r-2" in preview.text  # both staged
+    assert repo.head("evals") == 0

@@ -31,6 +31,7 @@ from cas.transcript import transcript
 
 TEMPLATES = pathlib.Path(__file__).parent / "templates"
 PAGE = 50  # rows per page of the queue, of a version's cases and of a diff
+PROMOTE_ROWS = 200  # accepted runs shown to choose from (all of them can be staged at once)
 STATUS = {"INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "ALREADY_EXISTS": 409,
           "FAILED_PRECONDITION": 409, "ABORTED": 409, "DATA_LOSS": 500, "UNAVAILABLE": 503}
 
@@ -185,7 +186,9 @@ class ReviewApp:
 
     # -- promotion --------------------------------------------------------------------------
     async def promote(self, request: Request) -> Response:
-        """GET: the accepted runs to choose from; POST: stage the chosen ones (a preview)."""
+        """GET: the accepted runs to choose from (the first PROMOTE_ROWS shown, each with a
+        box); POST: stage the chosen ones, or every accepted run the filters select (a
+        preview)."""
         name = request.path_params["name"]
         self.repo.dataset(name)
         if request.method == "GET":
@@ -197,15 +200,24 @@ class ReviewApp:
                 if exc.reason != "NO_ACCEPTED_RUNS":
                     raise
                 subjects = []
-            runs = [self.repo.run(s.subject_ref) for s in subjects]
-            return self.render("promote.html", name=name, subjects=zip(subjects, runs),
-                               key=f"web-{secrets.token_hex(8)}", **filters)
+            shown = subjects[:PROMOTE_ROWS]  # only these runs are read, for their rows
+            runs = [self.repo.run(s.subject_ref) for s in shown]
+            return self.render("promote.html", name=name, subjects=zip(shown, runs),
+                               total=len(subjects), subjects_shown=len(shown),
+                               key=f"web-{secrets.token_hex(8)}",
+                               **filters)
         form = await request.form()
-        chosen = [str(r) for r in form.getlist("run")]
-        if not chosen:
-            raise cas.InvalidArgument("choose at least one run to promote")
-        preview = self.repo.promote_reviewed(name, str(form.get("key", "")), run_ids=chosen,
-                                             author=self.reviewer)
+        key = str(form.get("key", ""))
+        if form.get("all"):  # every accepted run the filters select, as `promote --reviewed`
+            preview = self.repo.promote_reviewed(
+                name, key, tenant=str(form.get("tenant") or "") or None,
+                since=str(form.get("since") or "") or None, author=self.reviewer)
+        else:
+            chosen = [str(r) for r in form.getlist("run")]
+            if not chosen:
+                raise cas.InvalidArgument("choose at least one run to promote")
+            preview = self.repo.promote_reviewed(name, key, run_ids=chosen,
+                                                 author=self.reviewer)
         return self.render("preview.html", name=name, p=preview)
 
     async def seal(self, request: Request) -> Response:
