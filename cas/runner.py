@@ -23,7 +23,7 @@ from . import encoding
 from .digest import PREFIX, SUITE_RESULT_DOMAIN, SUITE_RUN_ID_DOMAIN, parse_digest
 from .errors import (AlreadyExists, CasError, FailedPrecondition, InvalidArgument,
                      InvalidJSONValue)
-from .suites import Suite, SuiteCase
+from .suite_files import Suite, SuiteCase
 
 COMPLETED, ERRORED, INCOMPLETE = OUTCOMES = ("COMPLETED", "ERRORED", "INCOMPLETE")
 # The exit codes of a run that is not ok. They sit above the CLI's error codes (1-8, cli/main.py
