@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from collections import OrderedDict
 from typing import Iterable, NamedTuple
 
@@ -251,7 +252,8 @@ class ObjectStore:
     def _write_cache(self, digest: str, kind: str, data: bytes) -> None:
         path = self._cache_path(digest)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
+        # unique per call, not per process: two threads caching one object must not share it
+        tmp = f"{path}.{secrets.token_hex(6)}.tmp"
         with open(tmp, "wb") as f:
             f.write(bytes([KIND_CODES[kind]]) + data)
         os.replace(tmp, path)

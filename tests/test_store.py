@@ -329,3 +329,23 @@ def test_a_page_is_read_with_a_few_requests(packed):
     calls.clear()
     together.get_many_bytes(page)
     assert len(calls) * 10 < one_by_one - len(calls), (len(calls), one_by_one - len(calls))
+
+
+def test_two_threads_caching_one_object_at_once_both_succeed(tmp_path, monkeypatch):
+    """The local object cache of a remote repository writes a temporary file, then renames it:
+    two threads of one process caching the same object must not share that file (found in the
+    concurrent erasure tests on S3, as a bare FileNotFoundError)."""
+    store = ObjectStore(MemoryBackend(), cache_dir=str(tmp_path / "cache"))
+    kind, data, digest = encode_object(Case(input="cached"))
+    real_replace = os.replace
+    nested = []
+
+    def racing_replace(src, dst):
+        if not nested:  # another thread caches the same object between write and rename
+            nested.append(src)
+            store._write_cache(digest, kind, data)
+        real_replace(src, dst)
+
+    monkeypatch.setattr("cas.store.os.replace", racing_replace)
+    store._write_cache(digest, kind, data)
+    assert nested and store._read_cache(digest) == (kind, data)
