@@ -16,8 +16,12 @@ least any runner must do. It prints the median seconds of each, and the overhead
 With artefacts the figure is mostly the file system: 4 atomic writes (temporary file + rename)
 and one directory per case, plus the INCOMPLETE result.json written for every case first.
 
-Cassette lookup cost per exchange is not measured here: cassettes are a later step of cas
-(`cas:cassette` is refused as not available yet), and their benchmark comes with them.
+Cassette lookup cost per exchange (`--cassettes`, on by default; `--exchanges 10000`): a
+cassette of 10k recorded exchanges (distinct requests to one wrapped tool) answers each of
+them once, in a shuffled order. Printed: the median microseconds per exchange, the ratio
+against a cassette of 10 exchanges answering the same kind of call (does the lookup stay
+flat as the cassette grows?) and against the bare call of the same function (what replay
+adds: canonical JSON of the arguments, a BLAKE3 key, a dict lookup, a copy of the answer).
 """
 
 from __future__ import annotations
@@ -33,7 +37,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import random  # noqa: E402
+
 from cas import runner  # noqa: E402
+from cas.cassettes import RECORD, REPLAY, Cassette  # noqa: E402
 from cas.suites import Suite, SuiteCase  # noqa: E402
 
 
@@ -76,11 +83,61 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
+def tool(query: str, n: int) -> dict:
+    return {"hits": [query], "n": n}
+
+
+def recorded(n: int) -> list:
+    c = Cassette(mode=RECORD)
+    wrapped = c.wrap(tool, "search")
+    for i in range(n):
+        wrapped(f"question {i}", n=i)
+    return c.exchanges
+
+
+def per_exchange(exchanges: list, rounds: int) -> float:
+    """Median seconds per exchange of replaying every exchange once, shuffled."""
+    order = list(range(len(exchanges)))
+    times = []
+    for r in range(rounds):
+        random.Random(r).shuffle(order)
+        c = Cassette(exchanges, REPLAY)
+        wrapped = c.wrap(tool, "search")
+        t = time.perf_counter()
+        for i in order:
+            wrapped(f"question {i}", n=i)
+        times.append((time.perf_counter() - t) / len(order))
+        c.check()
+    return statistics.median(times)
+
+
+def bare(n: int, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for i in range(n):
+            tool(f"question {i}", n=i)
+        times.append((time.perf_counter() - t) / n)
+    return statistics.median(times)
+
+
+def cassettes(n: int, rounds: int) -> None:
+    big, small = recorded(n), recorded(10)
+    t_big = per_exchange(big, rounds)
+    t_small = statistics.median(per_exchange(small, 1) for _ in range(max(rounds, 50)))
+    t_bare = bare(n, rounds)
+    print(f"\ncassette replay, {n} recorded exchanges: {t_big * 1e6:.1f} us per exchange; "
+          f"{t_big / t_small:.2f}x a 10-exchange cassette ({t_small * 1e6:.1f} us); "
+          f"{t_big / t_bare:.1f}x the bare call ({t_bare * 1e6:.2f} us)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", default="4,64")
+    parser.add_argument("--exchanges", type=int, default=10_000,
+                        help="recorded exchanges of the cassette lookup benchmark (0: skip it)")
     parser.add_argument("--dir", default=None,
                         help="where the artefacts go (default: a new directory in /tmp); "
                              "e.g. /dev/shm to see the runner without the disk")
@@ -114,6 +171,8 @@ def main() -> None:
                       f"{t_ours:>9.3f} {t_base:>10.3f} {t_ours / t_base:>6.2f} "
                       f"{(t_ours - t_base) / n * 1e6:>17.1f} {t_pool:>9.3f} "
                       f"{(t_ours - t_pool) / n * 1e6:>19.1f}")
+    if args.exchanges:
+        cassettes(args.exchanges, args.rounds)
 
 
 if __name__ == "__main__":

@@ -65,10 +65,12 @@ ANNOTATION_ID_DOMAIN = b"cas:annotation-id\x00"
 PERSON_KEY_DOMAIN = b"cas:person-key\x00"
 SUITE_RUN_ID_DOMAIN = b"cas:suite-run-id\x00"   # the runner's run ids (cas/runner.py)
 SUITE_RESULT_DOMAIN = b"cas:suite-result\x00"   # the digest of a suite's result
+CASSETTE_REQUEST_DOMAIN = b"cas:cassette-request\x00"  # a cassette's request keys
 DERIVED_DOMAINS = {"request-digest": REQUEST_DOMAIN, "proposal-token": PROPOSAL_TOKEN_DOMAIN,
                    "confirm-token": CONFIRM_TOKEN_DOMAIN, "annotation-id": ANNOTATION_ID_DOMAIN,
                    "person-key": PERSON_KEY_DOMAIN, "suite-run-id": SUITE_RUN_ID_DOMAIN,
-                   "suite-result": SUITE_RESULT_DOMAIN}
+                   "suite-result": SUITE_RESULT_DOMAIN,
+                   "cassette-request": CASSETTE_REQUEST_DOMAIN}
 _REQUEST = blake3(REQUEST_DOMAIN)
 _PROPOSAL_TOKEN = blake3(PROPOSAL_TOKEN_DOMAIN)
 _CONFIRM_TOKEN = blake3(CONFIRM_TOKEN_DOMAIN)

@@ -73,12 +73,14 @@ def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
     return found
 
 
-def _classify(ctx, digests: dict[str, set[str]]) -> tuple[list[str], list[str], list[str]]:
-    """(case ids, run digests, provenance digests) among `digests` that are still stored.
+def _classify(ctx, digests: dict[str, set[str]]) -> tuple[list[str], list[str], list[str],
+                                                          list[str]]:
+    """(case ids, run digests, provenance digests, cassette digests) among `digests` that are
+    still stored.
     An object the person index places in a pack that is still published, but that no lookup
     finds, means a damaged index: refused, never counted as absent (the erasure would leave
     it behind)."""
-    cases, runs, provenance = [], [], []
+    cases, runs, provenance, cassettes = [], [], [], []
     for digest in sorted(digests):
         located = ctx.store.locate(digest)
         if located is None:
@@ -91,7 +93,9 @@ def _classify(ctx, digests: dict[str, set[str]]) -> tuple[list[str], list[str], 
             runs.append(digest)
         elif located[1].kind == KIND_CODES["provenance"]:
             provenance.append(digest)
-    return cases, runs, provenance
+        elif located[1].kind == KIND_CODES["cassette"]:
+            cassettes.append(digest)
+    return cases, runs, provenance, cassettes
 
 
 def _in_pack_index(ctx, digest: str, packs: set[str]):
@@ -161,7 +165,7 @@ def _proposals(ctx):
 def preview(ctx, person: str) -> tuple[dict[str, Any], ErasurePlan]:
     """What erasing `person` deletes and retires, and the plan a confirmation would carry out."""
     keyed = keyed_person(ctx, person)
-    cases, runs, _ = _classify(ctx, _indexed_objects(ctx, keyed))
+    cases, runs, _, cassettes = _classify(ctx, _indexed_objects(ctx, keyed))
     run_set = set(runs)
     reviews = _reviews_of(ctx, run_set)
     held = holders(ctx, cases)
@@ -194,7 +198,8 @@ def preview(ctx, person: str) -> tuple[dict[str, Any], ErasurePlan]:
                                    "this person id; confirming erases nothing and records nothing"]
     return {"confirm_token": token, "person": keyed, "matched": matched, "warnings": warnings,
             "cases": cases, "runs": run_ids,
-            "reviews": reviews, "versions_to_retire": versions, "citing_scores": citing_scores,
+            "reviews": reviews, "cassettes": len(cassettes), "versions_to_retire": versions,
+            "citing_scores": citing_scores,
             "citing_experiments": citing_experiments, "proposals_to_delete": proposals}, plan
 
 
@@ -279,17 +284,17 @@ def complete(ctx, plan: ErasurePlan, barrier: leases.Held, wait: float | None = 
                       "same command again (the next command that writes to this repository also "
                       "finishes it)", reason="ERASURE_WAITING", erasure=plan.id, writers=busy)
     # 3. What they stored joins the plan (journalled first), and its versions are retired.
-    found_cases, found_runs, found_provenance = _classify(
+    found_cases, found_runs, found_provenance, found_cassettes = _classify(
         ctx, _indexed_objects(ctx, plan.person))
     plan = _extend(ctx, plan, found_cases, found_runs)
     cases, runs = set(plan.cases), set(plan.runs)
     retired = _retire_holders(ctx, plan)
-    # 4. Everything that holds the bytes: cases, runs, and provenance naming the cases: the
-    #    provenance the person index lists under the person (wherever it is, also that of a
-    #    deleted version or of a proposal gc collected), of staged proposals and of the
-    #    retired versions.
+    # 4. Everything that holds the bytes: cases, runs, the cassettes of their cases, and
+    #    provenance naming the cases: the provenance (and cassettes) the person index lists
+    #    under the person (wherever it is, also that of a deleted version or of a proposal gc
+    #    collected), of staged proposals and of the retired versions.
     proposals = _holding_proposals(ctx, plan.cases)
-    drop = cases | runs | set(found_provenance) | _naming_provenance(
+    drop = cases | runs | set(found_provenance) | set(found_cassettes) | _naming_provenance(
         ctx, cases, {p.provenance for _, p in proposals if p is not None}
         | {v.provenance for v in retired})
     # 5. Rewrite every pack holding one of them; delete unpublished packs holding one.

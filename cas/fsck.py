@@ -14,7 +14,7 @@ from . import keys as K
 from . import pack as packfmt
 from .digest import digest_of, from_bytes, is_digest, to_bytes
 from .errors import CasError
-from .objects import (ADMISSION_RULES, KIND_BY_CODE, DatasetRecord, DatasetTombstone,
+from .objects import (ADMISSION_RULES, KIND_BY_CODE, CassetteLog, DatasetRecord, DatasetTombstone,
                       Eligibility, Erasure, ErasurePlan,
                       Experiment, Fence, IdempotencyRecord, Lease, PersonIndex, PersonShards,
                       Proposal, RepoConfig, ReviewBatch, RunAdmission, RunImport, ScoreBatch,
@@ -74,6 +74,7 @@ class _State:
         self.indexed: dict[str, dict[bytes, tuple[int, int, int]]] = {}  # pack id -> its rows
         self.in_pack: dict[str, dict[str, int]] = {}  # pack id -> digest -> length, verified
         self.provenances: dict[str, object] = {}  # decoded, to check the reviews they name
+        self.cassettes: dict[str, tuple[str, str, str]] = {}  # digest -> (dataset, case, executor)
         # (shard, pack id) -> {(keyed person, digest)} of every case and run naming a person:
         # what the person index of that pack must list (docs/format.md 4.8.2)
         self.persons_wanted: dict[tuple[str, str], set[tuple[str, str]]] = {}
@@ -132,6 +133,7 @@ def check(ctx, progress: Progress | None = None) -> Report:
     _check_logs(st)
     _check_admissions(st)
     _check_withdrawals(st)
+    _check_cassette_logs(st)
     _check_proposals(st)
     _check_references(st)
     _check_citations(st)
@@ -214,7 +216,9 @@ def _check_object(st: _State, pid, pkey, ikey, data, spans, e) -> None:
         st.trees[digest] = obj
     elif kind == "provenance":
         st.provenances[digest] = obj
-    elif kind in ("case", "run") and obj.person is not None:
+    elif kind == "cassette":
+        st.cassettes[digest] = (obj.dataset, obj.case_id, obj.executor)
+    if kind in ("case", "run", "cassette") and obj.person is not None:
         keyed = st.store.person_digest(obj.person)
         st.persons_wanted.setdefault((K.person_shard(keyed), pid), set()).add((keyed, digest))
 
@@ -642,6 +646,42 @@ def _check_withdrawals(st: _State) -> None:
             continue  # the citation checks report a damaged batch
         if isinstance(found, Fence):
             st.error(key, f"withdraws {batch}, which is a fence, not a score batch")
+
+
+def _check_cassette_logs(st: _State) -> None:
+    """Each dataset's cassette log: numbered from 1 without a gap, and every entry names a
+    stored cassette of that dataset, case and executor, unless an erasure deleted the case
+    (and with it, the cassette: they name one person)."""
+    numbers: dict[str, set[int]] = {}
+    for key in st.by_family["cassette.log"]:
+        found = K.parse_cassette_log_key(key)
+        if found is None:
+            st.error(key, "malformed cassette log key (datasets/<name>/cassettes/<10 digits>)")
+            continue
+        name, number = found
+        numbers.setdefault(name, set()).add(number)
+        record = st.read(key, CassetteLog)
+        if record is None:
+            continue
+        if (record.dataset, record.number) != (name, number):
+            st.error(key, "cassette log record does not match its key")
+            continue
+        pairs = [(e.case_id, e.executor) for e in record.entries]
+        if not pairs or pairs != sorted(set(pairs)):
+            st.error(key, "cassette log entries must be at least one, sorted by case and "
+                          "executor, each pair once")
+        for e in record.entries:
+            if e.cassette in st.cassettes:
+                st.reachable.add(e.cassette)
+                if st.cassettes[e.cassette] != (name, e.case_id, e.executor):
+                    st.error(key, f"cassette {e.cassette} is not of case {e.case_id} under "
+                                  f"executor {e.executor!r} of {name!r}")
+            elif e.case_id not in st.erased:
+                kind = st.objects.get(e.cassette)
+                st.error(key, f"cassette {e.cassette} of case {e.case_id} is " +
+                         ("missing" if kind is None else f"a {kind}, not a cassette"))
+    for name, used in sorted(numbers.items()):
+        _contiguous(st, f"{K.DATASETS}{name}/cassettes/", used)
 
 
 def _check_proposals(st: _State) -> None:

@@ -2,7 +2,8 @@
 merging small packs, and collecting stale proposals.
 
 Reachable: every tree node and case of every live version (retired ones included), their
-provenance, every staged proposal's cases, provenance and tree, and every imported run. Only
+provenance, every staged proposal's cases, provenance and tree, every imported run, and every
+cassette a dataset's cassette log names. Only
 packs and proposals older than the grace period are candidates. Before deleting anything, gc
 publishes a lease naming the packs and proposals it may delete, then waits for the writers
 that started before it (leases.py); writers that start later keep clear of those packs. It
@@ -18,11 +19,12 @@ from . import pack as packfmt
 from . import store as store_module
 from .digest import to_bytes
 from .errors import Aborted, CasError, NotFound
-from .objects import Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
+from .objects import CassetteLog, Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
 from .proposals import delete_proposal, sealed_by
 from .datasets import live_versions
 from .keys import (DATASETS, ERASURES, PACKS, PERSONS, import_key, index_key, pack_key,
-                   parse_log_key, parse_person_index_key, parse_person_shards_key,
+                   parse_cassette_log_key, parse_log_key, parse_person_index_key,
+                   parse_person_shards_key,
                    split_dataset_key)
 from .refs import read_log_from
 
@@ -74,7 +76,13 @@ def reachable(ctx, skip: frozenset[str] = frozenset()) -> set[bytes]:
         if version.provenance:
             seen.add(to_bytes(version.provenance))
     for key in backend.list(DATASETS):
-        if _staged_token(key) is not None and key not in skip:
+        if parse_cassette_log_key(key) is not None:  # every cassette recorded: history
+            try:
+                record = parse_record_file(backend.get(key), CassetteLog, key)
+            except NotFound:
+                continue  # its dataset was just deleted
+            seen.update(to_bytes(e.cassette) for e in record.entries)
+        elif _staged_token(key) is not None and key not in skip:
             try:
                 p = parse_record_file(backend.get(key), Proposal, key)
             except NotFound:

@@ -252,7 +252,13 @@ def citation_key_of(dataset: str, log: str) -> Callable[[int], str]:
     return lambda n: citation_key(dataset, log, n)
 
 
+def cassette_log_key(dataset: str, number: int) -> str:
+    """Batch `number` of the cassettes recorded for the cases of `dataset` (docs/suites.md)."""
+    return f"{DATASETS}{dataset}/cassettes/{format_number(number)}"
+
+
 parse_meta_key = _numbered("meta")
+parse_cassette_log_key = _numbered("cassettes")
 parse_version_key = _numbered("versions")
 parse_deleted_key = _numbered("deleted")
 parse_retired_key = _numbered("retired")
@@ -450,6 +456,9 @@ FAMILIES: tuple[Family, ...] = (
            loose=_group("proposals")),
     Family("idempotency", DATASETS, parse_claim_key, claim_key, VOLATILE, M_DATASETS, 8,
            loose=_group("keys")),
+    # after the versions whose cases they record
+    Family("cassette.log", DATASETS, parse_cassette_log_key, cassette_log_key, IMMUTABLE,
+           M_DATASETS, 9, numbered=True, loose=_group("cassettes")),
     Family("lease", LEASES, parse_lease_key, lease_key, LOCAL, 0, loose=_under(LEASES)),
     Family("erasure.plan", PENDING, parse_pending_key, pending_key, LOCAL, 0,
            loose=_under(PENDING)),

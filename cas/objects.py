@@ -246,6 +246,49 @@ class IdempotencyRecord(_Record, tag="idempotency", kw_only=True):
     token: str
 
 
+# -- cassettes (cas/cassettes.py, docs/suites.md, docs/format.md 4.10) -----------------------
+class CassetteExchange(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One recorded request and what answered it: a `response`, or the `error` raised
+    ({"type", "message"}); the side a call did not have is absent (UNSET)."""
+
+    adapter: str     # "call" (cassette.wrap) or "http" (cassette.http)
+    name: str        # the model or tool name (for "http": the method and URL)
+    key: str         # the request digest (docs/format.md 3.1) of name and request
+    request: Any     # the request as JSON: a call's arguments by parameter name
+    response: Any = msgspec.UNSET
+    error: Any = msgspec.UNSET
+
+
+class CassetteRecord(_Record, tag="cassette", kw_only=True):
+    """The exchanges of one case's run under one executor, in the order the run made them.
+    It names the case's person, so that erasing the person finds and deletes it."""
+
+    PACK_CODE: ClassVar[int | None] = 9
+
+    dataset: str
+    case_id: str
+    executor: str
+    person: str | None = None
+    exchanges: list[CassetteExchange]
+
+
+class CassetteEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    case_id: str
+    executor: str
+    cassette: str    # the digest of the CassetteRecord
+
+
+class CassetteLog(_Record, tag="cassette.log", kw_only=True):
+    """One batch of recorded cassettes of a dataset (`datasets/<name>/cassettes/<n>`): for each
+    (case, executor) the newest entry of the log is the cassette in force."""
+
+    dataset: str
+    number: int
+    entries: list[CassetteEntry]  # sorted by (case_id, executor), each pair at most once
+    author: str
+    recorded_at: str
+
+
 # -- pins, scores, experiments and deletion (cas/scores.py, docs/format.md) ----------------
 class Score(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """One result citing an exact version (`dataset@version` and its `content_digest`)."""
@@ -412,7 +455,7 @@ class Lease(_Record, tag="lease", kw_only=True):
 
 
 # The objects: the records stored in packs, by digest (the kinds with a PACK_CODE).
-Object = Case | TreeLeaf | TreeNode | Run | Provenance
+Object = Case | TreeLeaf | TreeNode | Run | Provenance | CassetteRecord
 
 
 def _record_types() -> list[type]:
@@ -448,8 +491,8 @@ def _build_registry() -> dict[str, type]:
 TYPES: dict[str, type] = _build_registry()
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
 # Kind codes used inside pack files (one byte per entry): 1 case, 2 tree.leaf, 3 tree.node,
-# 7 run, 8 provenance. 4, 5, 6 were reserved for version, dataset and config, which were never
-# packed: they are unused, and a reader refuses them like any unknown code.
+# 7 run, 8 provenance, 9 cassette. 4, 5, 6 were reserved for version, dataset and config,
+# which were never packed: they are unused, and a reader refuses them like any unknown code.
 KIND_CODES: dict[str, int] = {k: t.PACK_CODE for k, t in TYPES.items() if t.PACK_CODE is not None}
 KIND_BY_CODE: dict[int, str] = {v: k for k, v in KIND_CODES.items()}
 

@@ -8,8 +8,14 @@ with the reason. `--cas-repo` (else CAS_REPO, else the nearest `.cas`) names the
 `--cas-record EXPERIMENT` records each case's pass or fail as a boolean score `passed` of that
 experiment over the pinned version (created if missing).
 
+The `cas_cassette` fixture gives the case's cassette (a `cas.cassettes.Cassette`) under the test
+(its node id without the parameters is the executor name), in the mode `--cas-cassette-mode`
+selects (else CAS_CASSETTE_MODE, else replay under CI, else record-missing). A test that
+passed but left recorded exchanges unused errors at teardown (strict); what passing tests
+recorded is stored when the session ends, one cassette log record per pin and test.
+
 A thin layer: it only calls the public API (`cas.open`, `verify_pin`, `cas.suites`,
-`cas.runner.record_scores_of`).
+`cas.cassettes`, `cas.runner.record_scores_of`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ def pytest_addoption(parser) -> None:
                     help="the cas repository (default: CAS_REPO, else the nearest .cas)")
     group.addoption("--cas-record", default=None, metavar="EXPERIMENT",
                     help="record each case's pass or fail as the score `passed` of EXPERIMENT")
+    group.addoption("--cas-cassette-mode", default=None,
+                    choices=("replay", "record", "record-missing", "live"),
+                    help="how cas_cassette answers (default: CAS_CASSETTE_MODE, else replay "
+                         "under CI, else record-missing)")
 
 
 def pytest_configure(config) -> None:
@@ -44,6 +54,16 @@ class _State:
         self.config = config
         self._repo = None
         self.outcomes: dict[str, dict[str, bool]] = {}  # pin -> case id -> passed
+        self.books: dict[tuple[str, str], object] = {}  # (pin, test) -> CassetteBook
+
+    def book(self, pin: str, executor: str):
+        found = self.books.get((pin, executor))
+        if found is None:
+            from cas.cassettes import LIVE, CassetteBook, resolve_mode
+            mode = resolve_mode(self.config.getoption("--cas-cassette-mode"))
+            found = self.books[(pin, executor)] = CassetteBook(
+                self.repo() if mode != LIVE else None, pin, executor, mode)
+        return found
 
     def repo(self):
         if self._repo is None:
@@ -94,9 +114,33 @@ def cas_case(request):
                             f"@pytest.mark.{MARKER}(\"DATASET@N#b3:...\")")
 
 
+_PASSED = pytest.StashKey[bool]()
+
+
+@pytest.fixture
+def cas_cassette(request, cas_case):
+    """The cassette of the case under this test (cas.cassettes.Cassette): wrap the test's
+    model and tool calls with `cas_cassette.wrap(fn, name=...)`, or its HTTP with
+    `with cas_cassette.http(): ...`."""
+    marker = request.node.get_closest_marker(MARKER)
+    state = request.config.stash[_STATE]
+    book = state.book(marker.args[0], request.node.nodeid.split("[", 1)[0])
+    cassette = book.cassette(cas_case.id)
+    yield cassette
+    if request.node.stash.get(_PASSED, False):
+        from cas.errors import CasError
+        try:
+            cassette.check()
+        except CasError as exc:
+            pytest.fail(exc.message, pytrace=False)
+        book.keep(cas_case.id, cassette)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    if report.when == "call":
+        item.stash[_PASSED] = report.passed
     marker = item.get_closest_marker(MARKER)
     callspec = getattr(item, "callspec", None)
     if marker is None or callspec is None or "cas_case" not in callspec.params:
@@ -116,8 +160,14 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
-    experiment = session.config.getoption("--cas-record")
     state = session.config.stash.get(_STATE, None)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for (pin, test), book in sorted(state.books.items() if state else ()):
+        saved = book.save()
+        if saved is not None and reporter is not None:
+            reporter.write_line(f"cas: recorded {len(saved.entries)} cassettes of {test} on "
+                                f"{pin}")
+    experiment = session.config.getoption("--cas-record")
     if not experiment or state is None or not state.outcomes:
         return
     from cas.runner import record_scores_of
@@ -125,7 +175,6 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         scores = [{"metric": "passed", "value": passed, "item": case_id}
                   for case_id, passed in sorted(outcomes.items())]
         recorded = record_scores_of(state.repo(), pin, experiment, scores)
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(f"cas: recorded {len(recorded)} scores of experiment "
                                 f"{experiment!r} on {pin}")

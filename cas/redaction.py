@@ -246,6 +246,19 @@ def scrub_text(text: str) -> str:
         text = done
 
 
+_CREDENTIAL_RULES = tuple(r for r in RULES if r.credential)
+
+
+def scrub_credentials(text: str) -> str:
+    """`text` with only the credential shapes (CREDENTIAL_KINDS) masked, as scrub_text masks:
+    for what must stay matchable byte for byte otherwise (a recorded HTTP body)."""
+    while True:
+        done = _one_pass(text, _CREDENTIAL_RULES)
+        if done == text:
+            return text
+        text = done
+
+
 def credential_kind(text: Any) -> str | None:
     """The kind of credential `text` holds (private_key, jwt, bearer, api_key, aws_access_key,
     secret), else None; None for anything that is not a string."""

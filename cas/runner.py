@@ -210,6 +210,38 @@ def replay_executor(plan: Any = None, *, withheld: Iterable[str] = ()) -> Callab
     return replay
 
 
+async def cassette_executor(case: SuiteCase, *, run_id: str, cassette) -> Run:
+    """`cas:cassette`: the frozen case's tool calls, in order, each answered from the case's
+    cassette (request: the tool's name and recorded arguments). In a recording mode a call
+    with no recording gets the frozen case's own answer ({"result"} or {"error"}, {} when it
+    recorded none), which seeds cassettes from the version. The answer is the frozen
+    output, for the frozen case's tenant: what the cassette adds is that every call is
+    answered (a missing or stale one errors) and none is left over."""
+    if case.frozen is None:
+        raise FailedPrecondition(f"case {case.id} has no frozen case to answer from its "
+                                 "cassette", reason="FROZEN_CASE_REQUIRED", case_id=case.id)
+    from .replay import ANSWER_KEYS
+    for step in case.frozen.steps:
+        name = step.get("tool_name")
+        if step.get("type") != "tool_call" or not isinstance(name, str) or not name:
+            continue
+        recorded = {k: step[k] for k in ANSWER_KEYS if k in step}
+        cassette.call(name, {"arguments": step.get("arguments")}, lambda: recorded)
+    return Run(case.frozen.output, case.frozen.tenant)
+cassette_executor.needs_frozen = True  # type: ignore[attr-defined]
+
+
+def takes_cassette(executor: Callable) -> bool:
+    """Whether an executor declares a `cassette` parameter (it then gets the case's)."""
+    try:
+        params = inspect.signature(executor).parameters
+    except (TypeError, ValueError):
+        return False
+    param = params.get("cassette")
+    return param is not None and param.kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                 inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
 def load_callable(spec: Any, what: str = "executor") -> Callable:
     """The callable `module:function` names (`function` may be dotted: `module:Class.method`)."""
     if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
@@ -234,13 +266,9 @@ def load_callable(spec: Any, what: str = "executor") -> Callable:
 
 
 def load_executor(spec: Any, plan: Any = None) -> Callable:
-    """An executor by name: `cas:echo`, `cas:replay` (needs `plan`), or `module:function`.
-    `cas:cassette` is refused: cassettes are not built yet. A plan with any executor other
-    than `cas:replay` is refused (it would do nothing)."""
-    if spec == "cas:cassette":
-        raise InvalidArgument("executor cas:cassette is not available yet: cassettes are a "
-                              "later step of cas (use cas:replay --plan, or your own "
-                              "module:function)", reason="EXECUTOR_NOT_AVAILABLE")
+    """An executor by name: `cas:echo`, `cas:replay` (needs `plan`), `cas:cassette`, or
+    `module:function`. A plan with any executor other than `cas:replay` is refused (it would
+    do nothing)."""
     if spec == "cas:replay":
         if plan is None:
             raise InvalidArgument("executor cas:replay needs a plan (--plan FILE: the effect "
@@ -251,6 +279,8 @@ def load_executor(spec: Any, plan: Any = None) -> Callable:
                               f"{encoding.describe(spec)}", reason="PLAN_UNUSED")
     if spec == "cas:echo":
         return echo
+    if spec == "cas:cassette":
+        return cassette_executor
     if isinstance(spec, str) and spec.startswith("cas:"):
         raise InvalidArgument(f"cas ships no executor {spec!r}; shipped: "
                               f"{', '.join(SHIPPED_EXECUTORS)}", reason="INVALID_CALLABLE")
@@ -419,8 +449,10 @@ class SuiteRunner:
 
     `executor(case, *, run_id)` is async, or a plain function (run in a pool of `concurrency`
     threads), or a name for `load_executor`. It returns a `Run` or a dict {answer, tenant,
-    terminal=True}. `scorer(case, answer) -> {metric: value}` (sync or async) scores each
-    COMPLETED case. `timeout` (seconds) bounds each case's executor and scorer. `artefacts` is
+    terminal=True}. An executor that declares a `cassette` parameter gets each case's
+    cassette from `cassettes` (a cas.cassettes.CassetteBook); a run whose cassette was stale
+    or left exchanges unused (strict) is ERRORED, and what it recorded is saved at the end.
+    `scorer(case, answer) -> {metric: value}` (sync or async) scores each COMPLETED case. `timeout` (seconds) bounds each case's executor and scorer. `artefacts` is
     a directory for per-case evidence. `shard` ("i/n") runs only that shard's cases.
     On SIGINT or SIGTERM (with `handle_signals`, in the main thread) the run stops starting
     cases, waits up to `grace` seconds for the running ones (a second signal cuts it short),
@@ -432,7 +464,8 @@ class SuiteRunner:
                  artefacts: Any = None, seed: int = 0, timeout: float | None = None,
                  scorer: Any = None, shard: Any = None, *, grace: float = DEFAULT_GRACE,
                  handle_signals: bool = True,
-                 progress: Callable[[int, int], Any] | None = None) -> None:
+                 progress: Callable[[int, int], Any] | None = None,
+                 cassettes: Any = None) -> None:
         if isinstance(executor, str):
             executor = load_executor(executor)
         if not callable(executor):
@@ -467,6 +500,12 @@ class SuiteRunner:
         self.shard = None if shard is None else Shard.parse(shard)
         self.grace = DEFAULT_GRACE if grace is None else grace
         self.handle_signals, self.progress = handle_signals, progress
+        self.cassettes = cassettes
+        self._takes_cassette = takes_cassette(executor)
+        if cassettes is not None and not self._takes_cassette:
+            raise InvalidArgument("cassettes are for an executor that declares a `cassette` "
+                                  "parameter (async def f(case, *, run_id, cassette)); this "
+                                  "one does not", reason="CASSETTE_UNUSED_BY_EXECUTOR")
         self._async_executor = _is_async(executor)
         self._async_scorer = scorer is not None and _is_async(scorer)
         self._state: _State | None = None
@@ -486,11 +525,17 @@ class SuiteRunner:
             raise InvalidArgument(f"a suite runner runs a cas.suites.Suite, not "
                                   f"{encoding.describe(suite)}")
         cases = suite.cases  # ids unique and safe path components: a Suite checks them
+        if self._takes_cassette and self.cassettes is None:
+            raise FailedPrecondition(
+                "the executor declares a `cassette` parameter: give the runner the suite's "
+                "cassettes (SuiteRunner(..., cassettes=cas.cassettes.CassetteBook(repo, pin, "
+                "executor_name, mode)))", reason="CASSETTES_REQUIRED")
         if getattr(self.executor, "needs_frozen", False):
             bare = next((c for c in cases if c.frozen is None), None)
             if bare is not None:
                 raise FailedPrecondition(
-                    f"executor cas:replay replays the frozen cases of a version, and suite "
+                    f"executor cas:{getattr(self.executor, '__name__', 'replay').split('_')[0]}"
+                    f" answers from the frozen cases of a version, and suite "
                     f"{suite.name!r} has none (case {bare.id} is not frozen: a suite file "
                     "carries no frozen case); run it from the repository as DATASET@N",
                     reason="FROZEN_CASE_REQUIRED", case_id=bare.id)
@@ -522,6 +567,8 @@ class SuiteRunner:
             if threads is not None:
                 threads.close()
             self._state = None
+        if self.cassettes is not None:
+            self.cassettes.save()  # what the cases that completed recorded (also when stopped)
         why = st.stop_reason or "stopped"
         results = st.results
         for i, p in enumerate(positions):
@@ -628,17 +675,23 @@ class SuiteRunner:
                    scores: dict | None = None) -> CaseResult:
             return CaseResult(id=case.id, position=position, run_id=rid, outcome=outcome,
                               answer=answer, reason=reason, scores=scores)
+        more: dict[str, Any] = {}
+        cassette = None
+        if self._takes_cassette:
+            cassette = self.cassettes.cassette(case.id)
+            more["cassette"] = cassette
         try:
             if self._async_executor:
-                returned = await self.executor(case, run_id=rid)
+                returned = await self.executor(case, run_id=rid, **more)
             else:
-                returned = await threads.call(self.executor, case, run_id=rid)
+                returned = await threads.call(self.executor, case, run_id=rid, **more)
                 if inspect.isawaitable(returned):
                     returned = await returned
         except Exception as exc:
             text = _exception_text(exc)
             return (result(ERRORED, f"the executor raised {text}"),
-                    {"run_id": rid, "status": "raised", "error": text})
+                    {"run_id": rid, "status": "raised", "error": text,
+                     **_cassette_doc(cassette)})
         # What came back, checked in order of what matters most: its shape, whose data it is,
         # whether it finished, and whether its answer can be written at all.
         if type(returned) is Run or isinstance(returned, Run):
@@ -671,8 +724,15 @@ class SuiteRunner:
                     doc)
         answer = _DECODE(_ENCODE(answer))  # plain JSON values, shared with nobody
         doc["answer"] = answer
+        doc.update(_cassette_doc(cassette))
         if not terminal:
             return result(INCOMPLETE, "the run came back non-terminal"), doc
+        if cassette is not None:
+            try:
+                cassette.check()  # strict: exchanges the run never asked for are an error
+            except CasError as exc:
+                return result(ERRORED, exc.message), doc
+            self.cassettes.keep(case.id, cassette)
         if self.scorer is None:
             return result(COMPLETED, answer=answer), doc
         phase[0] = "scorer"
@@ -689,6 +749,15 @@ class SuiteRunner:
         if problem is not None:
             return result(ERRORED, problem), doc
         return result(COMPLETED, answer=answer, scores=checked), doc
+
+
+def _cassette_doc(cassette) -> dict:
+    """What run.json says of a case's cassette (never part of the result or its digest)."""
+    if cassette is None:
+        return {}
+    return {"cassette": {"mode": cassette.mode, "recorded": len(cassette.recorded),
+                         "exchanges": len(cassette.exchanges), "unused": len(cassette.unused()),
+                         "changed": cassette.changed}}
 
 
 def _iso(t: float) -> str:

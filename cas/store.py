@@ -26,7 +26,8 @@ NODE_CACHE = 8192  # inner tree nodes kept in memory
 LEAF_CACHE = 256   # tree leaves kept in memory (each holds up to 64 ids)
 READ_GAP = 64 << 10  # objects of a pack this close together are read in one request
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
-PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"])  # the objects that name a person
+# the objects that name a person (a cassette names its case's)
+PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"], KIND_CODES["cassette"])
 
 
 class _PersonOnly(msgspec.Struct):

@@ -1,5 +1,6 @@
 """The timeline and the state of work: what happened to a repository (seals, retirements,
-erasures, deletions, experiments, score batches), newest first, and what is waiting."""
+erasures, deletions, experiments, score batches, cassette recordings), newest first, and what
+is waiting."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any, NamedTuple
 
 from . import checks, encoding, erasure, keys, proposals, reviews, runs, scores
 from .errors import CasError, InvalidArgument, NotFound
-from .objects import DatasetTombstone, Experiment, Proposal, ScoreBatch, parse_record_file
+from .objects import (CassetteLog, DatasetTombstone, Experiment, Proposal, ScoreBatch,
+                      parse_record_file)
+from .refs import read_log_from
 
 MAX_LOG_PAGE = 500
 
@@ -101,6 +104,12 @@ def _dataset_entries(ctx, name: str) -> list[dict]:
                         "at": tomb.deleted_at, "author": tomb.author,
                         "item_count": tomb.item_count})
     out.extend(_citation_entries(ctx, name))
+    for number, batch in read_log_from(ctx.backend, lambda n: keys.cassette_log_key(name, n),
+                                       CassetteLog, 0):
+        out.append({"kind": "cassettes", "dataset": name, "version": None,
+                    "at": batch.recorded_at, "author": batch.author, "number": number,
+                    "cassettes": len(batch.entries),
+                    "executors": sorted({e.executor for e in batch.entries})})
     return out
 
 

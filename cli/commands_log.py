@@ -23,6 +23,9 @@ def _line(e: dict) -> str:
         what = f"deleted {where}" if e.get("version") else f"deleted dataset {e['dataset']}"
     elif kind == "experiment":
         what = f"experiment {e['name']!r} over {where}"
+    elif kind == "cassettes":
+        what = (f"recorded {e['cassettes']} cassettes of {where} under "
+                f"{', '.join(e['executors'])} (batch {e['number']})")
     else:
         what = f"{e['scores']} scores on {where} (batch {e['number']})"
     return f"{e['at']}  {what}  by {e['author']}"
@@ -36,8 +39,8 @@ def _line(e: dict) -> str:
 @json_option
 @pass_ctx
 def log(ctx: Context, dataset: str | None, limit: int, cursor: str | None) -> None:
-    """The timeline of seals, retirements, erasures, deletions, experiments and score
-    batches, newest first (of DATASET, or of the whole repository)."""
+    """The timeline of seals, retirements, erasures, deletions, experiments, score batches
+    and cassette recordings, newest first (of DATASET, or of the whole repository)."""
     page = ctx.repo().log(dataset, limit=limit, cursor=cursor)
     ctx.emit({"entries": page.entries, "next_cursor": page.next_cursor},
              lambda: "\n".join([*map(_line, page.entries)] + (

@@ -67,8 +67,9 @@ def _result_text(result, elapsed: float | None = None) -> str:
 @suite.command("run")
 @click.argument("source")
 @click.option("--executor", "executor_spec", required=True, metavar="MODULE:FUNCTION",
-              help="What runs each case: cas:echo, cas:replay (with --plan), or your "
-                   "module:function (async def f(case, *, run_id), or a plain function).")
+              help="What runs each case: cas:echo, cas:replay (with --plan), cas:cassette, or "
+                   "your module:function (async def f(case, *, run_id), or a plain "
+                   "function; with a `cassette` parameter it gets the case's cassette).")
 @click.option("--scorer", "scorer_spec", default=None, metavar="MODULE:FUNCTION",
               help="scorer(case, answer) -> {metric: value}, sync or async, for each "
                    "COMPLETED case.")
@@ -87,13 +88,23 @@ def _result_text(result, elapsed: float | None = None) -> str:
                    "version (created if missing).")
 @click.option("--plan", "plan_file", type=click.File("rb"), default=None, metavar="PLAN.json",
               help="The replay plan of cas:replay (docs/replay.md; '-' for stdin).")
+@click.option("--cassette-mode", "cassette_mode", default=None,
+              type=click.Choice(["replay", "record", "record-missing", "live"]),
+              help="How an executor's cassette answers: replay (no live call), record, "
+                   "record-missing, live. Default: CAS_CASSETTE_MODE, else replay under CI, "
+                   "else record-missing.")
+@click.option("--cassette-strict/--no-cassette-strict", default=True, show_default=True,
+              help="A case that leaves recorded exchanges unused is ERRORED.")
+@click.option("--cassette-ordered", is_flag=True,
+              help="Calls must come in the order the cassette recorded them.")
 @click.option("--grace", type=Seconds(), default=2.0, show_default=True,
               help="Seconds a run stopped by SIGINT/SIGTERM waits for the running cases.")
 @json_option
 @pass_ctx
 def run(ctx: Context, source: str, executor_spec: str, scorer_spec: str | None,
         concurrency: int, seed: int, timeout: float | None, artefacts: str | None,
-        shard_text: str | None, experiment: str | None, plan_file, grace: float) -> None:
+        shard_text: str | None, experiment: str | None, plan_file, cassette_mode: str | None,
+        cassette_strict: bool, cassette_ordered: bool, grace: float) -> None:
     """Run a suite (a suite file, or DATASET@N of the repository) through an executor.
 
     Exits 0 when every case COMPLETED, 10 when any case ERRORED, else 11 when any is
@@ -116,6 +127,20 @@ def run(ctx: Context, source: str, executor_spec: str, scorer_spec: str | None,
         withheld = ctx.repo().content_policy(dataset).withheld
         if withheld:
             executor = runner.replay_executor(plan, withheld=withheld)
+    book = None
+    if runner.takes_cassette(executor):
+        from cas.cassettes import LIVE, CassetteBook, resolve_mode, suite_pin
+        mode = resolve_mode(cassette_mode)
+        if mode != LIVE:
+            suite_pin(the_suite.version)  # a suite of no version: say so, not "no repository"
+        book = CassetteBook(ctx.repo() if mode != LIVE else None, the_suite.version,
+                            executor_spec, mode, strict=cassette_strict,
+                            ordered=cassette_ordered)
+    elif cassette_mode is not None or cassette_ordered:
+        from cas.errors import InvalidArgument
+        raise InvalidArgument(f"executor {executor_spec} takes no cassette (it declares no "
+                              "`cassette` parameter): --cassette-mode and --cassette-ordered "
+                              "are for one that does", reason="CASSETTE_UNUSED_BY_EXECUTOR")
     if experiment is not None:
         runner.check_record(ctx.repo(), the_suite, experiment)  # before, not after, the run
     progress = None
@@ -125,7 +150,8 @@ def run(ctx: Context, source: str, executor_spec: str, scorer_spec: str | None,
     started = time.monotonic()
     result = runner.SuiteRunner(executor, concurrency=concurrency, artefacts=artefacts,
                                 seed=seed, timeout=timeout, scorer=scorer, shard=shard,
-                                grace=grace, progress=progress).run(the_suite)
+                                grace=grace, progress=progress,
+                                cassettes=book).run(the_suite)
     elapsed = time.monotonic() - started
     if progress is not None:
         ctx.progress("", 0, 0)

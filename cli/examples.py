@@ -31,6 +31,22 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("cas suite run support-evals@2 --executor cas:replay --plan plan.json",
           "Replay every case of the version in the sandbox: a verdict."),
     ),
+    "cassette": (
+        E("cas cassette list support-evals", "The cassette in force for each case and executor."),
+        E(f"cas cassette show support-evals {CASE} --executor cas:cassette",
+          "The exchanges one case's run recorded."),
+    ),
+    "cassette list": (
+        E("cas cassette list support-evals", "Every case's cassette, newest recording first."),
+        E("cas cassette list support-evals --executor my_agent.evals:run_case --json",
+          "Only those of your executor, as JSON."),
+    ),
+    "cassette show": (
+        E(f"cas cassette show support-evals {CASE} --executor cas:cassette",
+          "What each model, tool or HTTP request was answered with."),
+        E(f"cas cassette show support-evals {CASE} --executor my_agent.evals:run_case --json",
+          "The cassette record as JSON."),
+    ),
     "suite export": (
         E("cas suite export support-evals 2 -o support-evals-2.jsonl",
           "The pinned version as a suite file, scrubbed on the way to disk."),
@@ -45,6 +61,12 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
           "Run the first of four shards of a suite file with your own executor."),
         E("cas suite run suite.jsonl --executor cas:echo --artefacts artefacts",
           "Try the runner out; each case's evidence goes to artefacts/."),
+        E("cas suite run support-evals@2 --executor my_agent.evals:run_case "
+          "--cassette-mode record-missing",
+          "Run your agent; its cassette records the model and tool calls it lacks."),
+        E("cas suite run support-evals@2 --executor my_agent.evals:run_case "
+          "--cassette-mode replay",
+          "Replay the cassettes (the default under CI): no live call."),
     ),
     "suite merge": (
         E("cas suite merge shard-1.json shard-2.json shard-3.json shard-4.json --json",

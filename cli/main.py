@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from . import (
+    commands_cassette,
     commands_dataset,
     commands_erasure,
     commands_export,
@@ -68,7 +69,7 @@ WORKFLOWS = (
     ("Datasets and versions", ("dataset", "promote", "remove", "seal", "commit", "show",
                                "items", "case", "diff", "prove", "verify-proof", "log",
                                "export", "replay", "settings")),
-    ("Scores and experiments", ("pin", "pin-verify", "score", "experiment", "suite")),
+    ("Scores and experiments", ("pin", "pin-verify", "score", "experiment", "suite", "cassette")),
     ("Erasure and retirement", ("erase", "erasures", "retire", "version")),
     ("Repository", ("init", "fsck", "gc", "mirror", "cat")),
 )
@@ -146,7 +147,8 @@ def cli(ctx: click.Context, repo_location: str | None, as_json: bool) -> None:
 # Each command module lists its top-level commands and groups; `cas --help` sorts them by name.
 for _module in (commands_repo, commands_dataset, commands_version, commands_promote,
                 commands_runs, commands_scores, commands_erasure, commands_replay, commands_export,
-                commands_log, commands_serve, commands_suite, commands_suite_run):
+                commands_log, commands_serve, commands_suite, commands_suite_run,
+                commands_cassette):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 examples.attach(cli)  # every command's --help ends with examples (cli/examples.py)

@@ -99,7 +99,8 @@ def test_refusals_change_nothing(run, repo, args, code, message):
 
 def test_erase_preview_confirm_and_list(run, repo):
     preview = json.loads(run("--json", "erase", "--person", "p-2").stdout)
-    assert sorted(preview) == ["cases", "citing_experiments", "citing_scores", "confirm_token",
+    assert sorted(preview) == ["cases", "cassettes", "citing_experiments", "citing_scores",
+                               "confirm_token",
                                "matched", "person", "proposals_to_delete", "reviews", "runs",
                                "versions_to_retire", "warnings"]
     assert preview["matched"] is True and preview["warnings"] == []

@@ -216,8 +216,9 @@ def test_cli_erase_preview_wording(run, cli_repo):
     one = cas.encode_case({"input": "a", "person": "p-1"}).case_id
     v1, v2 = cli_repo.version("evals", 1), cli_repo.version("evals", 2)
     preview = json.loads(run("--json", "erase", "--person", "p-1").stdout)
-    assert sorted(preview) == ["cases", "citing_experiments", "citing_scores", "confirm_token",
-                               "matched", "person", "proposals_to_delete", "reviews", "runs",
+    assert sorted(preview) == ["cases", "cassettes", "citing_experiments", "citing_scores",
+                               "confirm_token", "matched", "person", "proposals_to_delete",
+                               "reviews", "runs",
                                "versions_to_retire", "warnings"]
     assert (preview["matched"], preview["warnings"]) == (True, [])
     r = run("erase", "--person", "p-1")

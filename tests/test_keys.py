@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
+import cas.cassettes
 from cas import keys as K
 from cas import leases
 from cas.backends import check_key
@@ -47,6 +48,7 @@ PARTS = {
     "score.withdrawal": st.tuples(NAME, NUMBER),
     "proposal": st.tuples(NAME, TOKEN),
     "idempotency": st.tuples(NAME, HEX64),
+    "cassette.log": st.tuples(NAME, NUMBER),
     "lease": st.tuples(st.sampled_from(K.ROLES), SEGMENT),
     "erasure.plan": st.tuples(SEGMENT),
 }
@@ -153,6 +155,8 @@ def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkey
     withdrawn = repo.record_score(repo.pin("evals", 2), metric="acc", value=0.25)
     cas.scores.withdraw_batch(repo.context, "evals", withdrawn.batch, "wrong rubric")
     repo.create_experiment("evals", 2, "baseline")
+    cas.cassettes.save(repo, repo.pin("evals", 2), "x:y",
+                       {repo.items("evals", 2).items[0]: []})                    # cassette.log
     repo.retire("evals", 1, "CONTAMINATED", "seen in a training mix")
     repo.commit("evals", base=2, add=[{"input": "later"}])                        # evals@3
     repo.delete_version("evals", 3)

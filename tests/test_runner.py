@@ -512,9 +512,11 @@ def versioned():
 
 
 def test_shipped_executors_replay_echo_and_cassette():
-    with pytest.raises(cas.InvalidArgument, match="not available yet") as e:
-        runner.load_executor("cas:cassette")
-    assert e.value.reason == "EXECUTOR_NOT_AVAILABLE"
+    assert runner.load_executor("cas:cassette") is runner.cassette_executor
+    assert runner.takes_cassette(runner.cassette_executor)
+    with pytest.raises(cas.FailedPrecondition) as e:  # it needs the suite's cassettes
+        run(suite_of(2), "cas:cassette")
+    assert e.value.reason == "CASSETTES_REQUIRED"
     with pytest.raises(cas.InvalidArgument) as e:
         runner.load_executor("cas:replay")
     assert e.value.reason == "PLAN_REQUIRED"
@@ -624,8 +626,8 @@ def test_cli_run_json_human_and_exit_codes(run, suite_file, tmp_path):
             "mine:score", "--json")
     assert json.loads(r.stdout)["results"][3]["scores"] == {"big": True}
     r = run("suite", "run", str(suite_file), "--executor", "cas:cassette", "--json")
-    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == \
-        "EXECUTOR_NOT_AVAILABLE"
+    assert r.exit_code == 5 and json.loads(r.stderr)["error"]["reason"] == \
+        "SUITE_NOT_PINNED"  # its cassettes belong to the cases of a version
     r = run("suite", "run", str(suite_file), "--executor", "cas:echo", "--shard", "5/4")
     assert r.exit_code == 2 and "shard '5/4' is not i/n with 1 <= i <= n" in r.stderr
     r = run("suite", "run", "nowhere", "--executor", "cas:echo")

@@ -154,6 +154,21 @@ INPUTS = [
     ("person-shards", "person.shards", """{"kind": "person.shards", "format": 1,
         "pack": "5555555555555555555555555555555555555555555555555555555555555555",
         "shards": ["0a", "bb"]}"""),
+    ("cassette", "cassette", """{"kind": "cassette", "format": 1, "dataset": "support-evals",
+        "case_id": "b3:2222222222222222222222222222222222222222222222222222222222222222",
+        "executor": "my_agent.evals:run_case", "person": "user-42", "exchanges": [
+        {"adapter": "call", "name": "search",
+         "key": "b3:1111111111111111111111111111111111111111111111111111111111111111",
+         "request": {"query": "refund policy"}, "response": {"hits": ["doc-7"]}},
+        {"adapter": "call", "name": "send_email",
+         "key": "b3:3333333333333333333333333333333333333333333333333333333333333333",
+         "request": {"to": "team"}, "error": {"type": "TimeoutError", "message": "timed out"}}]}"""),
+    ("cassette-log", "cassette.log", """{"kind": "cassette.log", "format": 1,
+        "dataset": "support-evals", "number": 1, "entries": [
+        {"case_id": "b3:2222222222222222222222222222222222222222222222222222222222222222",
+         "executor": "my_agent.evals:run_case",
+         "cassette": "b3:4444444444444444444444444444444444444444444444444444444444444444"}],
+        "author": "Ada <ada@example.com>", "recorded_at": "2026-11-30T12:00:00.000000Z"}"""),
     ("lease", "lease", """{"kind": "lease", "format": 1, "id": "0123456789abcdef",
         "role": "gc", "operation": "gc", "host": "build-7", "pid": 4242,
         "started_at": "2026-11-30T12:00:00.000000Z", "expires_at": "2026-11-30T12:05:00.000000Z",
@@ -214,6 +229,8 @@ DERIVED_INPUTS = [
       "results": [{"id": "b3:" + "2" * 64, "position": 0, "run_id": "sr-" + "6" * 32,
                    "outcome": "COMPLETED", "answer": "done", "reason": None, "scores": None}]},
      "b3:", 64),
+    ("cassette-request", b"cas:cassette-request\x00",
+     ["call", "search", {"query": "refund policy"}], "b3:", 64),
     # Not canonical JSON: the UTF-8 bytes of an idempotency key, in the "idempotency" kind's
     # domain (kept: it names where claims are found).
     ("idempotency-claim-name", b"cas:idempotency\x00", "promote-2026-11-30", "", 64),
@@ -288,6 +305,9 @@ def test_derived_vectors_agree_with_library():
     from cas import runner
     case = json.loads(vec["suite-run-id"]["input"])
     assert runner.run_id(*case) == vec["suite-run-id"]["output"]
+    from cas import cassettes
+    assert cassettes.request_key(*json.loads(vec["cassette-request"]["input"])) == \
+        vec["cassette-request"]["output"]
     result = json.loads(vec["suite-result"]["input"])
     ref = runner.SuiteRef(**result["suite"])
     rows = [runner.CaseResult(**r) for r in result["results"]]
