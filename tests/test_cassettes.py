@@ -257,6 +257,51 @@ def test_http_is_recorded_replayed_and_never_stores_a_credential(server):
                 raise RuntimeError("connection error") from exc
 
 
+def test_an_http_cassette_saved_in_a_repository_holds_no_credential(server):
+    repo = cas.Repository.create(MemoryBackend())
+    repo.create_dataset("evals", admission="direct")
+    repo.commit("evals", base=None, add=[frozen(0)], author=ADA)
+    p = str(repo.pin("evals", 1))
+
+    async def agent(case, *, run_id, cassette):
+        return runner.Run(_post(cassette, server, case.input), case.tenant)
+    book = CassetteBook(repo, p, "agent:http", RECORD)
+    assert SuiteRunner(agent, cassettes=book, concurrency=1).run(
+        from_version(repo, "evals", 1)).ok
+    stored = all_bytes(repo)
+    assert b"task 0" in stored and b"127.0.0.1" in stored
+    for secret in SECRETS:
+        assert secret.encode() not in stored
+    replayed = SuiteRunner(agent, cassettes=CassetteBook(repo, p, "agent:http", REPLAY)).run(
+        from_version(repo, "evals", 1))
+    assert replayed.ok
+
+
+_TOKEN = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=24,
+                 max_size=40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_TOKEN, st.sampled_from(["Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key",
+                                "api-key", "X-Goog-Api-Key", "x-auth-token"]),
+       st.sampled_from(["api_key", "key", "token", "access_token", "sig", "client_secret"]))
+def test_no_generated_credential_reaches_a_recorded_http_exchange(secret, header, param):
+    from vcr.request import Request
+
+    from cas import cassette_http
+    value = f"Bearer {secret}" if header.endswith("Authorization") else secret
+    request = Request("POST", f"https://api.example.com/v1?{param}={secret}&model=m",
+                      json.dumps({"auth": f"Bearer {secret}", "q": "hi"}).encode(),
+                      {header: value, "Content-Type": "application/json"})
+    response = {"status": {"code": 200, "message": "OK"},
+                "headers": {"Set-Cookie": [f"s={secret}"], header: [value]},
+                "body": {"string": b'{"ok": true}'}}
+    exchange = cassette_http._exchange(cassette_http.clean_request(request), response)
+    stored = encoding.encode(exchange)
+    assert secret.encode() not in stored
+    assert b"model=m" in stored and b"application/json" in stored
+
+
 def test_two_http_cassettes_at_once_are_refused(server):
     a, b = Cassette(mode=RECORD), Cassette(mode=RECORD)
     with a.http():
