@@ -122,8 +122,10 @@ def _stale(cassette: Cassette, exc) -> str:
 
 @contextmanager
 def use(cassette: Cassette, **options: Any) -> Iterator[Any]:
-    """Answer the process's HTTP requests from `cassette` while the block runs (see
-    Cassette.http). In `live` mode, nothing is patched and nothing recorded."""
+    """Answer the process's HTTP requests (httpx, requests, urllib3, aiohttp, ...: what vcrpy
+    patches) from `cassette` while the block runs, matched on method, URL and body;
+    authorization headers, API keys, cookies and credential-shaped text are removed before
+    anything is kept. `options` go to vcrpy's VCR. In `live` mode nothing is patched or kept."""
     if cassette.mode == LIVE:
         yield None
         return

@@ -20,7 +20,7 @@ from .digest import CASSETTE_REQUEST_DOMAIN, PREFIX, parse_digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .keys import cassette_log_key, numbers
 from .objects import (CassetteEntry, CassetteExchange, CassetteLog, CassetteRecord,
-                      format_record_file, parse_record_file)
+                      format_record_file)
 from .refs import read_log_from
 
 REPLAY, RECORD, RECORD_MISSING, LIVE = MODES = ("replay", "record", "record-missing", "live")
@@ -214,14 +214,6 @@ class Cassette:
         req = _json(request, f"the request of {name!r}")
         found = self._find(CALL, name, req, must=True)
         return self._answer(found)
-
-    def http(self, **options: Any):
-        """A context manager in which HTTP requests (httpx, requests, urllib3, aiohttp, ...:
-        what vcrpy patches) are answered from this cassette, matched on method, URL and body.
-        Authorization headers, API keys, cookies and credential-shaped text are removed
-        before anything is stored. `options` go to vcrpy's VCR (needs `cas[cassette-http]`)."""
-        from . import cassette_http  # vcrpy is an extra: imported on use
-        return cassette_http.use(self, **options)
 
     # -- the run's end -------------------------------------------------------------------------
     def unused(self) -> list[CassetteExchange]:

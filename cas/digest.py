@@ -66,11 +66,13 @@ PERSON_KEY_DOMAIN = b"cas:person-key\x00"
 SUITE_RUN_ID_DOMAIN = b"cas:suite-run-id\x00"   # the runner's run ids (cas/runner.py)
 SUITE_RESULT_DOMAIN = b"cas:suite-result\x00"   # the digest of a suite's result
 CASSETTE_REQUEST_DOMAIN = b"cas:cassette-request\x00"  # a cassette's request keys
+EVALSET_REGRESSION_DOMAIN = b"cas:evalset-regression\x00"  # a regression run's experiment
 DERIVED_DOMAINS = {"request-digest": REQUEST_DOMAIN, "proposal-token": PROPOSAL_TOKEN_DOMAIN,
                    "confirm-token": CONFIRM_TOKEN_DOMAIN, "annotation-id": ANNOTATION_ID_DOMAIN,
                    "person-key": PERSON_KEY_DOMAIN, "suite-run-id": SUITE_RUN_ID_DOMAIN,
                    "suite-result": SUITE_RESULT_DOMAIN,
-                   "cassette-request": CASSETTE_REQUEST_DOMAIN}
+                   "cassette-request": CASSETTE_REQUEST_DOMAIN,
+                   "evalset-regression": EVALSET_REGRESSION_DOMAIN}
 _REQUEST = blake3(REQUEST_DOMAIN)
 _PROPOSAL_TOKEN = blake3(PROPOSAL_TOKEN_DOMAIN)
 _CONFIRM_TOKEN = blake3(CONFIRM_TOKEN_DOMAIN)
@@ -133,8 +135,19 @@ def person_key(repository_id: str) -> bytes:
     return blake3(PERSON_KEY_DOMAIN + repository_id.encode("utf-8")).digest()
 
 
+_PERSON_DIGEST_RE = re.compile(r"pk:[0-9a-f]{64}\Z")
+
+
+def is_person_digest(text: object) -> bool:
+    return isinstance(text, str) and _PERSON_DIGEST_RE.match(text) is not None
+
+
 def person_digest(person: str, key: bytes) -> str:
-    """The keyed digest that stands for a person id wherever cas must record whose data it is."""
+    """The keyed digest that stands for a person id wherever cas must record whose data it is.
+    A person that is already such a digest (`pk:` and 64 hex digits: what a captured run
+    names instead of its user id, docs/capture.md) stands for itself."""
+    if _PERSON_DIGEST_RE.match(person):
+        return person
     return PERSON_PREFIX + blake3(person.encode("utf-8"), key=key).hexdigest()
 
 

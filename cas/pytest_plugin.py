@@ -121,7 +121,7 @@ _PASSED = pytest.StashKey[bool]()
 def cas_cassette(request, cas_case):
     """The cassette of the case under this test (cas.cassettes.Cassette): wrap the test's
     model and tool calls with `cas_cassette.wrap(fn, name=...)`, or its HTTP with
-    `with cas_cassette.http(): ...`."""
+    `with cas.cassette_http.use(cas_cassette): ...`."""
     marker = request.node.get_closest_marker(MARKER)
     state = request.config.stash[_STATE]
     book = state.book(marker.args[0], request.node.nodeid.split("[", 1)[0])

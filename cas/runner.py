@@ -252,7 +252,7 @@ def load_callable(spec: Any, what: str = "executor") -> Callable:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:  # the user's module failed to import: say how, never a traceback
         raise InvalidArgument(f"{what} {spec!r}: cannot import {module_name!r} "
-                              f"({_exception_text(exc)})", reason="INVALID_CALLABLE") from None
+                              f"({exception_text(exc)})", reason="INVALID_CALLABLE") from None
     for part in attr.split("."):
         try:
             target = getattr(target, part)
@@ -292,7 +292,7 @@ def load_scorer(spec: Any) -> Callable:
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def _exception_text(exc: BaseException) -> str:
+def exception_text(exc: BaseException) -> str:
     """`Type: message` of an exception (`module.Type` outside the builtins), one line, kept
     short and always encodable."""
     cls = type(exc)
@@ -302,10 +302,10 @@ def _exception_text(exc: BaseException) -> str:
         message = exc.message if isinstance(exc, CasError) else str(exc)
     except Exception:
         message = ""
-    return _clean(f"{name}: {message}" if message else name)
+    return clean_reason(f"{name}: {message}" if message else name)
 
 
-def _clean(text: str) -> str:
+def clean_reason(text: str) -> str:
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # no lone surrogate
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
 
@@ -314,7 +314,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _is_async(fn: Callable) -> bool:
+def is_async(fn: Callable) -> bool:
     return inspect.iscoroutinefunction(fn) or \
         inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
@@ -349,7 +349,7 @@ class _Threads:
             except BaseException as exc:  # handed to the loop, which decides
                 value, error = None, exc
             try:
-                self._loop.call_soon_threadsafe(_settle, future, value, error)
+                self._loop.call_soon_threadsafe(settle, future, value, error)
             except RuntimeError:  # the loop is closed: nobody waits for this any more
                 pass
 
@@ -358,7 +358,7 @@ class _Threads:
             self._queue.put(None)
 
 
-def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
+def settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
     if future.done():  # cancelled: the case was already marked
         return
     if error is not None:
@@ -452,8 +452,9 @@ class SuiteRunner:
     terminal=True}. An executor that declares a `cassette` parameter gets each case's
     cassette from `cassettes` (a cas.cassettes.CassetteBook); a run whose cassette was stale
     or left exchanges unused (strict) is ERRORED, and what it recorded is saved at the end.
-    `scorer(case, answer) -> {metric: value}` (sync or async) scores each COMPLETED case. `timeout` (seconds) bounds each case's executor and scorer. `artefacts` is
-    a directory for per-case evidence. `shard` ("i/n") runs only that shard's cases.
+    `scorer(case, answer) -> {metric: value}` (sync or async) scores each COMPLETED case.
+    `timeout` (seconds) bounds each case's executor and scorer. `artefacts` is a directory
+    for per-case evidence. `shard` ("i/n") runs only that shard's cases.
     On SIGINT or SIGTERM (with `handle_signals`, in the main thread) the run stops starting
     cases, waits up to `grace` seconds for the running ones (a second signal cuts it short),
     marks the rest INCOMPLETE and returns its result. `progress(done, total)` is called after
@@ -506,8 +507,8 @@ class SuiteRunner:
             raise InvalidArgument("cassettes are for an executor that declares a `cassette` "
                                   "parameter (async def f(case, *, run_id, cassette)); this "
                                   "one does not", reason="CASSETTE_UNUSED_BY_EXECUTOR")
-        self._async_executor = _is_async(executor)
-        self._async_scorer = scorer is not None and _is_async(scorer)
+        self._async_executor = is_async(executor)
+        self._async_scorer = scorer is not None and is_async(scorer)
         self._state: _State | None = None
 
     # -- entry points ---------------------------------------------------------------------
@@ -688,7 +689,7 @@ class SuiteRunner:
                 if inspect.isawaitable(returned):
                     returned = await returned
         except Exception as exc:
-            text = _exception_text(exc)
+            text = exception_text(exc)
             return (result(ERRORED, f"the executor raised {text}"),
                     {"run_id": rid, "status": "raised", "error": text,
                      **_cassette_doc(cassette)})
@@ -720,8 +721,8 @@ class SuiteRunner:
             encoding.check_json(answer, "answer")
         except InvalidArgument as exc:  # InvalidJSONValue, or nested too deep
             doc["answer_repr"] = encoding.describe(answer)
-            return (result(ERRORED, _clean(f"the answer is not a JSON value: {exc.message}")),
-                    doc)
+            problem = f"the answer is not a JSON value: {exc.message}"
+            return result(ERRORED, clean_reason(problem)), doc
         answer = _DECODE(_ENCODE(answer))  # plain JSON values, shared with nobody
         doc["answer"] = answer
         doc.update(_cassette_doc(cassette))
@@ -744,7 +745,7 @@ class SuiteRunner:
                 if inspect.isawaitable(scores):
                     scores = await scores
         except Exception as exc:
-            return result(ERRORED, f"the scorer raised {_exception_text(exc)}"), doc
+            return result(ERRORED, f"the scorer raised {exception_text(exc)}"), doc
         checked, problem = _check_scores(scores)
         if problem is not None:
             return result(ERRORED, problem), doc
@@ -787,7 +788,7 @@ def _check_scores(scores: Any) -> tuple[dict | None, str | None]:
         for metric, value in scores.items():
             out[check_label(metric, "metric")] = check_value(value)
     except CasError as exc:
-        return None, _clean(f"the scorer returned an invalid score: {exc.message}")
+        return None, clean_reason(f"the scorer returned an invalid score: {exc.message}")
     return out, None
 
 

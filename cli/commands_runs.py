@@ -14,7 +14,11 @@ def runs() -> None:
 
 
 @runs.command("import")
-@click.argument("file", type=click.File("rb"))
+@click.argument("file", type=click.File("rb"), required=False, metavar="FILE")
+@click.option("--from-captures", "captures", default=None, metavar="DIR",
+              type=click.Path(file_okay=False),
+              help="Import the records of a local capture store (docs/capture.md) instead of "
+                   "FILE; needs --tenant.")
 @click.option("--format", "fmt", default="native", show_default=True, metavar="FORMAT",
               help="native (cas's JSON Lines), auto, openai-chat, openai-responses, anthropic, "
                    "otel-genai, openinference, inspect or langsmith.")
@@ -31,13 +35,35 @@ def runs() -> None:
                    "recorded with you as author). Repeatable; holds for this import only.")
 @json_option
 @pass_ctx
-def runs_import(ctx: Context, file, fmt: str, container, tenant, person, tenant_from,
+def runs_import(ctx: Context, file, captures, fmt: str, container, tenant, person, tenant_from,
                 person_from, allow_erased: tuple[str, ...]) -> None:
     """Import runs from FILE ('-' for stdin): all or nothing. Another format's documents are
     converted first (docs/importers.md). Runs naming a person an erasure deleted are refused
-    unless --allow-erased-person names them."""
+    unless --allow-erased-person names them. --from-captures DIR imports a local capture
+    store's records instead."""
     import cas.importers
     from cas.errors import InvalidArgument
+    if (file is None) == (captures is None):
+        raise click.UsageError("give FILE or --from-captures DIR (one of them)")
+    if captures is not None:
+        from cas.capture_stores import import_captures
+        others = [f"--{n}" for n, v in (("container", container), ("person", person),
+                                         ("tenant-from", tenant_from),
+                                         ("person-from", person_from)) if v is not None]
+        if others or fmt != "native":
+            raise InvalidArgument(f"{(others or ['--format'])[0]} does not apply to "
+                                  "--from-captures (capture records have one shape, and name "
+                                  "nobody)", reason="USAGE")
+        result, torn = import_captures(ctx.repo(), captures, tenant or "",
+                                       allow_erased_persons=list(allow_erased))
+        for path, line in torn:
+            click.echo(f"cas: warning: {path} line {line}: a torn or unreadable capture record "
+                       "was skipped", err=True)
+        ctx.emit({"imported": result.new, "unchanged": result.unchanged,
+                  "warnings": result.warnings, "torn": [{"file": p, "line": n} for p, n in torn]},
+                 f"imported {len(result.new)} runs ({result.unchanged} already present, "
+                 "unchanged) from captures")
+        return
     source = getattr(file, "name", "stdin")
     if fmt == "native":
         given = [f"--{n}" for n, v in (("container", container), ("tenant", tenant),

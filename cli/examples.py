@@ -76,6 +76,52 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("cas suite diff before.json after.json",
           "The cases whose answers or outcomes changed between two runs."),
     ),
+    "evalset": (
+        E("cas evalset list support-regressions --kind failure",
+          "The failures of an eval set, oldest first."),
+        E("cas evalset regress support-regressions@7 --replay my_agent.evals:replay",
+          "Re-run every scenario of version 7 against its baselines."),
+    ),
+    "evalset list": (
+        E("cas evalset list support-regressions", "Every scenario of the head, oldest first."),
+        E("cas evalset list support-regressions --kind win --json",
+          "Only the wins (the scenarios to protect), as JSON."),
+    ),
+    "evalset show": (
+        E(f"cas evalset show support-regressions {CASE}",
+          "One scenario: signature, baseline, replay input, notes."),
+    ),
+    "evalset capture": (
+        E("cas evalset capture support-regressions --session s-42 --kind failure "
+          "--signature tool_failed:search --baseline success=0",
+          "Keep a failure to fix; seals a version."),
+        E("cas evalset capture support-regressions --session s-43 --kind win "
+          "--signature refund --baseline success=1 --replay-input '{\"q\": \"refund\"}'",
+          "Keep a win to protect, with the input a replay starts from."),
+    ),
+    "evalset attach": (
+        E(f"cas evalset attach support-regressions {CASE} "
+          "--replay-input '{\"q\": \"where is my order\"}'",
+          "Make a scenario replayable (its id changes; seals a version)."),
+    ),
+    "evalset matching": (
+        E("cas evalset matching support-regressions --signature tool_failed:search",
+          "The failures with this condition, newest first."),
+    ),
+    "evalset renew": (
+        E("cas evalset renew support-regressions",
+          "After an erasure retired the head, seal a version of what is left."),
+    ),
+    "evalset regress": (
+        E("cas evalset regress support-regressions@7 --replay my_agent.evals:replay "
+          "--timeout 60",
+          "Re-run each scenario; exit 12: a win regressed, 13: one unchecked."),
+        E("cas evalset regress support-regressions@7 --replay my_agent.evals:replay "
+          "--scorer my_agent.evals:score --lower-is-better latency_s --json",
+          "Score the new runs yourself; lower latency is better."),
+        E("cas evalset regress support-regressions@7 --no-record",
+          "Without --replay nothing is re-run: every scenario is reported skipped."),
+    ),
     "serve": (
         E("cas serve", "Serve the review page at http://127.0.0.1:8300/ (this machine only)."),
         E("cas --repo /srv/evals serve --port 8400",
@@ -100,6 +146,8 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
           "Detect the format of the API traffic recorded in a vcrpy cassette."),
         E("cas runs import --allow-erased-person p-2231 runs-0601.jsonl",
           "Admit again an erased person who gave new consent (this import only)."),
+        E("cas runs import --from-captures data/eval-captures --tenant acme",
+          "The records of a local capture store, as runs ready for review."),
     ),
     "runs list": (
         E("cas runs list --tenant acme --since 2026-05-12 --limit 20",

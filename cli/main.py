@@ -11,6 +11,7 @@ from . import (
     commands_cassette,
     commands_dataset,
     commands_erasure,
+    commands_evalset,
     commands_export,
     commands_log,
     commands_promote,
@@ -69,7 +70,8 @@ WORKFLOWS = (
     ("Datasets and versions", ("dataset", "promote", "remove", "seal", "commit", "show",
                                "items", "case", "diff", "prove", "verify-proof", "log",
                                "export", "replay", "settings")),
-    ("Scores and experiments", ("pin", "pin-verify", "score", "experiment", "suite", "cassette")),
+    ("Scores and experiments", ("pin", "pin-verify", "score", "experiment", "suite", "cassette",
+                                "evalset")),
     ("Erasure and retirement", ("erase", "erasures", "retire", "version")),
     ("Repository", ("init", "fsck", "gc", "mirror", "cat")),
 )
@@ -148,7 +150,7 @@ def cli(ctx: click.Context, repo_location: str | None, as_json: bool) -> None:
 for _module in (commands_repo, commands_dataset, commands_version, commands_promote,
                 commands_runs, commands_scores, commands_erasure, commands_replay, commands_export,
                 commands_log, commands_serve, commands_suite, commands_suite_run,
-                commands_cassette):
+                commands_cassette, commands_evalset):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 examples.attach(cli)  # every command's --help ends with examples (cli/examples.py)

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import cassettes, encoding, runner
+from cas import cassette_http, cassettes, encoding, runner
 from cas.backends.memory import MemoryBackend
 from cas.cassettes import (LIVE, RECORD, RECORD_MISSING, REPLAY, Cassette, CassetteBook,
                            RecordedError, StaleCassette, UnusedExchanges)
@@ -225,7 +225,7 @@ SECRETS = ("sk-TOPSECRETTOPSECRETTOPSECRET", "COOKIESECRET", "QUERYSECRET", "SET
 
 def _post(c: Cassette, base: str, text: str) -> dict:
     import httpx
-    with c.http():
+    with cassette_http.use(c):
         r = httpx.post(f"{base}/v1/chat?api_key=QUERYSECRET&model=m", json={"q": text},
                        headers={"Authorization": f"Bearer {SECRETS[0]}",
                                 "Cookie": "sid=COOKIESECRET", "X-Api-Key": "HEADERSECRET"})
@@ -249,7 +249,7 @@ def test_http_is_recorded_replayed_and_never_stores_a_credential(server):
         _post(Cassette(rec.exchanges, REPLAY), server, "changed")
     assert "QUERYSECRET" not in e.value.message
     with pytest.raises(StaleCassette):  # an SDK wrapping vcrpy's refusal in its own error
-        with Cassette(rec.exchanges, REPLAY).http():
+        with cassette_http.use(Cassette(rec.exchanges, REPLAY)):
             try:
                 import httpx
                 httpx.post(f"{server}/v1/other", json={})
@@ -287,8 +287,6 @@ _TOKEN = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789
        st.sampled_from(["api_key", "key", "token", "access_token", "sig", "client_secret"]))
 def test_no_generated_credential_reaches_a_recorded_http_exchange(secret, header, param):
     from vcr.request import Request
-
-    from cas import cassette_http
     value = f"Bearer {secret}" if header.endswith("Authorization") else secret
     request = Request("POST", f"https://api.example.com/v1?{param}={secret}&model=m",
                       json.dumps({"auth": f"Bearer {secret}", "q": "hi"}).encode(),
@@ -304,9 +302,9 @@ def test_no_generated_credential_reaches_a_recorded_http_exchange(secret, header
 
 def test_two_http_cassettes_at_once_are_refused(server):
     a, b = Cassette(mode=RECORD), Cassette(mode=RECORD)
-    with a.http():
+    with cassette_http.use(a):
         with pytest.raises(cas.FailedPrecondition) as e:
-            with b.http():
+            with cassette_http.use(b):
                 pass
     assert e.value.reason == "CASSETTE_HTTP_BUSY"
 

@@ -231,6 +231,10 @@ DERIVED_INPUTS = [
      "b3:", 64),
     ("cassette-request", b"cas:cassette-request\x00",
      ["call", "search", {"query": "refund policy"}], "b3:", 64),
+    ("evalset-regression", b"cas:evalset-regression\x00",
+     {"pin": "support-regressions@3#b3:" + "5" * 64, "replay": "my_agent.evals:replay",
+      "scorer": None, "system_context": "", "lower_is_better": [], "tolerance": 0.0},
+     "regress-", 12),
     # Not canonical JSON: the UTF-8 bytes of an idempotency key, in the "idempotency" kind's
     # domain (kept: it names where claims are found).
     ("idempotency-claim-name", b"cas:idempotency\x00", "promote-2026-11-30", "", 64),
@@ -288,7 +292,8 @@ def test_golden_files_are_consistent_in_themselves():
         assert data.decode("utf-8") == vec["input"]
         assert dom.decode("ascii") == vec["domain"].replace("\\0", "\x00")
         h = blake3(dom + data).hexdigest()
-        assert vec["output"].split("-", 1)[-1].removeprefix("b3:") in (h, h[:32])
+        tail = vec["output"].split("-", 1)[-1].removeprefix("b3:")
+        assert len(tail) in (12, 32, 64) and h.startswith(tail)
 
 
 def test_derived_vectors_agree_with_library():
@@ -308,6 +313,11 @@ def test_derived_vectors_agree_with_library():
     from cas import cassettes
     assert cassettes.request_key(*json.loads(vec["cassette-request"]["input"])) == \
         vec["cassette-request"]["output"]
+    from cas import evalset, scores
+    inputs = json.loads(vec["evalset-regression"]["input"])
+    named = type("F", (), {"__module__": "my_agent.evals", "__qualname__": "replay"})
+    assert evalset.experiment_name(scores.as_pin(inputs["pin"]), named, None, "", [], 0.0) \
+        == vec["evalset-regression"]["output"]
     result = json.loads(vec["suite-result"]["input"])
     ref = runner.SuiteRef(**result["suite"])
     rows = [runner.CaseResult(**r) for r in result["results"]]
