@@ -70,7 +70,8 @@ def list_(ctx: Context, name: str, kind: str | None) -> None:
 
     def human() -> str:
         return "\n".join([_row(s) for s in rows] +
-                         [f"{_where(name, corpus.version)}: {len(rows)} scenarios"])
+                         [f"{_where(name, corpus.version)}: {len(rows)} "
+                          f"scenario{'' if len(rows) == 1 else 's'}"])
     ctx.emit({"evalset": name, "version": corpus.version, "scenarios": to_json(rows)}, human)
 
 
@@ -164,7 +165,8 @@ def matching(ctx: Context, name: str, labels: tuple[str, ...]) -> None:
 
     def human() -> str:
         return "\n".join([_row(s) for s in rows] +
-                         [f"{_where(name, corpus.version)}: {len(rows)} matching failures"])
+                         [f"{_where(name, corpus.version)}: {len(rows)} matching "
+                          f"failure{'' if len(rows) == 1 else 's'}"])
     ctx.emit({"evalset": name, "version": corpus.version, "labels": sorted(set(labels)),
               "scenarios": to_json(rows)}, human)
 

@@ -440,3 +440,32 @@ def test_the_span_processor_turns_genai_agent_spans_into_events():
     assert capture.stats()["rejected"] == 1
     from cas.capture_records import format_record
     assert b"SESSION-X" not in format_record(r) and b"USER-X" not in format_record(r)
+
+
+def test_the_presidio_redactor_masks_what_presidio_detects(tmp_path):
+    """With a real Presidio analyzer over a blank spaCy pipeline (its pattern recognizers need
+    no trained model; a trained one, which PyPI does not carry, adds names and places)."""
+    import spacy
+    from presidio_analyzer import AnalyzerEngine
+    from presidio_analyzer.nlp_engine import SpacyNlpEngine
+
+    from cas.capture_presidio import presidio_redactor
+    spacy.blank("en").to_disk(tmp_path / "blank-en")
+    engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": str(tmp_path / "blank-en")}])
+    analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=["en"])
+    store = ListStore()
+    capture.register_store("mem", store)
+    capture.rule(lambda e: True, store="mem")
+    capture.redactor(presidio_redactor(analyzer, entities=["EMAIL_ADDRESS", "CREDIT_CARD"]))
+    capture.submit(event(1, input_text="refund to ada.lovelace@example.com, card "
+                                       "4111 1111 1111 1111",
+                         output_text="done for ada.lovelace@example.com",
+                         tool_calls=(ToolCall(name="refund", arguments={"card": "4111"},
+                                              error="declined"),)))
+    assert capture.flush(10)
+    [r] = store.records
+    assert r.content == "redacted"
+    assert r.input_text == "refund to <EMAIL_ADDRESS>, card <CREDIT_CARD>"
+    assert r.output_text == "done for <EMAIL_ADDRESS>"
+    assert [(t.name, t.failed, t.arguments, t.error) for t in r.tool_calls] == \
+        [("refund", True, None, None)]
