@@ -169,7 +169,8 @@ def sample_rate(environ=os.environ) -> float:
 
 # -- the caller's side --------------------------------------------------------------------------
 def submit(event: CaptureEvent) -> bool:
-    """Queue `event` for capture; returns at once. False when capture is off, no rule is
+    """Queue `event` (a CaptureEvent, a dict of its fields, or a function of no argument that
+    the worker calls to build one) for capture; returns at once. False when capture is off, no rule is
     registered, or the queue is full (the capture is dropped and counted)."""
     if not enabled() or _R.rule is None:
         _R.counts["off"] += 1
@@ -369,6 +370,8 @@ _EVENT = msgspec.convert
 def _event(event: Any) -> CaptureEvent:
     if isinstance(event, CaptureEvent):
         return event
+    if callable(event):  # built in the worker (the span processor's: never on the caller's path)
+        return _event(event())
     return _EVENT(event, CaptureEvent)  # a dict, for callers without the Struct
 
 

@@ -3,6 +3,7 @@ that already traces its agent captures without new code (docs/capture.md)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections import OrderedDict
@@ -16,6 +17,8 @@ except ImportError as exc:  # an extra: say which
     raise FailedPrecondition("the capture span processor needs the OpenTelemetry SDK: pip "
                              "install 'cas-datasets[otel]'", reason="EXTRA_REQUIRED",
                              extra="otel") from exc
+
+import msgspec
 
 from . import capture
 from .capture_records import COMPLETED, FAILED, CaptureEvent, ToolCall
@@ -75,15 +78,49 @@ def _error_type(span) -> str | None:
     return None
 
 
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(t for t in (_text_of(p.get("text", p.get("content")))
+                                     if isinstance(p, dict) else _text_of(p)
+                                     for p in content) if t)
+    return ""
+
+
+def _conversation(root, members: list) -> tuple[str, str, tuple[ToolCall, ...]] | None:
+    """(input text, output text, tool calls) of the spans as a run the otel-genai importer
+    converts them to, or None when it cannot read them."""
+    from .importers import convert
+    try:
+        docs = [json.loads(s.to_json()) for s in (*members, root)]
+        runs = convert(json.dumps(docs).encode(), "otel-genai", source="capture spans",
+                       tenant="capture")
+    except Exception:
+        return None
+    if len(runs) != 1:
+        return None
+    steps = runs[0].get("steps") or []
+    messages = [m for m in steps if m.get("type") == "message"]
+    users = [_text_of(m.get("content")) for m in messages if m.get("role") == "user"]
+    replies = [_text_of(m.get("content")) for m in messages if m.get("role") == "assistant"]
+    tools = tuple(ToolCall(name=str(t.get("tool_name") or "tool"),
+                           arguments=t.get("arguments"), result=t.get("result"),
+                           error=t.get("error"), status="error" if t.get("error") else None)
+                  for t in steps if t.get("type") == "tool_call")
+    first = runs[0].get("input")
+    last = runs[0].get("output")
+    return (first if isinstance(first, str) else next((u for u in users if u), ""),
+            last if isinstance(last, str) else next((r for r in reversed(replies) if r), ""),
+            tools)
+
+
 class CaptureSpanProcessor(SpanProcessor):
     """Add to a TracerProvider (`provider.add_span_processor(CaptureSpanProcessor())`). GenAI
     spans (those with `gen_ai.operation.name`) wait, per trace, until the agent span they
     belong to ends (`invoke_agent`, `create_agent`, `invoke_workflow`, or a GenAI span that is
-    the root of its trace); that span becomes
-    one CaptureEvent: agent `gen_ai.agent.name`, session `gen_ai.conversation.id`, user
-    `user.id`, input and output from `gen_ai.input.messages`/`gen_ai.output.messages` (of
-    the agent span, else of its model calls), tool calls from its `execute_tool` spans, failed
-    when its status is ERROR or it has `error.type`. Then `cas.capture.submit(event)`."""
+    the root of its trace); that span and the spans under it become one CaptureEvent, built
+    in the capture worker (`event_of`), and are submitted with `cas.capture.submit`."""
 
     def __init__(self, agent: str | None = None) -> None:
         self.agent = agent  # the agent name when the spans do not give one
@@ -110,7 +147,8 @@ class CaptureSpanProcessor(SpanProcessor):
                 if op not in AGENT_OPS and span.parent is not None:
                     return  # a part of an invocation: its agent span ends later
                 members = self._take(trace_id, span)
-            capture.submit(self._event(span, members))
+            # built by the capture worker, not here: on_end runs in the traced code's thread
+            capture.submit(functools.partial(self.event_of, span, members))
         except Exception:  # tracing must never break the traced code
             return None
 
@@ -136,7 +174,21 @@ class CaptureSpanProcessor(SpanProcessor):
             self._traces.pop(trace_id, None)
         return sorted(members, key=lambda s: s.start_time or 0)
 
-    def _event(self, root, members: list) -> CaptureEvent:
+    def event_of(self, root, members: list) -> CaptureEvent:
+        """The event of an agent span and the GenAI spans under it. The conversation and the
+        tool calls are read as the otel-genai importer reads spans (every version of the
+        GenAI conventions it knows: attributes, span events); its own reading of
+        `gen_ai.*.messages` and `execute_tool` spans is the fallback."""
+        read = _conversation(root, members)
+        event = self._attribute_event(root, members)
+        if read is None:
+            return event
+        input_text, output_text, tools = read
+        return msgspec.structs.replace(event, input_text=input_text or event.input_text,
+                                       output_text=output_text or event.output_text,
+                                       tool_calls=tools or event.tool_calls)
+
+    def _attribute_event(self, root, members: list) -> CaptureEvent:
         attrs = dict(root.attributes or {})
         tools = []
         inputs: list[str] = []

@@ -436,7 +436,7 @@ def test_the_span_processor_turns_genai_agent_spans_into_events():
     assert (r.agent_name, r.status, r.error_type) == ("support", "failed", "RefundError")
     assert (r.input_text, r.output_text) == ("refund 7", "cannot")
     assert [(t.name, t.failed, t.arguments, t.error) for t in r.tool_calls] == \
-        [("refund", True, {"order": 7}, "order closed")]
+        [("refund", True, {"order": 7}, {"status": "error", "message": "order closed"})]
     assert capture.stats()["rejected"] == 1
     from cas.capture_records import format_record
     assert b"SESSION-X" not in format_record(r) and b"USER-X" not in format_record(r)
@@ -469,3 +469,27 @@ def test_the_presidio_redactor_masks_what_presidio_detects(tmp_path):
     assert r.output_text == "done for <EMAIL_ADDRESS>"
     assert [(t.name, t.failed, t.arguments, t.error) for t in r.tool_calls] == \
         [("refund", True, None, None)]
+
+
+def test_the_span_processor_reads_the_older_conventions_span_events_too():
+    """A model-call span at the root of its trace (as OpenAI's instrumentation emits it), its
+    messages as `gen_ai.*.message` span events: read as the otel-genai importer reads them."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from cas.capture_otel import CaptureSpanProcessor
+    store = ListStore()
+    capture.register_store("mem", store)
+    capture.rule(lambda e: True, store="mem")
+    capture.redactor(lambda r: r)
+    provider = TracerProvider()
+    provider.add_span_processor(CaptureSpanProcessor(agent="chatbot"))
+    with provider.get_tracer("t").start_as_current_span("chat gpt-4o", attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.system": "openai"}) as span:
+        span.add_event("gen_ai.system.message", {"content": "be brief"})
+        span.add_event("gen_ai.user.message", {"content": "where is order 7?"})
+        span.add_event("gen_ai.assistant.message", {"content": "it shipped"})
+    assert capture.flush(5)
+    [r] = store.records
+    assert (r.agent_name, r.status, r.input_text) == ("chatbot", "completed",
+                                                      "where is order 7?")
+    assert r.output_text == "it shipped"
