@@ -300,6 +300,57 @@ def test_no_generated_credential_reaches_a_recorded_http_exchange(secret, header
     assert b"model=m" in stored and b"application/json" in stored
 
 
+class _ChatHandler(http.server.BaseHTTPRequestHandler):
+    """Answers OpenAI's chat completions API, as a model server would (its replies echo)."""
+
+    hits: list = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        type(self).hits.append(dict(self.headers))
+        out = json.dumps({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": body["model"], "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                              "total_tokens": 2},
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": "echo: " + body["messages"][-1]["content"]}}],
+        }).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_openai_sdk_records_and_replays_through_the_http_adapter():
+    import openai
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        client = openai.OpenAI(api_key=SECRETS[0], max_retries=0,
+                               base_url=f"http://127.0.0.1:{srv.server_port}/v1")
+
+        def ask(c: Cassette, text: str) -> str:
+            with cassette_http.use(c):
+                reply = client.chat.completions.create(
+                    model="gpt-x", messages=[{"role": "user", "content": text}])
+            return reply.choices[0].message.content
+        rec = Cassette(mode=RECORD)
+        assert ask(rec, "hi") == "echo: hi" and len(_ChatHandler.hits) == 1
+        assert SECRETS[0].encode() not in encoding.encode(rec.exchanges)
+        replay = Cassette(rec.exchanges, REPLAY)
+        assert ask(replay, "hi") == "echo: hi" and len(_ChatHandler.hits) == 1  # no live call
+        replay.check()
+        with pytest.raises(StaleCassette, match="chat/completions has no recording.*body"):
+            ask(Cassette(rec.exchanges, REPLAY), "changed")  # the SDK wraps vcrpy's refusal
+        assert len(_ChatHandler.hits) == 1
+    finally:
+        srv.shutdown()
+
+
 def test_two_http_cassettes_at_once_are_refused(server):
     a, b = Cassette(mode=RECORD), Cassette(mode=RECORD)
     with cassette_http.use(a):
