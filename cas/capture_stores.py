@@ -269,6 +269,7 @@ class RepositoryCaptureStore:
         if not tenant:
             raise InvalidArgument("a repository capture store names the tenant its runs get")
         self.repo, self.tenant, self.evalset, self.author = repo, tenant, evalset, author
+        self.erased_skipped = 0  # records of erased persons left out
 
     def person_key(self, user_id: str) -> str | None:
         return self.repo.store.person_digest(user_id)
@@ -283,11 +284,30 @@ class RepositoryCaptureStore:
         await self.append_many([record])
 
     async def append_many(self, records: list[CaptureRecord]) -> None:
-        self.repo.import_runs([run_of(r, self.tenant) for r in records], author=self.author)
+        """Import the records as runs. Those of a person an erasure deleted are left out (an
+        erasure stays erased: cas imports a person's data again only when someone admits
+        them deliberately, docs/concepts.md), counted in `erased_skipped` and logged."""
+        from .erased import erased_persons
+        from .errors import FailedPrecondition
+        for attempt in range(2):
+            erased = erased_persons(self.repo.context)
+            kept = [r for r in records if r.person is None or r.person not in erased]
+            try:
+                if kept:
+                    self.repo.import_runs([run_of(r, self.tenant) for r in kept],
+                                          author=self.author)
+                break
+            except FailedPrecondition as exc:  # erased meanwhile: leave them out too
+                if exc.reason != "PERSON_ERASED_BEFORE" or attempt:
+                    raise
+        if len(kept) < len(records):
+            self.erased_skipped += len(records) - len(kept)
+            logger.info("capture.skipped reason=person_erased count=%d",
+                        len(records) - len(kept))
         if self.evalset is not None:
             from . import evalset
             corpus = evalset.open(self.repo, self.evalset)
-            for record in records:
+            for record in kept:
                 if record.failed or record.tool_error:
                     corpus.capture_failure(record, author=self.author)
 

@@ -18,7 +18,7 @@ from blake3 import blake3
 from . import claims, encoding, leases, redaction
 from .digest import CASSETTE_REQUEST_DOMAIN, PREFIX, parse_digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound
-from .keys import cassette_log_key, numbers
+from .keys import DATASETS, cassette_log_key, numbers
 from .objects import (CassetteEntry, CassetteExchange, CassetteLog, CassetteRecord,
                       format_record_file)
 from .refs import read_log_from
@@ -402,15 +402,19 @@ def save(repo, pin: Any, executor: str, recordings: Mapping[str, Iterable[Casset
     author = checks.author(author)
     encoding.check_text(executor, "executor name")
     p = as_pin(pin)
-    repo.verify_pin(p)  # refused if it does not match, or is retired
     ctx = repo.context
-    in_force = current(repo, p.dataset)
-    records = []
-    for case_id, exchanges in sorted(recordings.items()):
-        case = repo.case(p.dataset, p.version, case_id)  # refused if the version lacks it
-        records.append(CassetteRecord(dataset=p.dataset, case_id=case_id, executor=executor,
-                                      person=case.person, exchanges=list(exchanges)))
     with leases.writing(ctx, "record cassettes") as lease:
+        # Checked under the lease: an erasure that started earlier has finished by now (it
+        # retired the version, so this refuses), and one that starts later waits for this
+        # writer and then finds the cassettes by their person.
+        repo.verify_pin(p)  # refused if it does not match, or is retired
+        in_force = current(repo, p.dataset)
+        records = []
+        for case_id, exchanges in sorted(recordings.items()):
+            case = repo.case(p.dataset, p.version, case_id)  # refused if the version lacks it
+            records.append(CassetteRecord(dataset=p.dataset, case_id=case_id,
+                                          executor=executor, person=case.person,
+                                          exchanges=list(exchanges)))
         entries = []
         with ctx.store.writer(lease.avoid_packs) as writer:
             for record in records:
@@ -421,7 +425,7 @@ def save(repo, pin: Any, executor: str, recordings: Mapping[str, Iterable[Casset
         if not entries:
             return None
         for _ in claims.attempts(f"a cassette log number of dataset {p.dataset!r}"):
-            listed = numbers(repo.backend.list(cassette_log_key(p.dataset, 1)[:-10]))
+            listed = numbers(repo.backend.list(f"{DATASETS}{p.dataset}/cassettes/"))
             number = (listed[-1] if listed else 0) + 1
             log = CassetteLog(dataset=p.dataset, number=number, entries=entries,
                               author=author, recorded_at=ctx.clock())

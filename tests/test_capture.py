@@ -304,6 +304,23 @@ def test_repository_store_makes_reviewable_runs_that_erasure_finds_without_the_u
     assert repo.fsck().ok
 
 
+def test_the_repository_store_leaves_out_an_erased_persons_new_captures(caplog):
+    repo = cas.Repository.create(MemoryBackend())
+    store = capture.RepositoryCaptureStore(repo, "acme")
+    capture.register_store("repo", store)
+    capture.rule(lambda e: True, store="repo")
+    capture.submit(event(0, user_id="alice"))
+    assert capture.flush(5)
+    repo.erase("alice", confirm_token=repo.erase("alice")["confirm_token"], author=ADA)
+    with caplog.at_level(logging.INFO, logger="cas.capture"):
+        capture.submit(event(1, user_id="alice"))  # erased: stays erased
+        capture.submit(event(2, user_id="bob"))    # the same batch or not, bob's is kept
+        assert capture.flush(5)
+    assert [capture.record_of(repo.run(r)).invocation_id for r in repo.runs()] == ["inv-2"]
+    assert store.erased_skipped == 1 and "capture.skipped reason=person_erased" in caplog.text
+    assert capture.stats().get("failed", 0) == 0
+
+
 def test_runs_import_from_captures(tmp_path, monkeypatch):
     from click.testing import CliRunner
 

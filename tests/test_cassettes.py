@@ -503,6 +503,20 @@ def test_erasing_the_person_deletes_their_cassettes_everywhere(repo):
         CassetteBook(repo, pin(repo), "cas:cassette", REPLAY)
 
 
+def test_a_recording_kept_while_its_person_was_erased_is_refused_not_stored(repo):
+    book = CassetteBook(repo, pin(repo), "cas:cassette", RECORD)
+    case_id = next(c for c in repo.items("evals", 1).items
+                   if repo.case("evals", 1, c).person == "user-1")
+    cassette = book.cassette(case_id)
+    cassette.call("search", {"q": 1}, lambda: ["PAYLOAD-LATE"])
+    book.keep(case_id, cassette)
+    repo.erase("user-1", confirm_token=repo.erase("user-1")["confirm_token"], author=ADA)
+    with pytest.raises(cas.FailedPrecondition) as e:
+        book.save()
+    assert e.value.reason == "EVALUATION_DATASET_VERSION_RETIRED"
+    assert b"PAYLOAD-LATE" not in all_bytes(repo) and repo.fsck().ok
+
+
 def test_a_mirror_copies_the_cassettes(repo, tmp_path):
     run_version(repo, RECORD)
     from cas import mirror
