@@ -268,7 +268,11 @@ class RepositoryCaptureStore:
         encoding.check_text(tenant, "tenant")
         if not tenant:
             raise InvalidArgument("a repository capture store names the tenant its runs get")
-        self.repo, self.tenant, self.evalset, self.author = repo, tenant, evalset, author
+        # Its own Repository over the same storage: the worker thread writes through it while
+        # the application may use `repo` in others, and a Repository's caches are not shared
+        # across threads.
+        self.repo = type(repo)(repo.backend, repo.clock, repo.time)
+        self.tenant, self.evalset, self.author = tenant, evalset, author
         self.erased_skipped = 0  # records of erased persons left out
 
     def person_key(self, user_id: str) -> str | None:
@@ -314,10 +318,14 @@ class RepositoryCaptureStore:
     async def list(self, since: Any = None, limit: int = 100) -> list[CaptureRecord]:
         since_text, limit = _since_text(since), _limit(limit)
         found = []
+        from .errors import NotFound
         for run_id in self.repo.runs():
             if not run_id.startswith(RUN_PREFIX):
                 continue
-            record = record_of(self.repo.run(run_id))
+            try:
+                record = record_of(self.repo.run(run_id))
+            except NotFound:  # erased since this store's repository listed the runs
+                continue
             if record is not None and (since_text is None or record.captured_at >= since_text):
                 found.append(record)
         found.sort(key=lambda r: (r.captured_at, r.id), reverse=True)
