@@ -510,3 +510,20 @@ def test_the_span_processor_reads_the_older_conventions_span_events_too():
     assert (r.agent_name, r.status, r.input_text) == ("chatbot", "completed",
                                                       "where is order 7?")
     assert r.output_text == "it shipped"
+
+
+def test_the_repository_store_on_each_backend(location, monkeypatch):
+    """Captures into a local directory and into S3 (SeaweedFS): the runs are there for any
+    process that opens the repository, and the erasure of the user deletes them."""
+    monkeypatch.setenv("CAS_USER", ADA)
+    repo = cas.init(location)
+    capture.register_store("repo", capture.RepositoryCaptureStore(repo, "acme"))
+    capture.rule(lambda e: e.failed, store="repo")
+    capture.redactor(lambda r: r)
+    capture.submit(event(5, status="failed", user_id="dana"))
+    assert capture.flush(10)
+    other = cas.open(location)
+    [run_id] = other.runs()
+    assert other.run(run_id).input == "question 5"
+    other.erase("dana", confirm_token=other.erase("dana")["confirm_token"], author=ADA)
+    assert cas.open(location).runs() == [] and cas.open(location).fsck().ok

@@ -596,3 +596,21 @@ def test_the_plugin_fixture_records_then_replays(pytester, tmp_path, monkeypatch
                                           "replay", "-p", "no:randomly")
     second.assert_outcomes(passed=2)
     assert len(cassettes.current(cas.open(location), "evals")) == 2
+
+
+def test_cassettes_on_each_backend_mirror_and_erase(location, tmp_path, monkeypatch):
+    """On a local directory and on S3 (SeaweedFS): recorded, replayed, mirrored to a local
+    copy, and erased with their person in every byte of the repository."""
+    from cas import mirror
+    monkeypatch.setenv("CAS_USER", ADA)
+    r = cas.init(location)
+    r.create_dataset("evals", admission="direct")
+    r.commit("evals", base=None, add=[frozen(i) for i in range(3)], author=ADA)
+    assert run_version(r, RECORD)[0].ok and run_version(r, REPLAY)[0].ok
+    copy_at = str(tmp_path / "copy")
+    mirror.copy(location, copy_at)
+    copy = cas.open(copy_at)
+    assert copy.fsck().ok and run_version(copy, REPLAY)[0].ok
+    r.erase("user-2", confirm_token=r.erase("user-2")["confirm_token"], author=ADA)
+    stored = b"".join(r.backend.get(k) for k in r.backend.list(""))
+    assert b"PAYLOAD-2" not in stored and b"PAYLOAD-1" in stored and r.fsck().ok
