@@ -23,7 +23,8 @@ from .objects import CassetteLog, Proposal, RunImport, TreeLeaf, TreeNode, parse
 from .proposals import delete_proposal, sealed_by
 from .datasets import live_versions
 from .keys import (DATASETS, ERASURES, PACKS, PERSONS, import_key, index_key, pack_key,
-                   parse_cassette_log_key, parse_log_key, parse_person_index_key,
+                   parse_cassette_log_key, parse_log_key, parse_multi_index_key,
+                   parse_person_index_key,
                    parse_person_shards_key,
                    split_dataset_key)
 from .refs import read_log_from
@@ -45,6 +46,7 @@ class GcReport(NamedTuple):
     records_deleted: int = 0    # person index files of packs that are gone
     deferred: int = 0        # writers that started first and were still at work: nothing was
                              # deleted (run gc again)
+    multi_indexes_deleted: int = 0  # superseded: every pack they cover a larger one covers
 
 
 def reachable(ctx, skip: frozenset[str] = frozenset()) -> set[bytes]:
@@ -183,8 +185,24 @@ def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cut
     for key in stale_persons:
         if _person_pack(key) not in packs_now:
             records += backend.delete(key)
+    superseded = _superseded(ctx)
+    for key in superseded:  # readers no longer search them; a reader that did lists again
+        backend.delete(key)
+    store.refresh()
     return GcReport(False, len(indexed), rewritten, deleted, written, objects, reclaimed, kept,
-                    proposals, records)
+                    proposals, records, multi_indexes_deleted=len(superseded))
+
+
+def _superseded(ctx, condemned: frozenset[str] = frozenset()) -> list[str]:
+    """The multi-pack indexes a larger one supersedes (writers merge indexes, store.maintain),
+    leaving out those covering a pack in `condemned` (a rewrite drops them anyway)."""
+    readers = [packfmt.IndexReader(ctx.backend, k) for k in ctx.backend.list(PACKS)
+               if parse_multi_index_key(k)]
+    try:
+        readers = [r for r in readers if condemned.isdisjoint(r.packs)]
+        return store_module.superseded_multi_indexes(readers)
+    except NotFound:  # one was dropped since the listing (an erasure): leave it for next time
+        return []
 
 
 def _predict(ctx, indexed, batches, orphans, kept, stale, stale_persons) -> GcReport:
@@ -200,8 +218,10 @@ def _predict(ctx, indexed, batches, orphans, kept, stale, stale_persons) -> GcRe
         objects += result.dropped
         reclaimed += result.bytes_before - result.bytes_written
     reclaimed += sum(_size(ctx.backend, k) for k in orphans)
+    condemned = frozenset(pid for batch in batches for pid, _ in batch)
     return GcReport(True, len(indexed), rewritten, len(orphans), written, objects, reclaimed,
-                    kept, len(stale), len(stale_persons))
+                    kept, len(stale), len(stale_persons),
+                    multi_indexes_deleted=len(_superseded(ctx, condemned)))
 
 
 def stale_proposals(ctx, cutoff: float) -> dict:

@@ -26,6 +26,13 @@ NODE_CACHE = 8192  # inner tree nodes kept in memory
 LEAF_CACHE = 256   # tree leaves kept in memory (each holds up to 64 ids)
 READ_GAP = 64 << 10  # objects of a pack this close together are read in one request
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
+# Packs that maintain themselves (docs/format.md 8.1): once a writer sees this many pack
+# indexes that no multi-pack index covers, it merges them into one; once there are this many
+# multi-pack indexes too, it merges every pack index into one. A lookup then searches a few
+# indexes however many writes made the packs.
+AUTO_MULTI_INDEX_AT = 16
+MERGE_MULTI_INDEXES_AT = 8
+MAX_MULTI_PACKS = 65535  # a multi-pack index row names its pack by a 16-bit ordinal
 # the objects that name a person (a cassette names its case's)
 PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"], KIND_CODES["cassette"])
 
@@ -67,8 +74,9 @@ class ObjectStore:
 
     # -- reading -------------------------------------------------------------------------
     def indexes(self) -> list[packfmt.IndexReader]:
-        """The indexes to search: every multi-pack index, and the pack index of each pack that
-        no multi-pack index covers (a lookup then costs a few indexes, not one per pack)."""
+        """The indexes to search: the multi-pack indexes that cover packs no larger one does
+        (the others are superseded), and the pack index of each pack that no multi-pack index
+        covers (a lookup then costs a few indexes, not one per pack)."""
         for attempt in range(3):
             if self._indexes is not None:
                 break
@@ -76,6 +84,7 @@ class ObjectStore:
             multi = [packfmt.IndexReader(self.backend, k) for k in keys
                      if parse_multi_index_key(k)]
             try:
+                multi = _minimal_cover(multi)
                 covered = {p for m in multi for p in m.packs}
             except NotFound:  # a multi-pack index was dropped since the listing: list again
                 if attempt == 2:
@@ -346,6 +355,37 @@ class ObjectStore:
         out += [packfmt.IndexReader(self.backend, index_key(p)) for p in sorted(uncovered - have)]
         return out
 
+    def maintain(self, avoid_packs: Iterable[str] = ()) -> int:
+        """Merge pack indexes into a multi-pack index once AUTO_MULTI_INDEX_AT of them are
+        uncovered (all of them into one once MERGE_MULTI_INDEXES_AT multi-pack indexes exist
+        too); returns the bytes written (0: nothing to do). Only for a writer holding its lease:
+        the packs in `avoid_packs` (a running gc may delete them) are left out. Every index
+        merged is verified whole first, so damage is never copied into a valid-looking
+        multi-pack index; a pack replaced meanwhile (gc, erasure) just skips the merge."""
+        self.refresh()
+        avoid = set(avoid_packs)
+        found = self.indexes()
+        singles = [i.packs[0] for i in found if not i.multi and i.packs[0] not in avoid]
+        if len(singles) < AUTO_MULTI_INDEX_AT:
+            return 0
+        multis = [i for i in found if i.multi]
+        packs = set(singles)
+        if len(multis) + 1 >= MERGE_MULTI_INDEXES_AT:
+            packs.update(p for m in multis for p in m.packs if p not in avoid)
+        packs = sorted(packs)[:MAX_MULTI_PACKS]
+        blobs = []
+        for pid in packs:
+            try:
+                data = self.backend.get(index_key(pid))
+                packfmt.parse_index(data, index_key(pid))
+            except CasError:  # NotFound (replaced meanwhile) or damage (fsck's to report)
+                return 0
+            blobs.append(data)
+        data = packfmt.format_multi_index(blobs)
+        self.backend.put_if_absent(multi_index_key(data[-packfmt.DIGEST_LEN:].hex()), data)
+        self.refresh()
+        return len(data)
+
     def pack_ids(self) -> list[str]:
         return [found[0] for found in map(parse_index_key, self.backend.list(PACKS)) if found]
 
@@ -521,6 +561,23 @@ class ObjectStore:
                 backend.delete(person_shards_key(pid, shards))
         self.refresh()
 
+def _minimal_cover(multi: list[packfmt.IndexReader]) -> list[packfmt.IndexReader]:
+    """The multi-pack indexes worth searching: largest first, each kept only if it covers a
+    pack the ones kept before it do not (an index merged from others supersedes them)."""
+    kept, covered = [], set()
+    for m in sorted(multi, key=lambda m: (-len(m.packs), m.key)):
+        if not covered.issuperset(m.packs):
+            kept.append(m)
+            covered.update(m.packs)
+    return kept
+
+
+def superseded_multi_indexes(readers: list[packfmt.IndexReader]) -> list[str]:
+    """Keys of the multi-pack indexes `indexes()` no longer searches (gc deletes them)."""
+    kept = {m.key for m in _minimal_cover(readers)}
+    return sorted(m.key for m in readers if m.key not in kept)
+
+
 class PackWriter:
     """Collects objects and writes them as packs: pack first, then its index (which publishes it).
 
@@ -544,6 +601,7 @@ class PackWriter:
         self.objects_written = 0
         self.bytes_written = 0
         self.packs_written = 0
+        self._maintained = False
 
     def add(self, obj: Object, persons: Iterable[str] = ()) -> str:
         """Add a record; `persons`: the people an object names without a `person` field (the
@@ -579,6 +637,9 @@ class PackWriter:
             self.bytes_written += len(data)
             self._indexes_written = []
             self.store.refresh()
+        if self.packs_written and not self._maintained:
+            self._maintained = True  # once per batch: its later flushes add a pack or two
+            self.bytes_written += self.store.maintain(self.avoid_packs)
 
     def _flush_pending(self) -> None:
         if not self._pending:

@@ -1,5 +1,6 @@
-"""gc beside writers, deterministically: a gc runs at every storage call of a commit, a promotion
-and its seal, an import and a review batch; and each writer runs at every storage call of a gc.
+"""gc beside writers, deterministically: a gc runs at every storage call of a commit, a commit
+whose writer merges the pack indexes, a promotion and its seal, an import and a review batch;
+and each writer runs at every storage call of a gc.
 Afterwards every sealed version is complete and fsck is clean, on a local directory and on S3.
 
 The garbage is the dangerous kind (issue 10): a case a deleted version held, in a pack old
@@ -109,14 +110,27 @@ def op_review(repo, ann):
     return repo.add_reviews(req, token, reviewer=REVIEWER)
 
 
+def op_commit_merging(repo, ann):
+    """A commit whose writer merges the pack indexes into a multi-pack index (the threshold
+    is lowered for it: the seed has a handful of packs), then all of them once there are
+    several multi-pack indexes (store.maintain)."""
+    import cas.store
+    saved = cas.store.AUTO_MULTI_INDEX_AT, cas.store.MERGE_MULTI_INDEXES_AT
+    cas.store.AUTO_MULTI_INDEX_AT, cas.store.MERGE_MULTI_INDEXES_AT = 2, 1
+    try:
+        return op_commit(repo, ann)
+    finally:
+        cas.store.AUTO_MULTI_INDEX_AT, cas.store.MERGE_MULTI_INDEXES_AT = saved
+
+
 WRITERS = {"commit": op_commit, "promote+seal": op_promote_and_seal, "import": op_import,
-           "review": op_review}
+           "review": op_review, "commit+merge-indexes": op_commit_merging}
 
 
 def expect(op: str, repo: cas.Repository, result) -> None:
     """What a writer that succeeded must have left behind, readable."""
     x = cas.encode_case(X).case_id
-    if op == "commit":
+    if op.startswith("commit"):
         assert repo.case("ds", result.number, x).input == X["input"]
     elif op == "promote+seal":
         assert result is not None and result.item_count == 2
@@ -259,6 +273,19 @@ def test_a_writer_at_every_storage_call_of_a_gc(seeds, op, request):
         check_consistent(other)
     assert outcomes["ok"], outcomes
     COUNTS[request.node.name] = len(points)
+
+
+def test_the_merging_writer_does_merge(tmp_path):
+    """What the interleavings of "commit+merge-indexes" exercise: alone, that commit leaves
+    one multi-pack index over every pack, and lookups search it alone."""
+    seeds = LocalSeeds(tmp_path)
+    backend, _ = seeds.fresh()
+    op_commit_merging(cas.Repository(backend), seeds.ann)
+    fresh = cas.Repository(backend)
+    searched = fresh.store.indexes()
+    assert [r.multi for r in searched] == [True]
+    assert set(searched[0].packs) == set(fresh.store.pack_ids())
+    check_consistent(backend)
 
 
 def test_zz_report_interleavings(capsys):

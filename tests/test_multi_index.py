@@ -103,3 +103,64 @@ def test_fsck_names_a_damaged_or_dishonest_multi_index(tmp_path, small_packs):
     (tmp_path / ".cas" / lkey).unlink()
     again = cas.open(str(tmp_path))
     assert again.fsck().ok and len(again.items("d", 1, limit=500).items) == 200
+
+
+# -- packs that maintain themselves ---------------------------------------------------------------
+def searched(repo) -> list:
+    fresh = cas.Repository(repo.backend)
+    return fresh.store.indexes()
+
+
+def test_writers_merge_uncovered_pack_indexes_once_they_pass_the_threshold(tmp_path):
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    for n in range(40):  # one small pack per commit
+        repo.commit("d", base=n or None, add=cases(2, f"v{n}"))
+    packs = [k for k in repo.backend.list(PACKS) if k.endswith(".idx")]
+    assert len(packs) >= 40 and multi_keys(repo.backend)
+    readers = searched(repo)
+    assert len(readers) < 16 + 3, [r.key for r in readers]  # not one per pack
+    fresh = cas.open(str(tmp_path))
+    for v in (1, 20, 40):
+        ids = fresh.items("d", v, limit=500).items
+        assert len(ids) == 2 * v and all(fresh.case("d", v, i) for i in ids)
+    assert fresh.fsck().ok
+
+
+def test_multi_indexes_are_merged_in_turn_and_gc_drops_the_superseded(tmp_path, monkeypatch):
+    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 2)
+    monkeypatch.setattr("cas.store.MERGE_MULTI_INDEXES_AT", 3)
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    for n in range(12):
+        repo.commit("d", base=n or None, add=cases(2, f"v{n}"))
+    listed = multi_keys(repo.backend)
+    readers = searched(repo)
+    assert len(listed) > 3 and len(readers) <= 3, (listed, [r.key for r in readers])
+    report = cas.open(str(tmp_path)).gc(dry_run=True, grace=1e6)  # no pack old enough
+    assert report.multi_indexes_deleted == len(listed) - sum(r.multi for r in readers) > 0
+    real = cas.open(str(tmp_path)).gc(grace=1e6)
+    assert real.multi_indexes_deleted == report.multi_indexes_deleted
+    assert sorted(multi_keys(repo.backend)) == sorted(r.key for r in readers if r.multi)
+    fresh = cas.open(str(tmp_path))
+    assert fresh.fsck().ok and len(fresh.items("d", 12, limit=500).items) == 24
+    merged = cas.open(str(tmp_path)).gc(grace=0)  # now the small packs are merged into one
+    assert merged.packs_rewritten == 12 and multi_keys(repo.backend) == []
+    fresh = cas.open(str(tmp_path))
+    assert fresh.fsck().ok and len(fresh.items("d", 12, limit=500).items) == 24
+
+
+def test_a_damaged_pack_index_is_never_merged(tmp_path, monkeypatch):
+    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 3)
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=cases(2, "a"))
+    repo.commit("d", base=1, add=cases(2, "b"))
+    (first,) = [k for k in repo.backend.list(PACKS) if k.endswith(".idx")][:1]
+    path = tmp_path / ".cas" / first
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    repo.commit("d", base=2, add=cases(2, "c"))  # the third: past the threshold
+    assert multi_keys(repo.backend) == []  # the merge was skipped, not built over damage
+    assert not cas.open(str(tmp_path)).fsck().ok  # and the damage is fsck's to report
