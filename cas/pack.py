@@ -302,7 +302,8 @@ def format_multi_index(indexes: list[bytes]) -> bytes:
     """One index over several packs, merged from their (sorted) pack indexes.
 
     The merge streams over the indexes' digest columns, so it needs no more memory than the
-    result; a row's pack ordinal is the position of its pack's index in `indexes`.
+    result; a row's pack ordinal is the position of its pack's index in `indexes`. An object
+    several of the packs hold gets one row, naming one of them.
     """
     pack_ids = []
     for blob in indexes:
@@ -311,6 +312,8 @@ def format_multi_index(indexes: list[bytes]) -> bytes:
         pack_ids.append(blob[end:end + DIGEST_LEN])
     digests, rows = [], []
     for digest, row in heapq.merge(*(_index_rows(b, i) for i, b in enumerate(indexes))):
+        if digests and digests[-1] == digest:
+            continue  # the same object in two packs (two writers stored it): one row will do
         digests.append(digest)
         rows.append(row)
     return _with_checksum([

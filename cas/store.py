@@ -639,7 +639,11 @@ class PackWriter:
             self.store.refresh()
         if self.packs_written and not self._maintained:
             self._maintained = True  # once per batch: its later flushes add a pack or two
-            self.bytes_written += self.store.maintain(self.avoid_packs)
+            # Estimated from the indexes this batch started with (no storage call): most
+            # writes are far from the threshold and must not pay a listing for it.
+            uncovered = sum(not i.multi for i in self._known) + (self.packs_written == 1)
+            if uncovered >= AUTO_MULTI_INDEX_AT:
+                self.bytes_written += self.store.maintain(self.avoid_packs)
 
     def _flush_pending(self) -> None:
         if not self._pending:

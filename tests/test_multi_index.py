@@ -164,3 +164,12 @@ def test_a_damaged_pack_index_is_never_merged(tmp_path, monkeypatch):
     repo.commit("d", base=2, add=cases(2, "c"))  # the third: past the threshold
     assert multi_keys(repo.backend) == []  # the merge was skipped, not built over damage
     assert not cas.open(str(tmp_path)).fsck().ok  # and the damage is fsck's to report
+
+
+def test_an_object_two_packs_hold_gets_one_row():
+    d = os.urandom(32)
+    a, b = os.urandom(32).hex(), os.urandom(32).hex()
+    data = format_multi_index([format_index(a, [Entry(d, 5, 10, 1)]),
+                               format_index(b, [Entry(d, 5, 10, 1), Entry(b"\xff" * 32, 9, 3, 1)])])
+    packs, rows = parse_multi_index(data)  # strictly sorted: it parses
+    assert packs == [a, b] and [e.digest for e, _ in rows] == [d, b"\xff" * 32]
