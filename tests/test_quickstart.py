@@ -15,7 +15,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "quickstart.sh"
 
 
-def run_quickstart(tmp_path: pathlib.Path, cas_user: str | None) -> subprocess.CompletedProcess:
+VARIANTS = {"CAS_USER": "Quick Tester <qt@example.com>", "cas-config": None}
+
+
+def start_quickstart(tmp_path: pathlib.Path, cas_user: str | None) -> subprocess.Popen:
     home = tmp_path / "home"
     home.mkdir()
     bindir = os.path.dirname(sys.executable)
@@ -25,16 +28,32 @@ def run_quickstart(tmp_path: pathlib.Path, cas_user: str | None) -> subprocess.C
     env.pop("XDG_CONFIG_HOME", None)
     if cas_user is not None:
         env["CAS_USER"] = cas_user
-    return subprocess.run(["sh", str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.Popen(["sh", str(SCRIPT)], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.fixture(scope="module")
+def quickstarts(tmp_path_factory) -> dict:
+    """Both variants, run at once (each is a chain of `cas` processes: the machine's two cores
+    run them side by side): variant -> (work directory, CompletedProcess)."""
+    started = {}
+    for variant, cas_user in VARIANTS.items():
+        where = tmp_path_factory.mktemp(f"quickstart-{variant}")
+        started[variant] = (where, start_quickstart(where, cas_user))
+    done = {}
+    for variant, (where, proc) in started.items():
+        out, err = proc.communicate(timeout=300)
+        done[variant] = (where, subprocess.CompletedProcess(proc.args, proc.returncode,
+                                                             out, err))
+    return done
 
 
 @pytest.mark.skipif(shutil.which("cas", path=os.path.dirname(sys.executable)) is None,
                     reason="the cas console script is not installed next to this interpreter")
-@pytest.mark.parametrize("cas_user", ["Quick Tester <qt@example.com>", None],
-                         ids=["CAS_USER", "cas-config"])
-def test_quickstart_walks_the_lifecycle(tmp_path, cas_user):
-    p = run_quickstart(tmp_path, cas_user)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_quickstart_walks_the_lifecycle(quickstarts, variant):
+    tmp_path, p = quickstarts[variant]
+    cas_user = VARIANTS[variant]
     assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     out = p.stdout
     reviewer = cas_user or "Ada Lovelace <ada@example.com>"
