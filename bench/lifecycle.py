@@ -328,8 +328,9 @@ def cold_index_loads(repo_dir: str, runs: int = 5) -> dict:
 
 
 def merge_indexes(repo_dir: str) -> int:
-    """Write one multi-pack index over every pack (what a repack would do; cas has no command
-    for it yet). Readers then search one index instead of one per pack."""
+    """Write one multi-pack index over every pack at once (writers now merge indexes as they
+    go, store.maintain: this shows what one full merge adds to that). Readers then search one
+    index instead of one per pack."""
     import cas
     from cas import pack as packfmt
     from cas.store import PACKS, multi_index_key
