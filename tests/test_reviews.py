@@ -207,3 +207,22 @@ def test_review_add_judges_several_runs_and_names_each_saved_review(run, tmp_pat
     assert [s["run_id"] for s in saved["saved"]] == ["r-1", "r-2"]
     queue = run("review", "queue")
     assert queue.stdout == "no run awaits dataset_eligibility\n"
+
+
+def test_the_reviews_of_a_run_are_found_by_run_not_by_scanning():
+    """The review index keeps the reviews of each run (a promotion asks for them run by run):
+    the same answer as filtering every review, oldest first, as batches land."""
+    from cas import reviews as reviews_module
+    repo = cas.Repository.create(MemoryBackend())
+    repo.import_runs(io.BytesIO(jsonl(*(run_obj(f"r-{i}", i) for i in range(6)))))
+    for rnd, label in enumerate(("good", "bad", "good")):
+        req = [{"run_id": f"r-{i}", "metric": f"m{rnd}", "label": label}
+               for i in range(6) if (i + rnd) % 2 == 0]
+        token = repo.add_reviews(req, reviewer=REVIEWER)["confirm_token"]
+        repo.add_reviews(req, confirm_token=token, reviewer=REVIEWER)
+        index = reviews_module.index(repo.context)
+        for i in range(6):
+            brute = sorted((r for r in index.all() if r.run_id == f"r-{i}"),
+                           key=lambda r: (r.reviewed_at, r.annotation_id))
+            assert repo.reviews(f"r-{i}") == brute
+            assert len(brute) == sum((i + k) % 2 == 0 for k in range(rnd + 1))
