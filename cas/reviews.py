@@ -178,20 +178,23 @@ class ReviewIndex:
     def __init__(self, backend) -> None:
         self.backend = backend
         self._by_id: dict[str, Review] = {}
-        # run id -> its reviews: a promotion asks for the reviews of each of its runs, and
-        # scanning every review per run made it grow with the repository
-        self._by_run: dict[str, list[Review]] = {}
+        # run id -> its reviews, built on the first `of_run` and kept up from then on: a
+        # promotion asks for the reviews of each of its runs, and scanning every review per
+        # run made it grow with the repository (a process that never asks pays nothing)
+        self._by_run: dict[str, list[Review]] | None = None
         self.by_token: dict[str, list[Review]] = {}
         self._loaded = 0
 
     def refresh(self) -> int:
         for n, batch in read_log_from(self.backend, review_batch_key, ReviewBatch, self._loaded):
+            by_run = self._by_run
             for review in batch.reviews:
-                old = self._by_id.get(review.annotation_id)
-                if old is not None:  # never twice in a log; kept exact if it ever were
-                    self._by_run[old.run_id].remove(old)
+                if by_run is not None:
+                    old = self._by_id.get(review.annotation_id)
+                    if old is not None:  # never twice in a log; kept exact if it ever were
+                        by_run[old.run_id].remove(old)
+                    by_run.setdefault(review.run_id, []).append(review)
                 self._by_id[review.annotation_id] = review
-                self._by_run.setdefault(review.run_id, []).append(review)
             if batch.confirm_token is not None:
                 self.by_token.setdefault(batch.confirm_token, batch.reviews)
             self._loaded = n
@@ -209,5 +212,9 @@ class ReviewIndex:
 
     def of_run(self, run_id: str) -> list[Review]:
         self.refresh()
+        if self._by_run is None:
+            self._by_run = {}
+            for review in self._by_id.values():
+                self._by_run.setdefault(review.run_id, []).append(review)
         return sorted(self._by_run.get(run_id, ()),
                       key=lambda r: (r.reviewed_at, r.annotation_id))
