@@ -323,6 +323,10 @@ async def _record(reg: _Registry, event: Any, store: Any) -> CaptureRecord | Non
     """The record of one event, or None (rejected, or failed: logged and counted)."""
     try:
         event = _event(event)
+    except Exception as exc:  # a dict that is no event, or a span processor's builder failed
+        _failed(reg, "event", event, exc)
+        return None
+    try:
         accepted = reg.rule(event)
         if inspect.isawaitable(accepted):
             accepted = await accepted
@@ -343,7 +347,11 @@ async def _record(reg: _Registry, event: Any, store: Any) -> CaptureRecord | Non
     except Exception as exc:
         _failed(reg, "store", event, exc)
         return None
-    record = _build(event, reasons, person, content=reg.redactor is not None)
+    try:
+        record = _build(event, reasons, person, content=reg.redactor is not None)
+    except Exception as exc:  # e.g. a tool call given as a dict of the wrong shape
+        _failed(reg, "event", event, exc)
+        return None
     if reg.redactor is None:
         return record
     try:
@@ -353,10 +361,14 @@ async def _record(reg: _Registry, event: Any, store: Any) -> CaptureRecord | Non
     except Exception as exc:
         _failed(reg, "redactor", event, exc)
         return None
-    if not isinstance(redacted, CaptureRecord):
+    try:
+        if not isinstance(redacted, CaptureRecord):
+            raise TypeError(f"it returned a {type(redacted).__name__}, not a CaptureRecord")
+        # Its fields checked as a stored record's are (a str input, JSON tool payloads...).
+        redacted = msgspec.convert(msgspec.to_builtins(redacted), CaptureRecord)
+    except (TypeError, msgspec.ValidationError) as exc:
         reg.counts["redactor_dropped"] += 1
-        _failed(reg, "redactor", event, f"it returned a {type(redacted).__name__}, not a "
-                                         "CaptureRecord: the capture is dropped")
+        _failed(reg, "redactor", event, f"{type(exc).__name__}: the capture is dropped")
         return None
     # The redactor decides the content, never the identity or what policy ran.
     return redacted.replace(schema_version=record.schema_version, id=record.id,

@@ -75,12 +75,11 @@ def resolve_mode(mode: Any = None, environ: Mapping[str, str] | None = None) -> 
 
 
 def _json(value: Any, what: str) -> Any:
-    """`value` as plain JSON values (a copy sharing nothing with the caller's)."""
-    try:
-        return _DECODE(encoding.encode(value)) if value is not None else None
-    except (TypeError, msgspec.EncodeError, OverflowError):
-        encoding.check_json(value, what)  # names the path of what is not JSON
-        raise
+    """`value` as plain JSON values (a copy sharing nothing with the caller's). What is no
+    JSON value (an object, NaN, a lone surrogate) is refused naming its path, never turned
+    into something else."""
+    encoding.check_json(value, what)
+    return _DECODE(encoding.encode(value)) if value is not None else None
 
 
 def _is_json(value: Any) -> bool:

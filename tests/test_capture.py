@@ -179,6 +179,15 @@ def test_a_redactor_keeps_what_it_returns_and_anything_else_drops_the_capture(ca
         store = captured([event(4, status="failed")])
     assert store.records == [] and capture.stats()["redactor_dropped"] == 1
     assert "capture.failed stage=redactor" in caplog.text
+    capture.reset()
+    capture.redactor(lambda record: record.replace(input_text=None))  # a record, but not one
+    store = captured([event(5, status="failed")])
+    assert store.records == [] and capture.stats()["redactor_dropped"] == 1
+    capture.reset()
+    store = captured([{"agent_name": "a", "invocation_id": "i", "status": "failed",
+                       "tool_calls": [{"no name": 1}]}, event(6, status="failed")])
+    assert [r.invocation_id for r in store.records] == ["inv-6"]  # the bad one alone is lost
+    assert capture.stats()["failed"] == 1
 
 
 def test_failures_in_the_rule_the_redactor_and_the_store_never_reach_the_caller(caplog):
