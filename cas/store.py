@@ -561,6 +561,7 @@ class ObjectStore:
                 backend.delete(person_shards_key(pid, shards))
         self.refresh()
 
+
 def _minimal_cover(multi: list[packfmt.IndexReader]) -> list[packfmt.IndexReader]:
     """The multi-pack indexes worth searching: largest first, each kept only if it covers a
     pack the ones kept before it do not (an index merged from others supersedes them)."""
