@@ -56,7 +56,8 @@ class RecordedError(Exception):
 
 # -- modes and request keys ---------------------------------------------------------------------
 def _ci(environ: Mapping[str, str]) -> bool:
-    return environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    """The CI variable is set (to anything but an explicit 0, false or no)."""
+    return "CI" in environ and environ["CI"].strip().lower() not in ("0", "false", "no")
 
 
 def resolve_mode(mode: Any = None, environ: Mapping[str, str] | None = None) -> str:

@@ -175,6 +175,7 @@ def test_modes_resolve_from_the_flag_the_environment_and_ci():
     assert cassettes.resolve_mode(None, {"CAS_CASSETTE_MODE": "record"}) == RECORD
     assert cassettes.resolve_mode(None, {"CI": "true"}) == REPLAY
     assert cassettes.resolve_mode(None, {"CI": "false"}) == RECORD_MISSING
+    assert cassettes.resolve_mode(None, {"CI": ""}) == REPLAY  # set, if empty
     assert cassettes.resolve_mode(None, {}) == RECORD_MISSING
     with pytest.raises(cas.InvalidArgument, match="CAS_CASSETTE_MODE 'replya'.*replay"):
         cassettes.resolve_mode(None, {"CAS_CASSETTE_MODE": "replya"})
