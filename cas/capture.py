@@ -48,11 +48,9 @@ class _Registry:
 
     def __init__(self) -> None:
         self.rule: Callable | None = None
-        self.rule_async = False
         self.store_name: str | None = None
         self.sample_rate: float | None = None
         self.redactor: Callable | None = None
-        self.redactor_async = False
         self.stores: dict[str, Any] = {}
         self.started: set[str] = set()
         self.queue: queue.Queue = queue.Queue(QUEUE_SIZE)
@@ -130,7 +128,6 @@ def rule(fn: Callable | None = None, *, store: str, sample_rate: float | None = 
                                       f"{known}); register_store(name, store) first",
                                       reason="CAPTURE_STORE_UNKNOWN")
             _R.rule, _R.store_name, _R.sample_rate = fn, store, rate
-            _R.rule_async = inspect.iscoroutinefunction(fn)
         return fn
     return register if fn is None else register(fn)
 
@@ -143,7 +140,7 @@ def redactor(fn: Callable) -> Callable:
         if _R.redactor is not None:
             raise InvalidArgument("a capture redactor is already registered; there is one "
                                   "redactor", reason="CAPTURE_REDACTOR_EXISTS")
-        _R.redactor, _R.redactor_async = fn, inspect.iscoroutinefunction(fn)
+        _R.redactor = fn
     return fn
 
 
@@ -319,6 +316,12 @@ async def _handle(reg: _Registry, events: list) -> None:
                     record.agent_name, store_name, ",".join(record.reasons))
 
 
+async def _called(fn: Callable, arg: Any) -> Any:
+    """`fn(arg)`, awaited when it is async (a rule or a redactor may be either)."""
+    value = fn(arg)
+    return await value if inspect.isawaitable(value) else value
+
+
 async def _record(reg: _Registry, event: Any, store: Any) -> CaptureRecord | None:
     """The record of one event, or None (rejected, or failed: logged and counted)."""
     try:
@@ -327,9 +330,7 @@ async def _record(reg: _Registry, event: Any, store: Any) -> CaptureRecord | Non
         _failed(reg, "event", event, exc)
         return None
     try:
-        accepted = reg.rule(event)
-        if inspect.isawaitable(accepted):
-            accepted = await accepted
+        accepted = await _called(reg.rule, event)
     except Exception as exc:
         _failed(reg, "rule", event, exc)
         return None
@@ -355,9 +356,7 @@ async def _record(reg: _Registry, event: Any, store: Any) -> CaptureRecord | Non
     if reg.redactor is None:
         return record
     try:
-        redacted = reg.redactor(record)
-        if inspect.isawaitable(redacted):
-            redacted = await redacted
+        redacted = await _called(reg.redactor, record)
     except Exception as exc:
         _failed(reg, "redactor", event, exc)
         return None

@@ -9,7 +9,7 @@ import inspect
 import os
 import threading
 from collections import deque
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
@@ -22,6 +22,7 @@ from .keys import DATASETS, cassette_log_key, numbers
 from .objects import (CassetteEntry, CassetteExchange, CassetteLog, CassetteRecord,
                       format_record_file)
 from .refs import read_log_from
+from .replay import differences
 
 REPLAY, RECORD, RECORD_MISSING, LIVE = MODES = ("replay", "record", "record-missing", "live")
 MODE_ENV = "CAS_CASSETTE_MODE"
@@ -99,26 +100,12 @@ def request_key(adapter: str, name: str, request: Any) -> str:
     return PREFIX + h.hexdigest()
 
 
-def _differences(a: Any, b: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
-    """(JSON pointer, recorded, requested) where the two differ, in document order; a side
-    without the value gives `_ABSENT`."""
-    if type(a) is dict and type(b) is dict:
-        for k in sorted(a.keys() | b.keys()):
-            where = path + "/" + k.replace("~", "~0").replace("/", "~1")
-            yield from _differences(a.get(k, _ABSENT), b.get(k, _ABSENT), where)
-    elif type(a) is list and type(b) is list:
-        for i in range(max(len(a), len(b))):
-            yield from _differences(a[i] if i < len(a) else _ABSENT,
-                                    b[i] if i < len(b) else _ABSENT, f"{path}/{i}")
-    elif a is _ABSENT or b is _ABSENT or encoding.encode(a) != encoding.encode(b):
-        yield path or "/", a, b
-
-
-_ABSENT = object()
-
-
-def _shown(value: Any) -> str:
-    return "nothing" if value is _ABSENT else encoding.describe(value)
+def _first_difference(recorded: Any, requested: Any) -> tuple[str, str, str]:
+    """(JSON pointer, recorded, requested) of the first place the two differ, each side shown
+    as text ("nothing" where it lacks the value)."""
+    d = next(differences(recorded, requested), {"path": ""})
+    return (d["path"] or "/", encoding.describe(d["frozen"]) if "frozen" in d else "nothing",
+            encoding.describe(d["replayed"]) if "replayed" in d else "nothing")
 
 
 def _what(adapter: str, name: str) -> str:
@@ -297,8 +284,8 @@ class Cassette:
     def _first_difference(self, recorded: CassetteExchange, name: str, req: Any) -> str:
         if recorded.name != name:
             return ""
-        path, was, now = next(_differences(recorded.request, req), ("/", None, None))
-        return f"; its arguments differ at {path}: recorded {_shown(was)}, requested {_shown(now)}"
+        path, was, now = _first_difference(recorded.request, req)
+        return f"; its arguments differ at {path}: recorded {was}, requested {now}"
 
     def _stale(self, adapter: str, name: str, req: Any) -> str:
         what = _what(adapter, name)
@@ -317,10 +304,10 @@ class Cassette:
             return (f"stale cassette: {what} was requested again with the same arguments; "
                     f"{self.label} recorded it {times} time(s){RERECORD}")
         unused = [e for e, used in zip(self.recorded, self._used) if not used and e in same]
-        nearest = min(unused or same, key=lambda e: sum(1 for _ in _differences(e.request, req)))
-        path, was, now = next(_differences(nearest.request, req), ("/", None, None))
+        nearest = min(unused or same, key=lambda e: sum(1 for _ in differences(e.request, req)))
+        path, was, now = _first_difference(nearest.request, req)
         return (f"stale cassette: {what} has no recording with these arguments; the nearest "
-                f"differs at {path}: recorded {_shown(was)}, requested {_shown(now)}{RERECORD}")
+                f"differs at {path}: recorded {was}, requested {now}{RERECORD}")
 
     def _answer(self, exchange: CassetteExchange) -> Any:
         if exchange.error is not msgspec.UNSET:
@@ -500,11 +487,6 @@ class CassetteBook:
         return save(self.repo, self.pin, self.executor, kept, author)
 
 
-def strip_credentials(headers: Mapping[str, Any]) -> dict[str, Any]:
-    """Headers without those that carry credentials (authorization, cookies, API keys)."""
-    return {k: v for k, v in headers.items() if not credential_name(k)}
-
-
 _CREDENTIAL_NAMES = frozenset((
     "key", "token", "sig", "signature", "code", "x-amz-signature", "x-amz-credential",
     "x-amz-security-token", "x-goog-signature", "x-goog-credential", "authorization",
@@ -552,4 +534,4 @@ def body_bytes(value: Any) -> Any:
 
 __all__ = ["ADAPTERS", "MODES", "MODE_ENV", "Cassette", "CassetteBook", "RecordedError",
            "StaleCassette", "UnusedExchanges", "cassette_logs", "current", "read", "suite_pin",
-           "request_key", "resolve_mode", "save", "strip_credentials", "credential_name"]
+           "request_key", "resolve_mode", "save", "credential_name"]

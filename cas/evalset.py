@@ -627,7 +627,7 @@ async def regress_async(repo, source: Any, replay: Callable | None = None,
         experiment = experiment_name(pin, replay, scorer, system_context, lower, tolerance)
     check_label(experiment, "experiment name")
     if record:
-        _check_experiment(repo, pin, experiment)  # before, not after, the run
+        runner.experiment_over(repo, pin, experiment)  # before, not after, the run
     corpus = read_version(repo, pin.dataset, pin.version)
     warnings = [] if replay is not None else [NO_REPLAY_WARNING]
     results = []
@@ -678,15 +678,6 @@ def _callable_name(fn: Callable | None) -> str | None:
     module = getattr(fn, "__module__", None) or type(fn).__module__
     name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     return clean_reason(f"{module}:{name}")
-
-
-def _check_experiment(repo, pin: Pin, name: str) -> None:
-    for e in repo.experiments(pin.dataset):
-        if e.name == name and e.version != pin.version:
-            raise FailedPrecondition(
-                f"experiment {name!r} is over {pin.dataset}@{e.version}, not "
-                f"{pin.dataset}@{pin.version}: record this run under another name",
-                reason="EXPERIMENT_VERSION_MISMATCH", experiment=name, version=e.version)
 
 
 def _record(repo, pin: Pin, experiment: str, results: list[ScenarioResult],

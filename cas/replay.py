@@ -309,8 +309,9 @@ def _pointer(path: str, key: str) -> str:
     return path + "/" + key.replace("~", "~0").replace("/", "~1")
 
 
-def _differences(a: Any, b: Any, path: str) -> Iterator[dict[str, Any]]:
-    """Differences in document order: canonical key order (code point) and array order."""
+def differences(a: Any, b: Any, path: str = "") -> Iterator[dict[str, Any]]:
+    """Differences in document order: canonical key order (code point) and array order; each
+    {"path" (a JSON pointer), "frozen"?, "replayed"?}, a side that lacks the value omitted."""
     if type(a) is dict and type(b) is dict:
         pairs = [(_pointer(path, k), a, b, k) for k in sorted(a.keys() | b.keys())]
     elif type(a) is list and type(b) is list:
@@ -324,7 +325,7 @@ def _differences(a: Any, b: Any, path: str) -> Iterator[dict[str, Any]]:
         in_x = key in x if type(x) is dict else key < len(x)
         in_y = key in y if type(y) is dict else key < len(y)
         if in_x and in_y:
-            yield from _differences(x[key], y[key], where)
+            yield from differences(x[key], y[key], where)
         elif in_x:  # a side that lacks the value has no key in the entry: absent is not null
             yield {"path": where, "frozen": x[key]}
         else:
@@ -338,7 +339,7 @@ def diff_runs(frozen: Any, replayed: Any) -> RunDiff:
     a, b = _run_value(frozen, "frozen"), _run_value(replayed, "replayed")
     if encoding.encode(a) == encoding.encode(b):
         return RunDiff(identical=True, differences=[])
-    return RunDiff(identical=False, differences=list(_differences(a, b, "")))
+    return RunDiff(identical=False, differences=list(differences(a, b, "")))
 
 
 def _reply_one_level_deeper(data: bytes, exc: InvalidArgument, source: str) -> dict:

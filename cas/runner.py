@@ -943,17 +943,19 @@ def check_record(repo, suite: Any, experiment: str):
     ids = [c.id for c in (suite.results if isinstance(suite, SuiteResult) else suite.cases)]
     for case_id in ids:
         parse_digest(case_id, "case id")
-    _experiment(repo, pin, experiment)
+    experiment_over(repo, pin, experiment)
     return pin
 
 
-def _experiment(repo, pin, name: str):
+def experiment_over(repo, pin, name: str):
+    """The experiment `name` of the pinned dataset (None if there is none); refused
+    (EXPERIMENT_VERSION_MISMATCH) when it is over another version than the pin's."""
     for e in repo.experiments(pin.dataset):
         if e.name == name:
             if e.version != pin.version:
                 raise FailedPrecondition(
                     f"experiment {name!r} is over {pin.dataset}@{e.version}, not "
-                    f"{pin.dataset}@{pin.version}: record this suite under another name",
+                    f"{pin.dataset}@{pin.version}: record these results under another name",
                     reason="EXPERIMENT_VERSION_MISMATCH", experiment=name,
                     version=e.version)
             return e
@@ -962,13 +964,13 @@ def _experiment(repo, pin, name: str):
 
 def _ensure_experiment(repo, pin, experiment: str, author: str | None) -> bool:
     """The experiment over the pinned version exists afterwards; True if this created it."""
-    if _experiment(repo, pin, experiment) is not None:
+    if experiment_over(repo, pin, experiment) is not None:
         return False
     try:
         repo.create_experiment(pin.dataset, pin.version, experiment, author=author)
         return True
     except AlreadyExists:  # created meanwhile by another writer: over which version?
-        if _experiment(repo, pin, experiment) is None:
+        if experiment_over(repo, pin, experiment) is None:
             raise
         return False
 
