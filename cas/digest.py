@@ -67,12 +67,14 @@ SUITE_RUN_ID_DOMAIN = b"cas:suite-run-id\x00"   # the runner's run ids (cas/runn
 SUITE_RESULT_DOMAIN = b"cas:suite-result\x00"   # the digest of a suite's result
 CASSETTE_REQUEST_DOMAIN = b"cas:cassette-request\x00"  # a cassette's request keys
 EVALSET_REGRESSION_DOMAIN = b"cas:evalset-regression\x00"  # a regression run's experiment
+LOG_INDEX_DOMAIN = b"cas:log-index\x00"  # the row keys of the log indexes (cas/log_index.py)
 DERIVED_DOMAINS = {"request-digest": REQUEST_DOMAIN, "proposal-token": PROPOSAL_TOKEN_DOMAIN,
                    "confirm-token": CONFIRM_TOKEN_DOMAIN, "annotation-id": ANNOTATION_ID_DOMAIN,
                    "person-key": PERSON_KEY_DOMAIN, "suite-run-id": SUITE_RUN_ID_DOMAIN,
                    "suite-result": SUITE_RESULT_DOMAIN,
                    "cassette-request": CASSETTE_REQUEST_DOMAIN,
-                   "evalset-regression": EVALSET_REGRESSION_DOMAIN}
+                   "evalset-regression": EVALSET_REGRESSION_DOMAIN,
+                   "log-index": LOG_INDEX_DOMAIN}
 _REQUEST = blake3(REQUEST_DOMAIN)
 _PROPOSAL_TOKEN = blake3(PROPOSAL_TOKEN_DOMAIN)
 _CONFIRM_TOKEN = blake3(CONFIRM_TOKEN_DOMAIN)
@@ -133,6 +135,15 @@ def person_key(repository_id: str) -> bytes:
     """The key of a repository's person digests, derived from its random id: the same person
     gives the same digest within one repository and unrelated digests across repositories."""
     return blake3(PERSON_KEY_DOMAIN + repository_id.encode("utf-8")).digest()
+
+
+def log_index_key(field: str, value: str, key: bytes) -> bytes:
+    """The 16-byte row key of a log index (docs/format.md 8.2): BLAKE3 keyed with the
+    repository's person key over the domain, the field's name, NUL and the value. Keyed, so
+    that a row left behind by an erasure names no run id anyone can test a guess against
+    without the repository."""
+    return blake3(LOG_INDEX_DOMAIN + field.encode("ascii") + b"\x00" + value.encode("utf-8"),
+                  key=key).digest(length=16)
 
 
 _PERSON_DIGEST_RE = re.compile(r"pk:[0-9a-f]{64}\Z")

@@ -19,19 +19,18 @@ from typing import Any
 
 import msgspec
 
-from . import checks, datasets, encoding, leases, retirement, scores
+from . import checks, datasets, encoding, leases, log_index, retirement, reviews, scores
 from . import pack as packfmt
 from .digest import to_bytes
 from .errors import Aborted, CasError, DataLoss, FailedPrecondition, InvalidArgument, NotFound
 from .objects import (KIND_CODES, Erasure, ErasurePlan, PersonIndex,
-                      Proposal, Provenance, ReviewBatch, Run, RunImport, VersionRef,
+                      Proposal, Provenance, ReviewBatch, Run, VersionRef,
                       format_record_file, parse_record_file)
 from .erased import MAX_PERSON, erasures, keyed_person  # noqa: F401 - MAX_PERSON: the API
 from .proposals import delete_proposal
-from .keys import (DATASETS, LOG, PENDING, PERSONS, SHARDS, STAGING_AGE, import_key, index_key,
+from .keys import (DATASETS, LOG, PENDING, PERSONS, SHARDS, STAGING_AGE, index_key,
                    log_key, pack_key, parse_person_shards_key, parse_proposal_key, pending_key,
-                   person_shard, review_batch_key)
-from .refs import read_log_from
+                   person_shard)
 from .reviews import check_token, confirm_token
 
 # -- finding a person's data ------------------------------------------------------------------
@@ -143,10 +142,7 @@ def _holding_proposals(ctx, cases) -> list:
 
 
 def _reviews_of(ctx, runs: set[str]) -> list[str]:
-    out = []
-    for _, batch in read_log_from(ctx.backend, review_batch_key, ReviewBatch, 0):
-        out.extend(r.annotation_id for r in batch.reviews if r.run in runs)
-    return sorted(out)
+    return reviews.index(ctx).annotations_of(runs) if runs else []
 
 
 def _proposals(ctx):
@@ -307,8 +303,8 @@ def complete(ctx, plan: ErasurePlan, barrier: leases.Held, wait: float | None = 
     for key, p in proposals:
         delete_proposal(ctx, key, p)
     # 7. Log records naming the runs: replaced by copies without them.
-    _redact(ctx, import_key, RunImport, "runs", lambda e: e.run not in runs)
-    _redact(ctx, review_batch_key, ReviewBatch, "reviews", lambda r: r.run not in runs)
+    _redact(ctx, log_index.RUNS, runs)
+    _redact(ctx, log_index.REVIEWS, runs)
     ctx.forget()  # the run and review indexes were read from records now redacted
     # 8. Versions sealed on a retired base while we worked, then the record, then the plan.
     retired = _retire_holders(ctx, plan)
@@ -400,12 +396,22 @@ def _retire_holders(ctx, plan: ErasurePlan) -> list:
     return held
 
 
-def _redact(ctx, key_of, type_, field: str, keep) -> None:
-    for n, record in read_log_from(ctx.backend, key_of, type_, 0):  # one record at a time
-        entries = getattr(record, field)
-        kept = [e for e in entries if keep(e)]
+def _redact(ctx, log: log_index.Log, runs: set[str]) -> None:
+    """Replace each record of `log` naming one of `runs` (digests) by a copy without them: the
+    records the log's index names for them (it names every record that holds one)."""
+    if not runs:
+        return
+    keyed = log_index.LogIndex(ctx.backend, log, ctx.store.person_key)
+    for n in sorted(keyed.records_with("run", runs)):
+        key = log.key_of(n)
+        try:
+            record = parse_record_file(ctx.backend.get(key), log.record_type, key)
+        except NotFound:
+            continue
+        entries = getattr(record, log.field)
+        kept = [e for e in entries if e.run not in runs]
         if len(kept) != len(entries):
-            ctx.backend.replace(key_of(n), format_record_file(redacted(record, kept)))
+            ctx.backend.replace(key, format_record_file(redacted(record, kept)))
 
 
 def redacted(record, kept: list):

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from . import checks
+from . import checks, log_index
 from . import keys as K
 from . import pack as packfmt
 from .digest import digest_of, from_bytes, is_digest, to_bytes
@@ -131,6 +131,7 @@ def check(ctx, progress: Progress | None = None) -> Report:
     for name in sorted(by_dataset):
         _check_dataset(st, name, by_dataset[name], gone)
     _check_logs(st)
+    _check_log_indexes(st)
     _check_admissions(st)
     _check_withdrawals(st)
     _check_cassette_logs(st)
@@ -609,6 +610,55 @@ def _check_logs(st: _State) -> None:
         if numbers != list(range(1, len(numbers) + 1)):
             missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
             st.error(prefix, f"numbers are not contiguous from 1; missing {missing}")
+
+
+def _check_log_indexes(st: _State) -> None:
+    """Each segment of a log index whole (checksum, order, fan-out, its name), over records the
+    log holds, with a row for every entry those records hold now. Rows an erasure's redaction
+    left (naming entries the records no longer hold) are expected and name no plain value."""
+    wanted: dict[tuple[str, int], set[tuple[bytes, int]] | None] = {}
+
+    def rows_now(log: log_index.Log, number: int) -> set[tuple[bytes, int]] | None:
+        if (log.name, number) not in wanted:
+            key = log.key_of(number)
+            try:
+                data = st.backend.get(key)
+                record = parse_record_file(data, log.record_type, key)
+            except CasError:
+                wanted[log.name, number] = None  # missing or damaged: _check_logs reports it
+            else:
+                wanted[log.name, number] = {
+                    (row[:16], number) for row in log_index.rows_of(
+                        log, number, data, record, st.store.person_key)}
+        return wanted[log.name, number]
+
+    for key in st.by_family["log.index"]:
+        parsed = K.parse_log_segment_key(key)
+        if parsed is None:
+            st.error(key, "not a log index key (indexes/<runs|reviews>/<lo>-<hi>.<64 hex>)")
+            continue
+        name, lo, hi, checksum = parsed
+        log = log_index.LOGS[name]
+        try:
+            data = st.backend.get(key)
+            got_lo, got_hi, rows = log_index.parse_segment(data, key)
+        except CasError as exc:
+            st.error(key, exc.message)
+            continue
+        if (got_lo, got_hi) != (lo, hi) or data[-32:].hex() != checksum:
+            st.error(key, f"holds records ({got_lo}, {got_hi}] and checksum "
+                          f"{data[-32:].hex()}, not what its name says")
+            continue
+        if log.key_of(hi) not in st.keyset:
+            st.error(key, f"indexes records up to {hi}, which {log.key_of(hi)} is not")
+            continue
+        held = {(row[:16], int.from_bytes(row[16:20], "big")) for row in rows}
+        for number in range(lo + 1, hi + 1):
+            missing = (rows_now(log, number) or set()) - held
+            if missing:
+                st.error(key, f"lacks {len(missing)} row(s) of {log.key_of(number)}: a lookup "
+                              "would not find what that record holds")
+                break
 
 
 def _check_admissions(st: _State) -> None:

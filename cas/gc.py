@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import checks, erasure, leases
+from . import checks, erasure, leases, log_index
 from . import pack as packfmt
 from . import store as store_module
 from .digest import to_bytes
@@ -47,6 +47,7 @@ class GcReport(NamedTuple):
     deferred: int = 0        # writers that started first and were still at work: nothing was
                              # deleted (run gc again)
     multi_indexes_deleted: int = 0  # superseded: every pack they cover a larger one covers
+    log_indexes_deleted: int = 0    # log index segments a wider one covers
 
 
 def reachable(ctx, skip: frozenset[str] = frozenset()) -> set[bytes]:
@@ -186,11 +187,13 @@ def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cut
         if _person_pack(key) not in packs_now:
             records += backend.delete(key)
     superseded = _superseded(ctx)
-    for key in superseded:  # readers no longer search them; a reader that did lists again
+    segments = _superseded_segments(ctx)
+    for key in superseded + segments:  # readers no longer search them; one that did lists again
         backend.delete(key)
     store.refresh()
     return GcReport(False, len(indexed), rewritten, deleted, written, objects, reclaimed, kept,
-                    proposals, records, multi_indexes_deleted=len(superseded))
+                    proposals, records, multi_indexes_deleted=len(superseded),
+                    log_indexes_deleted=len(segments))
 
 
 def _superseded(ctx, condemned: frozenset[str] = frozenset()) -> list[str]:
@@ -221,7 +224,14 @@ def _predict(ctx, indexed, batches, orphans, kept, stale, stale_persons) -> GcRe
     condemned = frozenset(pid for batch in batches for pid, _ in batch)
     return GcReport(True, len(indexed), rewritten, len(orphans), written, objects, reclaimed,
                     kept, len(stale), len(stale_persons),
-                    multi_indexes_deleted=len(_superseded(ctx, condemned)))
+                    multi_indexes_deleted=len(_superseded(ctx, condemned)),
+                    log_indexes_deleted=len(_superseded_segments(ctx)))
+
+
+def _superseded_segments(ctx) -> list[str]:
+    """The log index segments a wider one covers (writers merge them as the logs grow)."""
+    return [key for log in log_index.LOGS.values()
+            for key in log_index.superseded(log_index.stored_segments(ctx.backend, log))]
 
 
 def stale_proposals(ctx, cutoff: float) -> dict:

@@ -22,6 +22,7 @@ LEASES = "leases/"
 ERASURES = "erasures/"
 PENDING = f"{ERASURES}pending/"
 LOG = f"{ERASURES}log/"
+LOG_INDEXES = "indexes/"  # the keyed indexes of the run and review logs (cas/log_index.py)
 ROLES = ("writer", "gc", "erasure")  # the lease roles, told apart by the key alone
 CITATION_LOGS = ("scores", "experiments")
 # Staging files (docs/format.md 9) live in a local directory's `~tmp/`, which holds no key: a
@@ -327,6 +328,26 @@ def settings_key(revision: int) -> str:
     return f"{SETTINGS}{format_number(revision)}"
 
 
+def log_segment_key(log: str, lo: int, hi: int, checksum: str) -> str:
+    """The segment of log `log` ("runs" or "reviews") over its records (lo, hi], named by its
+    checksum: two writers building the same range never contend for one key."""
+    return f"{LOG_INDEXES}{log}/{format_number(lo)}-{format_number(hi)}.{checksum}"
+
+
+def parse_log_segment_key(key) -> tuple[str, int, int, str] | None:
+    """(log, lo, hi, checksum) of a log segment key, or None."""
+    if not isinstance(key, str) or not key.startswith(LOG_INDEXES):
+        return None
+    log, slash, name = key[len(LOG_INDEXES):].partition("/")
+    span, dot, checksum = name.partition(".")
+    lo, dash, hi = span.partition("-")
+    lo_n, hi_n = parse_number(lo), parse_number(hi)
+    if log not in ("runs", "reviews") or not (slash and dot and dash) or lo_n is None or \
+            hi_n is None or not lo_n < hi_n or not _is_hex(checksum, 64):
+        return None
+    return log, lo_n, hi_n, checksum
+
+
 parse_import_key = _log(IMPORTS)
 parse_admission_key = _log(ADMISSIONS)
 parse_review_batch_key = _log(REVIEWS)
@@ -378,6 +399,7 @@ LOCAL = "local"          # work in progress at one location (leases, plans): nev
 
 # A mirror's copy steps (docs/format.md 9, mirror rules); 0: not copied.
 M_CONFIG, M_RETIRED, M_OBJECTS, M_LOGS, M_ERASURES, M_DATASETS = 1, 2, 3, 4, 5, 6
+M_LOG_INDEXES = 7  # copied right after the logs (M_LOGS), as bytes, not as records
 
 
 class Family(NamedTuple):
@@ -432,6 +454,9 @@ FAMILIES: tuple[Family, ...] = (
            numbered=True),
     Family("review.batch", REVIEWS, parse_review_batch_key, review_batch_key, REDACTED,
            M_LOGS, numbered=True),
+    # after the records they index (a reader ignores a segment beyond the log's last record)
+    Family("log.index", LOG_INDEXES, parse_log_segment_key, log_segment_key, IMMUTABLE,
+           M_LOG_INDEXES, loose=_under(LOG_INDEXES)),
     Family("settings", SETTINGS, parse_settings_key, settings_key, IMMUTABLE, M_LOGS,
            numbered=True),
     Family("eligibility", ELIGIBILITY, parse_eligibility_key, eligibility_key, IMMUTABLE,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import keys as K
+from . import log_index
 from . import pack as packfmt
 from .backends import backend_for, is_remote
 from .digest import digest_of, from_bytes
@@ -213,6 +214,12 @@ class _Copy:
                 self.rec_copied += 1
             else:
                 self._record(key, skip=False)
+        #    Then the segments of the log indexes, checked whole, after the records they index.
+        for key in fam["log.index"]:
+            if key not in plan.dst_keys:
+                data = self.src.get(key)
+                log_index.parse_segment(data, key)
+                self._put(key, data)
         # 4. Erasure records, before the version records and the deletions that need them: a
         #    retired version may lack the cases one lists, which fsck accepts only with the record.
         for key in fam["erasure"]:

@@ -256,6 +256,10 @@ def promote(ctx, name: str, subjects, idempotency_key: str,
     provenance: dict[str, ProvenanceEntry] = {}
     runs: dict[str, str] = {}  # digest -> run id of every run promoted
     request, judged = [], []
+    refs = [s.subject_ref for s in subjects]
+    run_index(ctx).get_many(refs)  # each subject's lookups then find what these read
+    review_index(ctx).prefetch([s.review_annotation_id for s in subjects if s.review_annotation_id],
+                               refs)
     for i, s in enumerate(subjects):
         if progress is not None and i % PROGRESS_EVERY == 0:
             progress("checking and freezing runs", i, len(subjects))

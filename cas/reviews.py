@@ -6,13 +6,14 @@ from typing import IO, Iterable
 
 import msgspec
 
-from . import checks, claims, encoding, leases
+from . import checks, claims, encoding, leases, log_index
 from . import digest
 from .errors import FailedPrecondition, InvalidArgument, NotFound
 from .objects import Review, ReviewBatch, encode_object, format_record_file
 from .keys import review_batch_key
 from .refs import read_log_from
 from .runs import get_run, page_of_runs
+from .runs import index as run_index
 from .userconfig import require_person
 
 class ReviewRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -60,7 +61,7 @@ def check_token(given: str | None, expected: str) -> bool:
 
 def index(ctx) -> ReviewIndex:
     """The context's review index (read once, then extended as the log grows)."""
-    return ctx.derived("reviews", lambda: ReviewIndex(ctx.backend))
+    return ctx.derived("reviews", lambda: ReviewIndex(ctx.backend, ctx.store.person_key))
 
 
 PROGRESS_EVERY = 200  # reviews between two progress reports
@@ -111,6 +112,7 @@ def plan_reviews(ctx, requests: list[ReviewRequest], reviewer: str,
     if not requests:
         raise InvalidArgument("no reviews given: a review is {run_id, metric, label}")
     rows = []
+    run_index(ctx).get_many(r.run_id for r in requests if isinstance(r.run_id, str))
     for i, r in enumerate(requests):
         if progress is not None and i % PROGRESS_EVERY == 0:
             progress("checking reviewed runs", i, len(requests))
@@ -146,8 +148,9 @@ def _save_leased(ctx, rows: list[dict], now: str, token: str | None) -> list[Rev
     reviews_index = index(ctx)
     for _ in claims.attempts("a review batch number"):
         number = reviews_index.refresh() + 1
-        if token is not None and token in reviews_index.by_token:
-            return reviews_index.by_token[token]
+        saved = None if token is None else reviews_index.saved_by(token)
+        if saved is not None:
+            return saved
         reviews = []
         for position, row in enumerate(rows):
             # The batch number and position make the id unique even for the same judgment
@@ -158,7 +161,9 @@ def _save_leased(ctx, rows: list[dict], now: str, token: str | None) -> list[Rev
                                   run=row["run"], metric=row["metric"], label=row["label"],
                                   reviewer=row["reviewer"], reviewed_at=now))
         record = ReviewBatch(number=number, reviews=reviews, confirm_token=token)
-        if ctx.backend.put_if_absent(review_batch_key(number), format_record_file(record)):
+        data = format_record_file(record)
+        if ctx.backend.put_if_absent(review_batch_key(number), data):
+            log_index.extend(ctx.backend, log_index.REVIEWS, ctx.store.person_key, number, data)
             reviews_index.refresh()
             return reviews
 
@@ -175,46 +180,47 @@ def require_runs(ctx, runs: dict[str, str]) -> None:
 
 
 class ReviewIndex:
-    def __init__(self, backend) -> None:
+    """Saved reviews. Lookups by annotation id, by run and by confirm token go through the
+    log's keyed index; `all` reads every review batch (once per process)."""
+
+    def __init__(self, backend, secret: bytes) -> None:
         self.backend = backend
+        self.keyed = log_index.LogIndex(backend, log_index.REVIEWS, secret)
         self._by_id: dict[str, Review] = {}
-        # run id -> its reviews, built on the first `of_run` and kept up from then on: a
-        # promotion asks for the reviews of each of its runs, and scanning every review per
-        # run made it grow with the repository (a process that never asks pays nothing)
-        self._by_run: dict[str, list[Review]] | None = None
-        self.by_token: dict[str, list[Review]] = {}
-        self._loaded = 0
+        self._loaded = 0  # batches read so far by `all`
 
     def refresh(self) -> int:
-        for n, batch in read_log_from(self.backend, review_batch_key, ReviewBatch, self._loaded):
-            by_run = self._by_run
-            for review in batch.reviews:
-                if by_run is not None:
-                    old = self._by_id.get(review.annotation_id)
-                    if old is not None:  # never twice in a log; kept exact if it ever were
-                        by_run[old.run_id].remove(old)
-                    by_run.setdefault(review.run_id, []).append(review)
-                self._by_id[review.annotation_id] = review
-            if batch.confirm_token is not None:
-                self.by_token.setdefault(batch.confirm_token, batch.reviews)
-            self._loaded = n
-        return self._loaded
+        """The number of the last review batch (the batches landed since are read)."""
+        return self.keyed.refresh()
 
     def get(self, annotation_id: str) -> Review | None:
-        if annotation_id not in self._by_id:
-            self.refresh()
-        return self._by_id.get(annotation_id)
+        found = self.keyed.find("annotation", annotation_id)
+        return found[-1][1] if found else None
+
+    def saved_by(self, token: str) -> list[Review] | None:
+        """The reviews the batch confirmed by `token` saved, or None if none was."""
+        found = self.keyed.find("token", token)
+        return found[0][1].reviews if found else None
 
     def all(self) -> list[Review]:
         """Every saved review (of runs still recorded), in no particular order."""
-        self.refresh()
+        for n, batch in read_log_from(self.backend, review_batch_key, ReviewBatch, self._loaded):
+            for review in batch.reviews:
+                self._by_id[review.annotation_id] = review
+            self._loaded = n
         return list(self._by_id.values())
 
     def of_run(self, run_id: str) -> list[Review]:
-        self.refresh()
-        if self._by_run is None:
-            self._by_run = {}
-            for review in self._by_id.values():
-                self._by_run.setdefault(review.run_id, []).append(review)
-        return sorted(self._by_run.get(run_id, ()),
+        """The reviews of `run_id`, oldest first."""
+        return sorted((r for _, r in self.keyed.find("run-id", run_id)),
                       key=lambda r: (r.reviewed_at, r.annotation_id))
+
+    def prefetch(self, annotation_ids: Iterable[str], run_ids: Iterable[str]) -> None:
+        """Look up many at once, before a bulk caller asks for each (a promotion)."""
+        self.keyed.prefetch("annotation", annotation_ids)
+        self.keyed.prefetch("run-id", run_ids)
+
+    def annotations_of(self, runs: Iterable[str]) -> list[str]:
+        """The annotation ids of the reviews of the runs `runs` (digests), sorted."""
+        found = self.keyed.find_many("run", runs)
+        return sorted({r.annotation_id for entries in found.values() for _, r in entries})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO, Any, Iterable, NamedTuple
 
-from . import checks, claims, encoding, leases
+from . import checks, claims, encoding, leases, log_index
 from .errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
 from .erased import admitted_persons, erased_persons, refuse_erased
 from .objects import (Run, RunAdmission, RunEntry, RunImport, encode_object, format_record_file,
@@ -94,32 +94,39 @@ def read_runs_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") 
 
 
 class RunIndex:
-    """Run id -> digest of the stored run, from every import record (read once per process)."""
+    """Run id -> digest of the stored run. Lookups go through the log's keyed index (a few
+    small reads in a fresh process); `all` reads every import record (once per process)."""
 
-    def __init__(self, backend) -> None:
+    def __init__(self, backend, secret: bytes) -> None:
         self.backend = backend
+        self.keyed = log_index.LogIndex(backend, log_index.RUNS, secret)
         self._by_id: dict[str, str] = {}
-        self._loaded = 0  # import records read so far
+        self._loaded = 0  # import records read so far by `all`
 
     def refresh(self) -> int:
+        """The number of the last import record (the records landed since are read)."""
+        return self.keyed.refresh()
+
+    def reload(self) -> None:
+        """Read every import record again (an erasure rewrites records already read)."""
+        self.keyed.reload()
+        self._by_id, self._loaded = {}, 0
+
+    def get(self, run_id: str) -> str | None:
+        return self.get_many([run_id]).get(run_id)
+
+    def get_many(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """Run id -> digest of those of `run_ids` that are recorded (the newest import wins:
+        an id comes back only after an erasure removed its first recording)."""
+        found = self.keyed.find_many("run-id", run_ids)
+        return {run_id: entries[-1][1].run for run_id, entries in found.items() if entries}
+
+    def all(self) -> dict[str, str]:
+        """Every run id -> digest, in import order."""
         for n, record in read_log_from(self.backend, import_key, RunImport, self._loaded):
             for entry in record.runs:
                 self._by_id[entry.run_id] = entry.run
             self._loaded = n
-        return self._loaded
-
-    def reload(self) -> None:
-        """Read every import record again (an erasure rewrites records already read)."""
-        self._by_id, self._loaded = {}, 0
-        self.refresh()
-
-    def get(self, run_id: str) -> str | None:
-        if run_id not in self._by_id:
-            self.refresh()
-        return self._by_id.get(run_id)
-
-    def all(self) -> dict[str, str]:
-        self.refresh()
         return dict(self._by_id)
 
 
@@ -171,7 +178,7 @@ def _warnings(runs: list[Run]) -> list[str]:
 
 def index(ctx) -> RunIndex:
     """The context's run index (read once, then extended as the log grows)."""
-    return ctx.derived("runs", lambda: RunIndex(ctx.backend))
+    return ctx.derived("runs", lambda: RunIndex(ctx.backend, ctx.store.person_key))
 
 
 PROGRESS_EVERY = 500  # runs between two progress reports
@@ -263,8 +270,9 @@ def _import_leased(ctx, lease, runs_index, seen, author, now,
     for _ in claims.attempts("a run import number"):
         checked = runs_index.refresh()  # every import up to this number is checked below
         new = {}
+        known = runs_index.get_many(seen)
         for run_id, (digest, run) in seen.items():
-            stored = runs_index.get(run_id)
+            stored = known.get(run_id)
             if stored is None:
                 new[run_id] = (digest, run)
             elif stored != digest:
@@ -287,7 +295,9 @@ def _import_leased(ctx, lease, runs_index, seen, author, now,
         # The admission comes first, naming the number the import record then claims.
         if admitted and not _admit(ctx, number, admitted, author, now):
             continue
-        if ctx.backend.put_if_absent(import_key(number), format_record_file(record)):
+        data = format_record_file(record)
+        if ctx.backend.put_if_absent(import_key(number), data):
+            log_index.extend(ctx.backend, log_index.RUNS, ctx.store.person_key, number, data)
             runs_index.refresh()
             return sorted(new), len(seen) - len(new)
         # another import took this number: re-check conflicts against it, then retry (an

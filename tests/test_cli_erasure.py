@@ -125,7 +125,7 @@ def test_erase_preview_confirm_and_list(run, repo):
     assert run("erasures", "list").stdout.startswith(f"{done['id']} {done['person']} at ")
     gc = json.loads(run("--json", "gc", "--dry-run", "--grace", "0").stdout)
     assert sorted(gc) == ["bytes_reclaimed", "deferred", "dry_run", "garbage_kept",
-                          "multi_indexes_deleted", "objects_deleted", "packs", "packs_deleted",
+                          "log_indexes_deleted", "multi_indexes_deleted", "objects_deleted", "packs", "packs_deleted",
                           "packs_rewritten",
                           "packs_written", "proposals_deleted", "records_deleted"]
     assert gc["dry_run"] is True

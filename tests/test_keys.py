@@ -36,6 +36,8 @@ PARTS = {
     "run.admission": st.tuples(NUMBER),
     "run.import": st.tuples(NUMBER),
     "review.batch": st.tuples(NUMBER),
+    "log.index": st.tuples(st.sampled_from(["runs", "reviews"]), NUMBER, NUMBER, HEX64).filter(
+        lambda t: t[1] < t[2]),
     "settings": st.tuples(NUMBER),
     "eligibility": st.tuples(NUMBER),
     "erasure": st.tuples(SEGMENT),

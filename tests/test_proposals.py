@@ -463,8 +463,8 @@ def test_promotion_needs_an_accepting_judgment_on_the_eligibility_metric(staged)
     assert info.value.fields == {"annotation_id": accepted, "newer_annotation_id": later,
                                  "label": "rejected"}
     # every refusal came before anything was staged: only the reviews were added
-    assert [k for k in keys(repo) if k not in before] == \
-        [k for k in keys(repo) if k not in before and k.startswith("reviews/")]
+    assert [k for k in keys(repo) if k not in before] == [
+        k for k in keys(repo) if k not in before and k.startswith(("reviews/", "indexes/reviews/"))]
     assert not any("/proposals/" in k or "/keys/" in k for k in keys(repo))
     again = review(repo, "r-2", label="accepted")  # a newer acceptance admits it again
     preview = _promote_one(repo, "r-2", again, "k4")

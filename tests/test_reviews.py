@@ -38,7 +38,10 @@ def test_review_preview_saves_nothing_and_the_token_saves(repo):
     assert (r.annotation_id, r.run_id, r.metric, r.label, r.reviewer) == (
         ann, "r-1", "dataset_eligibility", "reviewed", REVIEWER)
     assert r.run == preview["reviews"][0]["run"]
-    assert [k for k in keys(repo) if k not in before] == ["reviews/0000000001"]
+    assert [k for k in keys(repo) if k not in before and not k.startswith("indexes/")] == [
+        "reviews/0000000001"]
+    [segment] = [k for k in keys(repo) if k.startswith("indexes/reviews/")]  # the batch's index
+    assert segment.startswith("indexes/reviews/0000000000-0000000001.")
 
 
 def test_wrong_or_stale_review_token_is_refused(repo, monkeypatch):
@@ -98,7 +101,8 @@ def test_a_batch_of_reviews_is_one_preview_and_one_record(mem):
     assert keys(mem) == before
     saved = mem.add_reviews(reqs, confirm_token=token)
     assert len(set(saved["annotation_ids"])) == 300
-    assert [k for k in keys(mem) if k not in before] == ["reviews/0000000001"]
+    assert [k for k in keys(mem) if k not in before and not k.startswith("indexes/")] == [
+        "reviews/0000000001"]
     assert all(len(mem.reviews(r)) == 1 for r in ids[:5])
 
 
