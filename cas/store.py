@@ -10,6 +10,7 @@ from typing import Iterable, NamedTuple
 import msgspec
 
 from . import pack as packfmt
+from .backends import put_all
 from .digest import digest_of, from_bytes, person_digest, to_bytes
 from .errors import Aborted, CasError, CorruptData, DigestMismatch, NotFound
 # (PERSONS, person_shards_key and parse_person_shards_key are imported from here by others)
@@ -401,12 +402,12 @@ class ObjectStore:
         data = format_record_file(PersonShards(pack=pid, shards=sorted(shards)))
         self.backend.put_if_absent(person_shards_key(pid, shards), data)
         written = len(data)
-        for shard, entries in sorted(shards.items()):
-            data = format_record_file(PersonIndex(pack=pid,
-                                                  entries=sorted(entries, key=_person_order)))
-            self.backend.put_if_absent(person_index_key(shard, pid), data)
-            written += len(data)
-        return written
+        files = [(person_index_key(shard, pid),
+                  format_record_file(PersonIndex(pack=pid,
+                                                 entries=sorted(entries, key=_person_order))))
+                 for shard, entries in sorted(shards.items())]
+        put_all(self.backend, files)  # up to 256 small files: written side by side
+        return written + sum(len(data) for _, data in files)
 
     def rewrite_pack(self, pid: str, drop: set[bytes]) -> Rewrite:
         """Replace pack `pid` by one without the objects in `drop` (raw digests), or delete it

@@ -53,6 +53,25 @@ class Backend(Protocol):
     def modified(self, key: str) -> float: ...
 
 
+PUT_WORKERS = 16  # create-if-absent calls in flight at once (put_all)
+
+
+def put_all(backend, items: list[tuple[str, bytes]]) -> None:
+    """Create-if-absent every (key, bytes) of `items`, in no particular order, and return once
+    all are done (the first failure is raised). A backend whose class says `CONCURRENT_PUTS`
+    gets them from several threads: each small file then does not wait alone for its fsync (a
+    local directory commits concurrent ones together) or its request (S3). Any other backend,
+    such as a test's wrapper that orders calls, gets them one at a time."""
+    if len(items) < 2 or not getattr(type(backend), "CONCURRENT_PUTS", False):
+        for key, data in items:
+            backend.put_if_absent(key, data)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(min(PUT_WORKERS, len(items))) as pool:
+        for _ in pool.map(lambda item: backend.put_if_absent(*item), items):
+            pass
+
+
 def is_remote(location: str) -> bool:
     return isinstance(location, str) and "://" in location
 

@@ -70,6 +70,7 @@ def aws_settings(environ=os.environ) -> dict[str, str]:
 
 class S3Backend:
     """Keys live under `s3://bucket/prefix/`. Counts requests by kind in `self.requests`."""
+    CONCURRENT_PUTS = True  # safe to call from several threads (backends.put_all)
 
     def __init__(self, url: str, environ=os.environ) -> None:
         try:
