@@ -171,7 +171,10 @@ class Segment:
 
     def _open(self) -> None:
         if self._head is None:
-            head = self.backend.get_range(self.key, 0, OPEN_READ)
+            mapper = getattr(type(self.backend), "map", None)
+            if mapper is not None and self._whole is None:  # a local file: probes are slices
+                self._whole = mapper(self.backend, self.key)
+            head = self._read(0, OPEN_READ)
             if len(head) < HEADER.size or head[:4] != MAGIC:
                 raise CorruptData(f"{self.key} is not a log index segment", key=self.key)
             magic, fmt, bits, lo, hi, count = HEADER.unpack_from(head)
@@ -191,6 +194,7 @@ class Segment:
         return HEADER.size + SLOT.size * (1 << self.bits) + self.count * ROW.size + TRAILER
 
     def load_whole(self) -> None:
+        self._open()
         if self._whole is None:
             data = self.backend.get(self.key)
             parse_segment(data, self.key)

@@ -10,7 +10,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from blake3 import blake3
 
-from .errors import CorruptData, DigestMismatch, UnsupportedFormat
+from .errors import CorruptData, DigestMismatch, NotFound, UnsupportedFormat
 from .keys import PACKS, parse_index_key
 
 PACK_MAGIC = b"CASP"
@@ -170,16 +170,35 @@ class IndexReader:
         self._fanout: tuple[int, ...] | None = None
         self._packs: list[str] = []
         self._digests_at = DIGESTS_AT
+        self._mapped = None  # the file mapped into memory, where the backend maps files
+
+    def _read(self, key: str, offset: int, length: int) -> bytes:
+        if self._mapped is not None:
+            return self._mapped[offset:offset + length]
+        return self.backend.get_range(key, offset, length)
+
+    def confirm(self) -> None:
+        """Raise NotFound if this index is gone. A mapped index answers after it was deleted
+        (gc or an erasure replaced its pack): what it found is confirmed with one call, as a
+        range read of a deleted index would have failed."""
+        if self._mapped is not None and not self.backend.exists(self.key):
+            raise NotFound(f"no such key {self.key!r}", key=self.key)
 
     def _open(self) -> None:
+        # A local index is mapped once: each probe is then a slice of memory, not a call
+        # (an index is immutable; one deleted since keeps answering for a pack that is gone,
+        # which a read of the pack finds, as it finds a pack replaced after its lookup).
+        mapper = getattr(type(self.backend), "map", None)
+        if mapper is not None:
+            self._mapped = mapper(self.backend, self.key)
         if self.multi:
-            head = self.backend.get_range(self.key, 0, HEADER.size + COUNT.size)
+            head = self._read(self.key, 0, HEADER.size + COUNT.size)
             _check_header(head, HEADER.size + COUNT.size, MULTI_MAGIC, MULTI_FORMAT,
                           "multi-pack index", self.key)
             (count,) = COUNT.unpack_from(head, HEADER.size)
             table_at = HEADER.size + COUNT.size
             fanout_at = table_at + count * DIGEST_LEN
-            rest = self.backend.get_range(self.key, table_at, count * DIGEST_LEN + FANOUT.size)
+            rest = self._read(self.key, table_at, count * DIGEST_LEN + FANOUT.size)
             if len(rest) != count * DIGEST_LEN + FANOUT.size:
                 raise CorruptData(f"{self.key} is truncated", key=self.key)
             self._packs = [rest[i:i + DIGEST_LEN].hex()
@@ -187,7 +206,7 @@ class IndexReader:
             self._fanout = FANOUT.unpack_from(rest, count * DIGEST_LEN)
             self._digests_at = fanout_at + FANOUT.size
         else:
-            head = self.backend.get_range(self.key, 0, DIGESTS_AT)
+            head = self._read(self.key, 0, DIGESTS_AT)
             _check_header(head, DIGESTS_AT, INDEX_MAGIC, INDEX_FORMAT, "index", self.key)
             self._fanout = FANOUT.unpack_from(head, FANOUT_AT)
             self._packs = [_pack_of(self.key)]
@@ -215,7 +234,7 @@ class IndexReader:
         at = self._digests_at
         lo = fanout[digest[0] - 1] if digest[0] else 0
         hi = fanout[digest[0]]
-        read = self.backend.get_range
+        read = self._read
         while hi - lo > SCAN_BELOW:
             mid = (lo + hi) // 2
             probe = read(self.key, at + mid * DIGEST_LEN, DIGEST_LEN)
@@ -249,6 +268,7 @@ class IndexReader:
         else:
             offset, length, kind = ROW.unpack(row)
             ordinal = 0
+        self.confirm()
         return self._packs[ordinal], Entry(digest, offset, length, kind)
 
     def lookup_many(self, digests: list[bytes]) -> dict[bytes, tuple[str, Entry]]:
@@ -265,7 +285,7 @@ class IndexReader:
         if hi - lo > SCAN_BELOW + 16 * len(digests):
             return {d: found for d in digests if (found := self.lookup(d)) is not None}
         at = self._digests_at
-        block = self.backend.get_range(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
+        block = self._read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
         keys = [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
         positions = {}
         for d in digests:
@@ -277,7 +297,7 @@ class IndexReader:
         row_struct = MULTI_ROW if self.multi else ROW
         start, stop = min(positions.values()), max(positions.values()) + 1
         rows_at = at + fanout[255] * DIGEST_LEN + start * row_struct.size
-        rows = self.backend.get_range(self.key, rows_at, (stop - start) * row_struct.size)
+        rows = self._read(self.key, rows_at, (stop - start) * row_struct.size)
         if len(rows) != (stop - start) * row_struct.size:
             raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
                               key=self.key)
@@ -289,12 +309,14 @@ class IndexReader:
                 raise CorruptData(f"{self.key}: row names pack {ordinal} of "
                                   f"{len(self._packs)}", key=self.key)
             out[d] = self._packs[ordinal], Entry(d, fields[0], fields[1], fields[2])
+        self.confirm()
         return out
 
     def all_digests(self) -> set[bytes]:
         """Every digest of this index in one read (for bulk existence checks)."""
         n = len(self)
-        block = self.backend.get_range(self.key, self._digests_at, n * DIGEST_LEN)
+        block = self._read(self.key, self._digests_at, n * DIGEST_LEN)
+        self.confirm()
         return {block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)}
 
 

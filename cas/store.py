@@ -126,6 +126,12 @@ class ObjectStore:
                 fresh = True
                 continue
             if fresh:
+                try:  # a mapped index deleted since the listing answered nothing for its pack
+                    for idx in indexes:
+                        idx.confirm()
+                except NotFound:
+                    self.refresh()
+                    continue  # (fresh stays True: the next pass lists again)
                 return None
             self.refresh()  # another writer may have added a pack since we listed
             fresh = True

@@ -349,3 +349,22 @@ def test_two_threads_caching_one_object_at_once_both_succeed(tmp_path, monkeypat
     monkeypatch.setattr("cas.store.os.replace", racing_replace)
     store._write_cache(digest, kind, data)
     assert nested and store._read_cache(digest) == (kind, data)
+
+
+def test_a_local_index_is_mapped_and_one_deleted_since_answers_nothing(tmp_path):
+    """A local repository maps its indexes (a probe is a slice of memory, not a call). A pack
+    replaced by another process leaves the old index mapped here: what it finds is confirmed,
+    so an object dropped from the pack is absent and the others are found in the new pack."""
+    import cas
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=[{"input": i} for i in range(10)])
+    dropped, *kept = repo.items("d", 1).items
+    assert repo.store.contains(dropped)
+    assert all(idx._mapped is not None for idx in repo.store.indexes())
+    other = cas.open(str(tmp_path))
+    pid = other.store.locate(dropped)[0][len("packs/"):-len(".pack")]
+    other.store.rewrite_pack(pid, {to_bytes(dropped)})
+    assert not repo.store.contains(dropped)
+    assert all(repo.store.contains(c) for c in kept)
+    assert repo.store.get(kept[0]).input is not None
