@@ -386,12 +386,18 @@ def bench_size(n: int, jsonl: str, out: str, args, rng: random.Random, log) -> d
         assert len(d.added) == 5 and sorted(d.removed) == sorted(victims), d
     res["diff"] = statistics.median(diff_t)
 
-    # Storage reads behind one page / one diff / one seal from a fresh cas.open (untimed pass).
-    def counted(op: Callable[[Any], Any]) -> tuple[int, int]:
+    # Storage reads behind one page / one diff / one seal from a fresh cas.open (untimed pass):
+    # (calls, bytes, files mapped into memory: a local index is mapped once, then sliced).
+    def counted(op: Callable[[Any], Any]) -> tuple[int, int, int]:
+        from cas.backends.local import LocalBackend
         r = cas.open(repo)
         be = r.backend
-        calls = [0, 0]
-        get, get_range = be.get, be.get_range
+        calls = [0, 0, 0]
+        get, get_range, real_map = be.get, be.get_range, LocalBackend.map
+
+        def c_map(self, key):
+            calls[2] += 1
+            return real_map(self, key)
 
         def c_get(key):
             data = get(key)
@@ -405,8 +411,12 @@ def bench_size(n: int, jsonl: str, out: str, args, rng: random.Random, log) -> d
             calls[1] += len(data)
             return data
         be.get, be.get_range = c_get, c_get_range
-        op(r)
-        return calls[0], calls[1]
+        LocalBackend.map = c_map
+        try:
+            op(r)
+        finally:
+            LocalBackend.map = real_map
+        return calls[0], calls[1], calls[2]
     res["reads_page"] = counted(lambda r: r.items(DATASET, 1, after=random_cursor(rng), limit=100))
     res["reads_diff"] = counted(lambda r: r.diff(DATASET, head, rec.number))
     res["reads_case"] = counted(lambda r: r.case(DATASET, 1, victims[0]))
@@ -554,7 +564,7 @@ def report(results: list[dict[str, Any]], cold: dict, args, elapsed: float, out:
                      f"floor runs {[round(x, 3) for x in r['floor_runs']]}; ingest peak RSS "
                      f"{fmt_b(r['maxrss'])} (ru_maxrss {fmt_b(r['ru_maxrss'])}; before ingest "
                      f"{fmt_b(r['rss_before'])}); "
-                     f"{r['indexes']} pack indexes after the seals; storage reads (calls, bytes) "
+                     f"{r['indexes']} pack indexes after the seals; storage reads (calls, bytes, files mapped) "
                      f"from a fresh open: page {tuple(r['reads_page'])}, diff "
                      f"{tuple(r['reads_diff'])}, case {tuple(r['reads_case'])}"
                      + (f"; git write {r['git_parts']['write']:.2f}s add {r['git_parts']['add']:.2f}s "

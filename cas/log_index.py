@@ -17,6 +17,7 @@ A reader's cover is then at most one segment per bit of the log's length.
 from __future__ import annotations
 
 import collections
+import itertools
 import struct
 from bisect import bisect_left
 from typing import Any, Iterable, NamedTuple
@@ -135,21 +136,25 @@ def parse_segment(data: bytes, where: str) -> tuple[int, int, list[bytes]]:
                                 key=where, format=fmt)
     if blake3(memoryview(data)[:-TRAILER]).digest() != data[-TRAILER:]:
         raise CorruptData(f"{where}: its checksum does not match its bytes", key=where)
-    if bits > MAX_BITS or not lo < hi:
-        raise CorruptData(f"{where}: fan-out bits {bits}, records ({lo}, {hi}]", key=where)
+    if bits != _bits(count) or not lo < hi:
+        raise CorruptData(f"{where}: fan-out bits {bits} for {count} rows, records ({lo}, "
+                          f"{hi}]", key=where)
     rows_at = HEADER.size + SLOT.size * (1 << bits)
     if len(data) != rows_at + count * ROW.size + TRAILER:
         raise CorruptData(f"{where}: its length does not match its {count} rows", key=where)
     rows = [data[i:i + ROW.size] for i in range(rows_at, rows_at + count * ROW.size, ROW.size)]
     if any(a >= b for a, b in zip(rows, rows[1:])):
         raise CorruptData(f"{where}: its rows are not sorted", key=where)
-    if format_segment(lo, hi, rows) != data:
-        raise CorruptData(f"{where}: its fan-out table does not match its rows", key=where)
+    slots = [0] * (1 << bits)
     for row in rows:
-        number = ROW.unpack(row)[1]
+        slots[_bucket(row, bits)] += 1
+        number = int.from_bytes(row[16:20], "big")
         if not lo < number <= hi:
             raise CorruptData(f"{where}: a row names record {number}, outside ({lo}, {hi}]",
                               key=where)
+    if list(itertools.accumulate(slots)) != list(
+            struct.unpack_from(f">{len(slots)}I", data, HEADER.size)):
+        raise CorruptData(f"{where}: its fan-out table does not match its rows", key=where)
     return lo, hi, rows
 
 

@@ -537,6 +537,8 @@ class ObjectStore:
         wanted = set(pids)
         out: dict[str, set[str]] = {}
         for key in self.backend.list(SHARDS):
+            if key[len(SHARDS):len(SHARDS) + 64] not in wanted:
+                continue  # (parsing every pack's map cost more than the listing)
             parsed = parse_person_shards_key(key)
             if parsed is not None and parsed[0] in wanted:
                 out.setdefault(parsed[0], set()).update(parsed[1])
