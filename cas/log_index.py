@@ -261,12 +261,12 @@ def stored_segments(backend, log: Log) -> list[tuple[int, int, str]]:
 def superseded(found: list[tuple[int, int, str]]) -> list[str]:
     """The keys of segments another one covers (gc deletes them): records within its range,
     or the same range under a larger key."""
-    out = []
-    for lo, hi, key in found:
-        for lo2, hi2, key2 in found:
-            if key2 != key and lo2 <= lo and hi <= hi2 and ((lo2, hi2) != (lo, hi) or key2 < key):
-                out.append(key)
-                break
+    out, widest = [], -1
+    # In this order every segment that could cover one comes before it.
+    for lo, hi, key in sorted(found, key=lambda s: (s[0], -s[1], s[2])):
+        if hi <= widest:
+            out.append(key)
+        widest = max(widest, hi)
     return sorted(out)
 
 
@@ -490,8 +490,9 @@ class LogIndex:
 # -- writing --------------------------------------------------------------------------------
 def extend(backend, log: Log, secret: bytes, number: int, data: bytes) -> None:
     """After record `number` (file bytes `data`) landed: its segment, and the merges the binary
-    counter asks for. An index is derived: a failure here costs later readers time (they read
-    the records it would have covered), never a record, so it does not fail the write."""
+    counter asks for, each deleting the segments it covers. An index is derived: a failure
+    here costs later readers time (they read the records it would have covered), never a
+    record, so it does not fail the write."""
     try:
         record = parse_record_file(data, log.record_type, log.key_of(number))
         one = format_segment(number - 1, number, rows_of(log, number, data, record, secret))
@@ -504,7 +505,14 @@ def extend(backend, log: Log, secret: bytes, number: int, data: bytes) -> None:
             merged = _merge(backend, log, secret, number - size, number, found)
             key = log_segment_key(log.name, number - size, number, _name(merged))
             backend.put_if_absent(key, merged)
-            found.append((number - size, number, key))
+            # What it covers is deleted now, not at the next gc, so that a reader's listing
+            # stays about one segment per bit of the log's length (one that listed a deleted
+            # segment lists again).
+            within = [s for s in found if number - size <= s[0] and s[1] <= number]
+            for _, _, old in within:
+                if old != key:
+                    backend.delete(old)
+            found = [s for s in found if s not in within] + [(number - size, number, key)]
             size *= 2
     except (CasError, OSError):
         return

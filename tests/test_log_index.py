@@ -95,12 +95,19 @@ def test_a_fresh_process_resolves_ids_in_a_few_small_reads():
     import_batches(repo, 40, 25)  # 1,000 runs in 40 imports
     for i in range(0, 40, 4):
         save_review(repo, f"r-{i}-3")
-    # the binary counter: 40 = 32 + 8, so a cover of two segments (gc leaves only those)
-    report = repo.gc(grace=0)
-    assert report.log_indexes_deleted > 0
+    # the binary counter: 40 = 32 + 8, so a cover of two segments, and each merge deleted
+    # what it covers
     runs = sorted(k for k in backend.list("indexes/runs/"))
     assert [k.split("/")[2].split(".")[0] for k in runs] == [
         "0000000000-0000000032", "0000000032-0000000040"]
+    # a covered segment left behind (a merge interrupted before its deletions) goes at gc
+    record = backend.get("runs/imports/0000000005")
+    parsed = cas.objects.parse_record_file(record, cas.objects.RunImport, "r")
+    left = log_index.format_segment(4, 5, log_index.rows_of(
+        log_index.RUNS, 5, record, parsed, repo.store.person_key))
+    backend.put_if_absent(f"indexes/runs/0000000004-0000000005.{left[-32:].hex()}", left)
+    assert repo.gc(grace=0).log_indexes_deleted == 1
+    assert sorted(backend.list("indexes/runs/")) == runs
     counting = Counting(backend)
     cold = cas.Repository(counting)
     wanted = [f"r-{b}-{i}" for b, i in ((0, 0), (3, 7), (17, 24), (31, 1), (39, 12))]
