@@ -185,9 +185,8 @@ class IndexReader:
             raise NotFound(f"no such key {self.key!r}", key=self.key)
 
     def _open(self) -> None:
-        # A local index is mapped once: each probe is then a slice of memory, not a call
-        # (an index is immutable; one deleted since keeps answering for a pack that is gone,
-        # which a read of the pack finds, as it finds a pack replaced after its lookup).
+        # A local index is mapped once: each probe is then a slice of memory, not a call (an
+        # index is immutable; one deleted since keeps answering, so what it finds is confirmed).
         mapper = getattr(type(self.backend), "map", None)
         if mapper is not None:
             self._mapped = mapper(self.backend, self.key)

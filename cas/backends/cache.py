@@ -25,6 +25,7 @@ def default_cache_root() -> str:
 
 class CachingBackend:
     CONCURRENT_PUTS = True  # safe to call from several threads (backends.put_all)
+
     def __init__(self, inner, cache_dir: str) -> None:
         self.inner = inner
         self.url = inner.url

@@ -59,6 +59,7 @@ def _dead_writer(name: str) -> bool:
 
 class LocalBackend:
     CONCURRENT_PUTS = True  # safe to call from several threads (backends.put_all)
+
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
         self.url = self.root
