@@ -368,3 +368,18 @@ def test_a_local_index_is_mapped_and_one_deleted_since_answers_nothing(tmp_path)
     assert not repo.store.contains(dropped)
     assert all(repo.store.contains(c) for c in kept)
     assert repo.store.get(kept[0]).input is not None
+
+
+def test_a_file_system_that_cannot_map_files_is_read_with_calls(tmp_path, monkeypatch):
+    import cas
+    import cas.backends.local as local
+
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=[{"input": i} for i in range(5)])
+    monkeypatch.setattr(local.mmap, "mmap", refuse)
+    cold = cas.open(str(tmp_path))
+    assert sorted(cold.case("d", 1, c).input for c in cold.items("d", 1).items) == list(range(5))
+    assert all(idx._mapped is None for idx in cold.store.indexes())

@@ -94,7 +94,8 @@ class LocalBackend:
     def map(self, key: str):
         """The file of `key` mapped read-only into memory (slices of it are bytes), for files
         that never change once written and hold no one's data (pack indexes): a reader's
-        probes then cost no call each. It stays readable after the key is deleted."""
+        probes then cost no call each. It stays readable after the key is deleted. None where
+        the file system cannot map it."""
         try:
             fd = os.open(self._path(key), os.O_RDONLY)
         except (FileNotFoundError, NotADirectoryError):
@@ -105,7 +106,10 @@ class LocalBackend:
                 raise NotFound(f"no such key {key!r}", key=key)
             if not st.st_size:
                 return b""
-            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            try:
+                return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                return None  # a file system that cannot map files: read it with calls
         finally:
             os.close(fd)
 
