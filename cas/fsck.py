@@ -88,6 +88,8 @@ class _State:
         self.sealed: dict[tuple[str, str], int] = {}  # (dataset, proposal token) -> version
         self.cited: dict[str, tuple[str, str]] = {}  # provenance -> (severity, first naming)
         self.seen: dict[str, list] = {"reviews": [], "proposals": []}
+        # (log, record number) -> the (row key, number) pairs its log index must hold
+        self.log_rows: dict[tuple[str, int], set[tuple[bytes, int]]] = {}
         self.n_versions = 0
 
     def of(self, *families: str) -> list[str]:
@@ -104,14 +106,18 @@ class _State:
     def read(self, key: str, types):
         """The record at `key` (of the type, or one of the tuple of types), or None once the
         reason it is not one has been reported."""
+        return self.read_file(key, types)[1]
+
+    def read_file(self, key: str, types) -> tuple[bytes | None, object]:
+        """(file bytes, record) of `read`; (None, None) once reported."""
         try:
             data = self.backend.get(key)
             if isinstance(types, tuple):
-                return parse_record_file_of(data, types, key)
-            return parse_record_file(data, types, key)
+                return data, parse_record_file_of(data, types, key)
+            return data, parse_record_file(data, types, key)
         except CasError as exc:
             self.error(key, exc.message)
-            return None
+            return None, None
 
 
 def check(ctx, progress: Progress | None = None) -> Report:
@@ -583,9 +589,13 @@ _LOGS = (("run.import", K.IMPORTS, RunImport), ("review.batch", K.REVIEWS, Revie
          ("settings", K.SETTINGS, Settings), ("eligibility", K.ELIGIBILITY, Eligibility))
 
 
+_INDEXED = {"run.import": log_index.RUNS, "review.batch": log_index.REVIEWS}
+
+
 def _check_logs(st: _State) -> None:
     """The repository-wide numbered logs: each record verified, the numbering contiguous; the
-    reviews read are kept for _check_references, the runs imports name are reachable."""
+    reviews read are kept for _check_references, the runs imports name are reachable, and the
+    rows the log indexes must hold are kept for _check_log_indexes."""
     for family, prefix, type_ in _LOGS:
         numbers = []
         for key in sorted(k for k in st.keys if k.startswith(prefix)):
@@ -594,9 +604,13 @@ def _check_logs(st: _State) -> None:
                 continue
             (number,) = K.BY_NAME[family].parse(key)
             numbers.append(number)
-            record = st.read(key, type_)
+            data, record = st.read_file(key, type_)
             if record is None:
                 continue
+            log = _INDEXED.get(family)
+            if log is not None:
+                st.log_rows[log.name, number] = {(row[:16], number) for row in log_index.rows_of(
+                    log, number, data, record, st.store.person_key)}
             if getattr(record, "number", getattr(record, "revision", None)) != number:
                 st.error(key, "record number does not match its key")
             if type_ is ReviewBatch:
@@ -616,22 +630,6 @@ def _check_log_indexes(st: _State) -> None:
     """Each segment of a log index whole (checksum, order, fan-out, its name), over records the
     log holds, with a row for every entry those records hold now. Rows an erasure's redaction
     left (naming entries the records no longer hold) are expected and name no plain value."""
-    wanted: dict[tuple[str, int], set[tuple[bytes, int]] | None] = {}
-
-    def rows_now(log: log_index.Log, number: int) -> set[tuple[bytes, int]] | None:
-        if (log.name, number) not in wanted:
-            key = log.key_of(number)
-            try:
-                data = st.backend.get(key)
-                record = parse_record_file(data, log.record_type, key)
-            except CasError:
-                wanted[log.name, number] = None  # missing or damaged: _check_logs reports it
-            else:
-                wanted[log.name, number] = {
-                    (row[:16], number) for row in log_index.rows_of(
-                        log, number, data, record, st.store.person_key)}
-        return wanted[log.name, number]
-
     for key in st.by_family["log.index"]:
         parsed = K.parse_log_segment_key(key)
         if parsed is None:
@@ -654,7 +652,8 @@ def _check_log_indexes(st: _State) -> None:
             continue
         held = {(row[:16], int.from_bytes(row[16:20], "big")) for row in rows}
         for number in range(lo + 1, hi + 1):
-            missing = (rows_now(log, number) or set()) - held
+            # (a record missing or damaged has no rows here: _check_logs reports it)
+            missing = st.log_rows.get((name, number), set()) - held
             if missing:
                 st.error(key, f"lacks {len(missing)} row(s) of {log.key_of(number)}: a lookup "
                               "would not find what that record holds")

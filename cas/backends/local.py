@@ -74,15 +74,22 @@ class LocalBackend:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise NotFound(f"no such key {key!r}", key=key) from None
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
+    def _open_file(self, key: str) -> tuple[int, os.stat_result]:
+        """An open descriptor of the regular file of `key` and its stat (the caller closes it);
+        NotFound if there is none (a directory holding longer keys is not a key)."""
         try:
             fd = os.open(self._path(key), os.O_RDONLY)
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(f"no such key {key!r}", key=key) from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise NotFound(f"no such key {key!r}", key=key)
+        return fd, st
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        fd, st = self._open_file(key)
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):  # a directory holding longer keys is not a key
-                raise NotFound(f"no such key {key!r}", key=key)
             # Clamp to the file: an offset or length read from a damaged index may be huge
             # (pread would overflow, or allocate gigabytes) and must just read past the end.
             if offset >= st.st_size:
@@ -96,14 +103,8 @@ class LocalBackend:
         that never change once written and hold no one's data (pack indexes): a reader's
         probes then cost no call each. It stays readable after the key is deleted. None where
         the file system cannot map it."""
+        fd, st = self._open_file(key)
         try:
-            fd = os.open(self._path(key), os.O_RDONLY)
-        except (FileNotFoundError, NotADirectoryError):
-            raise NotFound(f"no such key {key!r}", key=key) from None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise NotFound(f"no such key {key!r}", key=key)
             if not st.st_size:
                 return b""
             try:
