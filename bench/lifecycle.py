@@ -336,6 +336,18 @@ def cold_index_loads(repo_dir: str, runs: int = 5, ids: int = 10) -> dict:
     return {what: statistics.median(ts) for what, ts in out.items()}
 
 
+def store_shape(repo_dir: str) -> dict[str, int]:
+    """What the writers' own upkeep (store.maintain) left: packs, how many are small, and the
+    indexes a fresh process searches for an object."""
+    import cas
+    from cas.store import SMALL_PACK
+    repo = cas.open(repo_dir)
+    small = sum(os.path.getsize(os.path.join(repo_dir, ".cas", "packs", f"{pid}.pack"))
+                < SMALL_PACK for pid in repo.store.pack_ids())
+    return {"packs": len(repo.store.pack_ids()), "small": small,
+            "indexes": len(repo.store.indexes())}
+
+
 def merge_indexes(repo_dir: str) -> int:
     """Write one multi-pack index over every pack at once (writers now merge indexes as they
     go, store.maintain: this shows what one full merge adds to that). Readers then search one
@@ -500,6 +512,11 @@ def report(res: dict, args, elapsed: float, out: str) -> str:
             f"{fmt_s(statistics.median(w['seal']))}, p90 {fmt_s(p90(w['total']))}")
     g = statistics.median(w_large["total"]) / statistics.median(w_small["total"])
     row("B", f"warm: preview + seal growth {grow}", "", "", f"{g:.2f}x", target, g <= 1.5)
+    for n in (small, large):
+        shape = res["store"][n]
+        row("B", f"after the promotions onto {label(n)}: packs; indexes a lookup searches",
+            f"{shape['packs']}; {shape['indexes']}", f"{shape['small']} packs under 4 MiB",
+            "", "a handful, no manual step (<= 16)", shape["indexes"] <= 16)
     for n in (small, large) if res["cli"] else ():
         row("B", f"CLI: cas promote + cas seal onto {label(n)}", fmt_s(statistics.median(res["cli"][n])),
             f"two processes; median of {len(res['cli'][n])}")
@@ -607,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"work dir {out}; generating {args.large} runs (seed {args.seed})")
     generate(jsonl, args.large, args.seed)
     res: dict[str, Any] = {"b": {}, "warm": {}, "cold": {}, "merged": {}, "cli": {}, "git": {},
-                           "repo_bytes": {}}
+                           "repo_bytes": {}, "store": {}}
     cli = cli_command()
     repos = {args.small: os.path.join(out, f"repo-{args.small}"),
              args.large: os.path.join(out, f"repo-{args.large}")}
@@ -626,6 +643,7 @@ def main(argv: list[str] | None = None) -> int:
             res["cli"][n] = part_b_cli(repos[n], args, cli)
             log(f"  B cli onto {n}: median {fmt_s(statistics.median(res['cli'][n]))}")
         res["repo_bytes"][n] = dir_bytes(os.path.join(repos[n], ".cas"))
+        res["store"][n] = store_shape(repos[n])
         if args.merged:
             merged = merge_indexes(repos[n])
             count = max(1, args.promotions // 5)

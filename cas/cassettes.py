@@ -403,7 +403,7 @@ def save(repo, pin: Any, executor: str, recordings: Mapping[str, Iterable[Casset
                                           executor=executor, person=case.person,
                                           exchanges=list(exchanges)))
         entries = []
-        with ctx.store.writer(lease.avoid_packs) as writer:
+        with ctx.store.writer(lease) as writer:
             for record in records:
                 digest = writer.add(record)
                 if in_force.get((record.case_id, executor)) != digest:

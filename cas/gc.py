@@ -30,7 +30,6 @@ from .keys import (DATASETS, ERASURES, PACKS, PERSONS, import_key, index_key, pa
 from .refs import read_log_from
 
 REWRITE_AT = 0.5  # a pack is rewritten once at least this share of its bytes is garbage
-SMALL_PACK = 4 << 20  # packs smaller than this are merged (one per version adds up)
 
 
 class GcReport(NamedTuple):
@@ -132,7 +131,10 @@ def collect(ctx, dry_run: bool = False, grace: float | str = 86400.0,
     # Publish what this gc may delete, then look at who else is at work (leases.py): writers
     # that started after this point keep clear of these packs and proposals.
     with leases.acquire(ctx, leases.GC, "gc", packs=condemned, proposals=sorted(stale)) as held:
-        rivals = leases.of_role(held.others, leases.GC)
+        # A writer merging small packs holds a gc lease too, beside its writer lease: that
+        # writer is waited for below, like any other.
+        rivals = [k for k in leases.of_role(held.others, leases.GC)
+                  if held.others[k] is None or held.others[k].operation != leases.MERGE]
         if rivals:
             raise Aborted(f"another gc is running ({rivals[0]}); nothing was deleted; retry "
                           "when it ends", reason="GC_IN_PROGRESS", lease=rivals[0])
@@ -265,7 +267,8 @@ def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]],
         garbage = {e.digest: e.length for e in entries if e.digest not in live}
         total = sum(e.length for e in entries)
         old = _modified(backend, pack_key(pid)) <= cutoff
-        if old and (sum(garbage.values()) >= REWRITE_AT * total or total < SMALL_PACK):
+        small = total < store_module.SMALL_PACK
+        if old and (sum(garbage.values()) >= REWRITE_AT * total or small):
             candidates.append((pid, garbage, total - sum(garbage.values())))
         else:
             kept += len(garbage)

@@ -26,6 +26,7 @@ from .keys import LEASES, ROLES, lease_key, parse_lease_key
 from .objects import Lease, format_record_file, parse_record_file
 
 WRITER, GC, ERASURE = ROLES
+MERGE = "merge small packs"  # the operation of a writer's gc lease (store.merge_packs)
 TTL = 300.0        # seconds a lease lives unless renewed; holders renew after a third of it
 MARGIN = 30.0      # a writer does not claim once its lease is this close to expiry (clock skew)
 WRITER_WAIT = 60.0   # how long a writer waits for an erasure in progress before ABORTED

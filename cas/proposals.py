@@ -512,7 +512,7 @@ def _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
     # run again adds its case anew (its bytes are stored again).
     lost = retirement.lost_cases(ctx, base) if base and ctx.refs.read_retirement(name, head) \
         else []
-    with ctx.store.writer(lease.avoid_packs) as writer:
+    with ctx.store.writer(lease) as writer:
         added, removes, prov_digest, root, count = _stage_tree(
             ctx, writer, name, head, base_root, cases, removes, lost, provenance)
     carried = (base.item_count if base else 0) - len(removes) - len(set(added) & set(lost))
@@ -678,7 +678,7 @@ def _seal_leased(ctx, lease, name: str, token: str, author: str, message: str):
             f"this proposal was made on {name}@{p.base}, but the head is now {name}@{head}; "
             f"{restage(p)}", reason="PROPOSAL_STALE", base=p.base, head=head,
             idempotency_key=p.idempotency_key)
-    with ctx.store.writer(lease.avoid_packs) as writer:
+    with ctx.store.writer(lease) as writer:
         record = sealing.seal_tree(ctx, name, p.base, p.add, p.remove, writer, message, author,
                                    p.operation)
     if record.content_digest != p.proposed_root:  # the base lost erased cases since the preview

@@ -283,7 +283,7 @@ def _import_leased(ctx, lease, runs_index, seen, author, now,
             return [], len(seen)
         # Only new runs count: a run already stored (admitted before) brings nobody back.
         admitted = admitting.persons(new)
-        with ctx.store.writer(lease.avoid_packs) as writer:
+        with ctx.store.writer(lease) as writer:
             for digest, run in new.values():
                 writer.add(run)
         if runs_index.refresh() != checked:

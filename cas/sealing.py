@@ -60,7 +60,7 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
                                   reason="BASE_REQUIRED", head=head)
     base = _check_base(ctx, name, base or 0, retry)
     with leases.writing(ctx, operation) as lease, \
-            ctx.store.writer(lease.avoid_packs) as writer:
+            ctx.store.writer(lease) as writer:
         # Read under the lease: an erasure that started earlier has finished by now.
         inserts = _store_cases(ctx, writer, add, erased_persons(ctx))
         both = set(inserts).intersection(removes)

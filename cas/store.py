@@ -9,6 +9,7 @@ from typing import Iterable, NamedTuple
 
 import msgspec
 
+from . import leases
 from . import pack as packfmt
 from .backends import put_all
 from .digest import digest_of, from_bytes, person_digest, to_bytes
@@ -33,6 +34,9 @@ LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs 
 # indexes however many writes made the packs.
 AUTO_MULTI_INDEX_AT = 16
 MERGE_MULTI_INDEXES_AT = 8
+# Packs smaller than this are merged: by that writer, those among the indexes it merges (when no
+# one else is at work), and by gc, every one past its grace period. One per promotion adds up.
+SMALL_PACK = 4 << 20
 MAX_MULTI_PACKS = 65535  # a multi-pack index row names its pack by a 16-bit ordinal
 # the objects that name a person (a cassette names its case's)
 PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"], KIND_CODES["cassette"])
@@ -341,10 +345,11 @@ class ObjectStore:
                 want = {d for d in want if idx.lookup(d) is None}
         return want
 
-    def writer(self, avoid_packs: Iterable[str] = ()) -> "PackWriter":
-        """A pack writer; objects in `avoid_packs` (a running gc may delete them) are written
-        again rather than reused."""
-        return PackWriter(self, avoid_packs=avoid_packs)
+    def writer(self, lease: leases.Held | None = None) -> "PackWriter":
+        """A pack writer for the holder of the writer's `lease`: objects in the packs a running
+        gc may delete are written again rather than reused, and the writer may merge indexes
+        and small packs (`maintain`). Without a lease (tests, tools) it does neither."""
+        return PackWriter(self, lease=lease)
 
     def indexes_avoiding(self, packs: frozenset[str]) -> list[packfmt.IndexReader]:
         """The indexes to search for objects that may be reused: every index, except that no
@@ -362,15 +367,16 @@ class ObjectStore:
         out += [packfmt.IndexReader(self.backend, index_key(p)) for p in sorted(uncovered - have)]
         return out
 
-    def maintain(self, avoid_packs: Iterable[str] = ()) -> int:
+    def maintain(self, lease: leases.Held) -> int:
         """Merge pack indexes into a multi-pack index once AUTO_MULTI_INDEX_AT of them are
         uncovered (all of them into one once MERGE_MULTI_INDEXES_AT multi-pack indexes exist
-        too); returns the bytes written (0: nothing to do). Only for a writer holding its lease:
-        the packs in `avoid_packs` (a running gc may delete them) are left out. Every index
-        merged is verified whole first, so damage is never copied into a valid-looking
-        multi-pack index; a pack replaced meanwhile (gc, erasure) just skips the merge."""
+        too), merging the small packs among them into one pack first; returns the bytes
+        written (0: nothing to do). Only for a writer holding its `lease`: the packs a running
+        gc may delete are left out. Every index merged is verified whole first, so damage is
+        never copied into a valid-looking multi-pack index; a pack replaced meanwhile (gc,
+        erasure) just skips the merge."""
         self.refresh()
-        avoid = set(avoid_packs)
+        avoid = lease.avoid_packs
         found = self.indexes()
         singles = [i.packs[0] for i in found if not i.multi and i.packs[0] not in avoid]
         if len(singles) < AUTO_MULTI_INDEX_AT:
@@ -379,19 +385,55 @@ class ObjectStore:
         packs = set(singles)
         if len(multis) + 1 >= MERGE_MULTI_INDEXES_AT:
             packs.update(p for m in multis for p in m.packs if p not in avoid)
-        packs = sorted(packs)[:MAX_MULTI_PACKS]
-        blobs = []
-        for pid in packs:
+        blobs, sizes = {}, {}
+        for pid in sorted(packs)[:MAX_MULTI_PACKS]:
             try:
                 data = self.backend.get(index_key(pid))
-                packfmt.parse_index(data, index_key(pid))
+                _, entries = packfmt.parse_index(data, index_key(pid))
             except CasError:  # NotFound (replaced meanwhile) or damage (fsck's to report)
                 return 0
-            blobs.append(data)
-        data = packfmt.format_multi_index(blobs)
-        self.backend.put_if_absent(multi_index_key(data[-packfmt.DIGEST_LEN:].hex()), data)
+            blobs[pid] = data
+            sizes[pid] = sum(e.length for e in entries)
+        written = 0
+        batch, total = [], 0
+        for pid in sorted(blobs, key=lambda p: (sizes[p], p)):  # the smallest first
+            if sizes[pid] >= SMALL_PACK or (batch and total + sizes[pid] > PACK_MAX_BYTES):
+                break
+            batch.append(pid)
+            total += sizes[pid]
+        merged = self.merge_packs(batch, lease) if len(batch) >= 2 else None
+        if merged is not None:
+            for pid in batch:
+                del blobs[pid]
+            written += merged.bytes_written
+            if merged.new_pack is not None:
+                blobs[merged.new_pack] = self.backend.get(index_key(merged.new_pack))
+        if len(blobs) >= 2:
+            data = packfmt.format_multi_index([blobs[p] for p in sorted(blobs)])
+            self.backend.put_if_absent(multi_index_key(data[-packfmt.DIGEST_LEN:].hex()), data)
+            written += len(data)
         self.refresh()
-        return len(data)
+        return written
+
+    def merge_packs(self, pids: list[str], lease: leases.Held) -> Rewrite | None:
+        """Merge packs `pids` into one, as gc would but dropping nothing, for the holder of a
+        writer's `lease`, and only while no one else is at work: it first publishes a gc lease
+        naming the packs (writers that start later keep clear of them, and a gc or erasure that
+        starts later waits for the writer's lease), then looks at the other leases and gives
+        up if any is live (a writer, gc or erasure that started first). Returns the rewrite, or
+        None when it gave up or a pack was replaced or damaged meanwhile (merged next time)."""
+        try:
+            claim = leases.acquire(lease.repo, leases.GC, leases.MERGE, packs=sorted(pids))
+        except CasError:
+            return None
+        with claim:
+            if any(key != lease.key for key in claim.others):
+                return None
+            try:
+                claim.check("it merged small packs")
+                return self.rewrite_packs(sorted(pids), set())
+            except CasError:  # NotFound: replaced meanwhile; damage is fsck's to report
+                return None
 
     def pack_ids(self) -> list[str]:
         return [found[0] for found in map(parse_index_key, self.backend.list(PACKS)) if found]
@@ -596,10 +638,11 @@ class PackWriter:
     """
 
     def __init__(self, store: ObjectStore, max_bytes: int | None = None,
-                 avoid_packs: Iterable[str] = ()) -> None:
+                 lease: leases.Held | None = None) -> None:
         self.store = store
         self.max_bytes = max_bytes or PACK_MAX_BYTES
-        self.avoid_packs = frozenset(avoid_packs)
+        self.lease = lease
+        self.avoid_packs = lease.avoid_packs if lease is not None else frozenset()
         # Deduplicate against the packs that existed when this batch began, plus what it has
         # flushed itself; rereading its own indexes on every flush would cost O(flushes^2).
         self._known = store.indexes_avoiding(self.avoid_packs)
@@ -647,13 +690,13 @@ class PackWriter:
             self.bytes_written += len(data)
             self._indexes_written = []
             self.store.refresh()
-        if self.packs_written and not self._maintained:
+        if self.packs_written and self.lease is not None and not self._maintained:
             self._maintained = True  # once per batch: its later flushes add a pack or two
             # Estimated from the indexes this batch started with (no storage call): most
             # writes are far from the threshold and must not pay a listing for it.
             uncovered = sum(not i.multi for i in self._known) + (self.packs_written == 1)
             if uncovered >= AUTO_MULTI_INDEX_AT:
-                self.bytes_written += self.store.maintain(self.avoid_packs)
+                self.bytes_written += self.store.maintain(self.lease)
 
     def _flush_pending(self) -> None:
         if not self._pending:

@@ -160,8 +160,8 @@ def pack_size(request, monkeypatch):
     (one pack, flushed only when the tree is complete)."""
     if request.param is not None:
         monkeypatch.setattr(storemod.ObjectStore, "writer",
-                            lambda self, avoid_packs=(): storemod.PackWriter(
-                                self, max_bytes=request.param, avoid_packs=avoid_packs))
+                            lambda self, lease=None: storemod.PackWriter(
+                                self, max_bytes=request.param, lease=lease))
     return request.param
 
 

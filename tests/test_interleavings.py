@@ -1,6 +1,7 @@
 """gc beside writers, deterministically: a gc runs at every storage call of a commit, a commit
-whose writer merges the pack indexes, a promotion and its seal, an import and a review batch;
-and each writer runs at every storage call of a gc.
+whose writer merges small packs and pack indexes, a promotion and its seal, an import and a
+review batch; each writer runs at every storage call of a gc; and a merging writer runs at
+every storage call of another.
 Afterwards every sealed version is complete and fsck is clean, on a local directory and on S3.
 
 The garbage is the dangerous kind (issue 10): a case a deleted version held, in a pack old
@@ -18,6 +19,7 @@ import uuid
 import pytest
 
 import cas
+import cas.store
 from cas.backends import backend_for
 from cas.errors import Aborted, CasError
 from test_crash import read_all_items as all_items
@@ -110,21 +112,21 @@ def op_review(repo, ann):
     return repo.add_reviews(req, token, reviewer=REVIEWER)
 
 
-def op_commit_merging(repo, ann):
-    """A commit whose writer merges the pack indexes into a multi-pack index (the threshold
-    is lowered for it: the seed has a handful of packs), then all of them once there are
-    several multi-pack indexes (store.maintain)."""
+def op_commit_merging(repo, ann, dataset="ds", add=(X, {"input": "brand new"})):
+    """A commit whose writer merges the small packs into one and the pack indexes into a
+    multi-pack index (the thresholds are lowered for it: the seed has a handful of packs), or
+    the indexes alone when someone else is at work (store.maintain)."""
     import cas.store
     saved = cas.store.AUTO_MULTI_INDEX_AT, cas.store.MERGE_MULTI_INDEXES_AT
     cas.store.AUTO_MULTI_INDEX_AT, cas.store.MERGE_MULTI_INDEXES_AT = 2, 1
     try:
-        return op_commit(repo, ann)
+        return repo.commit(dataset, base=repo.head(dataset), add=list(add), author="w")
     finally:
         cas.store.AUTO_MULTI_INDEX_AT, cas.store.MERGE_MULTI_INDEXES_AT = saved
 
 
 WRITERS = {"commit": op_commit, "promote+seal": op_promote_and_seal, "import": op_import,
-           "review": op_review, "commit+merge-indexes": op_commit_merging}
+           "review": op_review, "commit+merge": op_commit_merging}
 
 
 def expect(op: str, repo: cas.Repository, result) -> None:
@@ -222,7 +224,7 @@ def test_a_gc_at_every_storage_call_of_a_writer(seeds, op, request):
     outcomes = {"ran": 0, "deferred": 0, "failed": 0}
     # the merging writer's calls are mostly its commit's (interleaved above): on S3, every
     # other stride of them
-    stride = seeds.stride * (2 if op == "commit+merge-indexes" and seeds.stride > 1 else 1)
+    stride = seeds.stride * (2 if op == "commit+merge" and seeds.stride > 1 else 1)
     points = range(1, total + 1, stride)
     for k in points:
         backend, other = seeds.fresh()
@@ -279,16 +281,51 @@ def test_a_writer_at_every_storage_call_of_a_gc(seeds, op, request):
 
 
 def test_the_merging_writer_does_merge(tmp_path):
-    """What the interleavings of "commit+merge-indexes" exercise: alone, that commit leaves
-    one multi-pack index over every pack, and lookups search it alone."""
+    """What the interleavings of "commit+merge" exercise: alone, that commit merges every
+    (small) pack of the seed and its own into one, and lookups search its index alone."""
     seeds = LocalSeeds(tmp_path)
     backend, _ = seeds.fresh()
+    assert len(cas.Repository(backend).store.pack_ids()) > 3
     op_commit_merging(cas.Repository(backend), seeds.ann)
     fresh = cas.Repository(backend)
-    searched = fresh.store.indexes()
-    assert [r.multi for r in searched] == [True]
-    assert set(searched[0].packs) == set(fresh.store.pack_ids())
+    assert len(fresh.store.pack_ids()) == 1
+    assert [r.packs for r in fresh.store.indexes()] == [fresh.store.pack_ids()]
     check_consistent(backend)
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_merging_writer_at_every_storage_call_of_another(where, tmp_path, monkeypatch,
+                                                           request):
+    """Two writers that both merge packs, the second at every storage call of the first: at
+    most one merges (the other sees its lease, or it sees the other's), neither fails, and
+    every object of every pack either started with stays readable."""
+    seeds = LocalSeeds(tmp_path) if where == "local" else S3Seeds(
+        request.getfixturevalue("seaweed"), tmp_path, monkeypatch)
+    merges: list[bool] = []
+    real = cas.store.ObjectStore.merge_packs
+
+    def counted(self, pids, lease):
+        result = real(self, pids, lease)
+        merges.append(result is not None)
+        return result
+    monkeypatch.setattr(cas.store.ObjectStore, "merge_packs", counted)
+    other_cases = ({"input": "the other writer's"}, {"input": "and its second"})
+    total = calls_of(seeds, lambda b: op_commit_merging(cas.Repository(b), seeds.ann))
+    points = range(1, total + 1, seeds.stride * 2)
+    for k in points:
+        backend, other = seeds.fresh()
+        results = []
+        wrapped = Interleave(backend, k, lambda: results.append(op_commit_merging(
+            cas.Repository(other), seeds.ann, "promo", other_cases)))
+        first = op_commit_merging(cas.Repository(wrapped), seeds.ann)
+        assert len(results) == 1, k
+        expect("commit", cas.Repository(other), first)
+        seen = cas.Repository(other)
+        assert seen.case("promo", results[0].number,
+                         cas.encode_case(other_cases[0]).case_id).input == other_cases[0]["input"]
+        check_consistent(other)
+    assert True in merges and False in merges, merges  # some merged, some gave way
+    COUNTS[request.node.name] = len(points)
 
 
 def test_zz_report_interleavings(capsys):

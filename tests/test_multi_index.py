@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
+from cas import leases
 from cas.backends.memory import MemoryBackend
 from cas.errors import CasError
 from cas.pack import Entry, IndexReader, format_index, format_multi_index, parse_multi_index
@@ -111,7 +112,9 @@ def searched(repo) -> list:
     return fresh.store.indexes()
 
 
-def test_writers_merge_uncovered_pack_indexes_once_they_pass_the_threshold(tmp_path):
+def test_writers_merge_uncovered_pack_indexes_once_they_pass_the_threshold(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setattr("cas.store.SMALL_PACK", 0)  # no pack counts as small: indexes only
     repo = cas.init(str(tmp_path))
     repo.create_dataset("d", admission="direct")
     for n in range(40):  # one small pack per commit
@@ -127,7 +130,39 @@ def test_writers_merge_uncovered_pack_indexes_once_they_pass_the_threshold(tmp_p
     assert fresh.fsck().ok
 
 
+def test_writers_merge_small_packs_into_one_when_no_one_else_is_at_work(tmp_path):
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    for n in range(40):  # one small pack per commit: merged every 16 or so
+        repo.commit("d", base=n or None, add=cases(2, f"v{n}"))
+    packs = repo.store.pack_ids()
+    assert len(packs) < 16, packs
+    assert not list(repo.backend.list("leases/"))  # the merge's gc lease is released
+    # The pack the merges grew holds every earlier commit's objects: each version reads whole.
+    fresh = cas.open(str(tmp_path))
+    assert len(fresh.store.indexes()) == len(packs)
+    for v in (1, 20, 40):
+        ids = fresh.items("d", v, limit=500).items
+        assert len(ids) == 2 * v and all(fresh.case("d", v, i) for i in ids)
+    assert fresh.fsck().ok
+    # With another writer at work (its lease live), a writer merges indexes, never packs.
+    with leases.writing(fresh, "commit"):
+        for n in range(40, 60):
+            repo.commit("d", base=n, add=cases(2, f"v{n}"))
+    busy = repo.store.pack_ids()
+    assert len(busy) >= len(packs) + 20 - 1 and multi_keys(repo.backend)
+    assert len(searched(repo)) < 16
+    # Alone again: the next time the threshold is passed, the new small packs are merged (the
+    # ones the multi-pack index covers wait for the merge of every index, or for gc).
+    again = cas.open(str(tmp_path))
+    for n in range(60, 76):
+        again.commit("d", base=n, add=cases(2, f"v{n}"))
+    assert len(again.store.pack_ids()) < len(busy) + 3, again.store.pack_ids()
+    assert again.fsck().ok and len(again.items("d", 76, limit=500).items) == 152
+
+
 def test_multi_indexes_are_merged_in_turn_and_gc_drops_the_superseded(tmp_path, monkeypatch):
+    monkeypatch.setattr("cas.store.SMALL_PACK", 0)
     monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 2)
     monkeypatch.setattr("cas.store.MERGE_MULTI_INDEXES_AT", 3)
     repo = cas.init(str(tmp_path))
@@ -144,6 +179,7 @@ def test_multi_indexes_are_merged_in_turn_and_gc_drops_the_superseded(tmp_path, 
     assert sorted(multi_keys(repo.backend)) == sorted(r.key for r in readers if r.multi)
     fresh = cas.open(str(tmp_path))
     assert fresh.fsck().ok and len(fresh.items("d", 12, limit=500).items) == 24
+    monkeypatch.setattr("cas.store.SMALL_PACK", 4 << 20)
     merged = cas.open(str(tmp_path)).gc(grace=0)  # now the small packs are merged into one
     assert merged.packs_rewritten == 12 and multi_keys(repo.backend) == []
     fresh = cas.open(str(tmp_path))
