@@ -92,7 +92,11 @@ def datasets(ctx) -> list[str]:
 def head(ctx, name: str) -> int:
     """The newest version number that is not deleted (0 if none). For writers choosing a
     base, not for reads."""
-    dataset(ctx, name)
+    checks.dataset_name(name)
+    # Its first metadata revision, not its latest: a deletion removes that one first (and
+    # the versions last), so a dataset half deleted has no head.
+    if not ctx.refs.dataset_exists(name):
+        raise no_dataset(ctx, name)
     return ctx.refs.head(name)
 
 

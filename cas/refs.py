@@ -49,12 +49,29 @@ class RefsLog:
 
     def head(self, dataset: str) -> int:
         """The newest version that is not deleted (0 if none): the base a writer builds on.
-        For the write path only; reads name their version."""
-        return self._heads(dataset)[1]
+        For the write path only; reads name their version. One listing and, for the newest
+        listed, one look for its tombstone (a version being deleted is still listed); where
+        a listing may lag a fresh append (a remote store), also a look past it."""
+        listed = self.version_numbers(dataset)
+        if getattr(self.backend, "LISTING_MAY_LAG", True):
+            n = listed[-1] if listed else 0
+            while self.backend.exists(version_key(dataset, n + 1)):
+                n += 1
+                listed.append(n)
+        for number in reversed(listed):
+            if not self.backend.exists(deleted_key(dataset, number)):
+                return number
+        return 0
 
     def last_number(self, dataset: str) -> int:
-        """The highest version number ever used, sealed or deleted (0 if none)."""
-        return self._heads(dataset)[0]
+        """The highest version number ever used, sealed or deleted (0 if none): both
+        listings, then probing past them (a listing may lag a fresh append) for a version or a
+        tombstone at each next number."""
+        n = max(self.version_numbers(dataset) + self.deleted_numbers(dataset), default=0)
+        while self.backend.exists(version_key(dataset, n + 1)) or \
+                self.backend.exists(deleted_key(dataset, n + 1)):
+            n += 1
+        return n
 
     def next_number(self, dataset: str, base: int) -> int:
         """The number a version built on `base` claims: base+1, skipping deleted numbers
@@ -108,22 +125,6 @@ class RefsLog:
 
     def deleted_numbers(self, dataset: str) -> list[int]:
         return numbers(self.backend.list(f"{DATASETS}{dataset}/deleted/"))
-
-    def _heads(self, dataset: str) -> tuple[int, int]:
-        """(highest number used, newest live version): both listings, then probing past them
-        (a listing may lag a fresh append) for a version or a tombstone at each next number."""
-        live = set(self.version_numbers(dataset))
-        gone = set(self.deleted_numbers(dataset))
-        n = max(live | gone, default=0)
-        while True:
-            if self.backend.exists(version_key(dataset, n + 1)):
-                live.add(n + 1)
-            elif self.backend.exists(deleted_key(dataset, n + 1)):
-                gone.add(n + 1)
-            else:
-                break
-            n += 1
-        return n, max(live - gone, default=0)
 
     def version_numbers(self, dataset: str) -> list[int]:
         return numbers(self.backend.list(f"{DATASETS}{dataset}/versions/"))

@@ -41,3 +41,29 @@ def test_a_cold_page_loads_the_children_it_needs_together():
     # version and retirement records (3), the pack listing and index header (2), the root
     # (3), then the 16 leaves together (3); one by one they were 48 requests
     assert sum(counting.calls.values()) <= 12, counting.calls
+
+
+def test_the_head_of_a_dataset_costs_three_storage_calls_locally(tmp_path):
+    """`head` (the base a writer builds on): a look for the dataset's first metadata
+    revision, one listing of the versions and one look for the newest one's tombstone (it
+    made 7 calls; issue 16 asks for 2); a deleted newest version is skipped, and a dataset
+    that does not exist is still NOT_FOUND."""
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("evals", admission="direct")
+    for n in range(3):
+        repo.commit("evals", base=n or None, add=[{"input": f"v{n}"}])
+    counting = Counting(repo.backend)
+    cold = cas.Repository(counting)
+    counting.calls.clear()
+    assert cold.head("evals") == 3
+    assert sum(counting.calls.values()) == 3, counting.calls
+    repo.delete_version("evals", 3)
+    assert cas.Repository(repo.backend).head("evals") == 2
+    repo.create_dataset("empty", admission="direct")
+    assert cas.Repository(repo.backend).head("empty") == 0
+    try:
+        cas.Repository(repo.backend).head("nope")
+    except cas.CasError as exc:
+        assert exc.code == "NOT_FOUND"
+    else:
+        raise AssertionError("head of a dataset that does not exist")

@@ -15,6 +15,8 @@ class LaggingBackend:
     """A backend whose listing under `prefix` misses the newest `lag` keys (as an eventually
     consistent object store might), while reads and exists see everything."""
 
+    LISTING_MAY_LAG = True  # (the memory backend it wraps says False)
+
     def __init__(self, inner, prefix: str = "datasets/", lag: int = 1) -> None:
         self.inner = inner
         self.prefix = prefix

@@ -29,7 +29,10 @@ class Backend(Protocol):
     - `replace` atomically sets the key to new bytes, present or not. Only erasure uses it, to
       swap a log record for its redacted copy: a reader sees the old or the new value, whole.
     - `delete` removes the key; deleting an absent key is not an error (returns False).
-    - `list(prefix)` yields the keys starting with `prefix` in ascending byte order.
+    - `list(prefix)` yields the keys starting with `prefix` in ascending byte order. A backend
+      whose class sets `LISTING_MAY_LAG = False` promises that a listing shows every key
+      written before it began (a local directory, memory); readers of the others look past a
+      listing for a key it may not show yet.
     - `modified(key)` is when the key was last written (seconds since the epoch), NotFound if
       absent: gc keeps what is younger than its grace period.
     """

@@ -59,6 +59,7 @@ def _dead_writer(name: str) -> bool:
 
 class LocalBackend:
     CONCURRENT_PUTS = True  # safe to call from several threads (backends.put_all)
+    LISTING_MAY_LAG = False  # a file is listed once its rename has published it
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)

@@ -11,6 +11,8 @@ from . import check_key
 
 
 class MemoryBackend:
+    LISTING_MAY_LAG = False  # a key is listed as soon as it is written
+
     def __init__(self) -> None:
         self.url = "memory:"
         self._data: dict[str, bytes] = {}
