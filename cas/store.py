@@ -401,7 +401,11 @@ class ObjectStore:
                 break
             batch.append(pid)
             total += sizes[pid]
-        merged = self.merge_packs(batch, lease) if len(batch) >= 2 else None
+        try:
+            merged = self.merge_packs(batch, lease) if len(batch) >= 2 else None
+        except CasError:  # (a pack replaced meanwhile, damage, or storage failing mid-merge)
+            self.refresh()  # which packs are left is unknown: index them next time
+            return written
         if merged is not None:
             for pid in batch:
                 del blobs[pid]
@@ -421,19 +425,12 @@ class ObjectStore:
         naming the packs (writers that start later keep clear of them, and a gc or erasure that
         starts later waits for the writer's lease), then looks at the other leases and gives
         up if any is live (a writer, gc or erasure that started first). Returns the rewrite, or
-        None when it gave up or a pack was replaced or damaged meanwhile (merged next time)."""
-        try:
-            claim = leases.acquire(lease.repo, leases.GC, leases.MERGE, packs=sorted(pids))
-        except CasError:
-            return None
-        with claim:
+        None when it gave way; a pack replaced or damaged meanwhile raises (rewrite_packs)."""
+        with leases.acquire(lease.repo, leases.GC, leases.MERGE, packs=sorted(pids)) as claim:
             if any(key != lease.key for key in claim.others):
                 return None
-            try:
-                claim.check("it merged small packs")
-                return self.rewrite_packs(sorted(pids), set())
-            except CasError:  # NotFound: replaced meanwhile; damage is fsck's to report
-                return None
+            claim.check("it merged small packs")
+            return self.rewrite_packs(sorted(pids), set())
 
     def pack_ids(self) -> list[str]:
         return [found[0] for found in map(parse_index_key, self.backend.list(PACKS)) if found]

@@ -202,6 +202,33 @@ def test_a_damaged_pack_index_is_never_merged(tmp_path, monkeypatch):
     assert not cas.open(str(tmp_path)).fsck().ok  # and the damage is fsck's to report
 
 
+def test_a_damaged_small_pack_is_never_merged(tmp_path, monkeypatch):
+    """A merge reads and verifies every pack before it writes: one damaged pack stops it, and
+    nothing is deleted (or indexed over packs the merge might have left half deleted)."""
+    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 3)
+
+    def two_commits(where):
+        repo = cas.init(str(where))
+        repo.create_dataset("d", admission="direct")
+        repo.commit("d", base=None, add=cases(2, "a"))
+        repo.commit("d", base=1, add=cases(2, "b"))
+        return repo
+    control = two_commits(tmp_path / "control")  # undamaged, the third commit merges
+    control.commit("d", base=2, add=cases(2, "c"))
+    assert len(control.store.pack_ids()) == 1
+    repo = two_commits(tmp_path)
+    before = repo.store.pack_ids()
+    path = tmp_path / ".cas" / "packs" / f"{before[0]}.pack"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    repo.commit("d", base=2, add=cases(2, "c"))  # the third: past the threshold
+    after = cas.open(str(tmp_path)).store.pack_ids()
+    assert set(before) < set(after) and multi_keys(repo.backend) == []
+    assert any(p.where.endswith(f"{before[0]}.pack")
+               for p in cas.open(str(tmp_path)).fsck().problems)
+
+
 def test_an_object_two_packs_hold_gets_one_row():
     d = os.urandom(32)
     a, b = os.urandom(32).hex(), os.urandom(32).hex()
