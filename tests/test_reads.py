@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import collections
 
+import pytest
+
 import cas
+from cas.keys import meta_key
 from cas.backends.memory import MemoryBackend
 
 
@@ -61,9 +64,12 @@ def test_the_head_of_a_dataset_costs_three_storage_calls_locally(tmp_path):
     assert cas.Repository(repo.backend).head("evals") == 2
     repo.create_dataset("empty", admission="direct")
     assert cas.Repository(repo.backend).head("empty") == 0
-    try:
+    with pytest.raises(cas.CasError) as nope:
         cas.Repository(repo.backend).head("nope")
-    except cas.CasError as exc:
-        assert exc.code == "NOT_FOUND"
-    else:
-        raise AssertionError("head of a dataset that does not exist")
+    assert nope.value.code == "NOT_FOUND"
+    # A dataset half deleted (its first metadata revision goes first, its versions last) has
+    # versions listed but no head.
+    repo.backend.delete(meta_key("evals", 1))
+    with pytest.raises(cas.CasError) as half:
+        cas.Repository(repo.backend).head("evals")
+    assert half.value.code == "NOT_FOUND"
