@@ -342,9 +342,10 @@ def store_shape(repo_dir: str) -> dict[str, int]:
     import cas
     from cas.store import SMALL_PACK
     repo = cas.open(repo_dir)
+    packs = repo.store.pack_ids()
     small = sum(os.path.getsize(os.path.join(repo_dir, ".cas", "packs", f"{pid}.pack"))
-                < SMALL_PACK for pid in repo.store.pack_ids())
-    return {"packs": len(repo.store.pack_ids()), "small": small,
+                < SMALL_PACK for pid in packs)
+    return {"packs": len(packs), "small": small,
             "indexes": len(repo.store.indexes())}
 
 

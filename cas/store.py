@@ -59,6 +59,7 @@ class Rewrite(NamedTuple):
     bytes_dropped: int
     bytes_before: int       # of the old pack and its index
     bytes_written: int      # of the new pack and its index
+    index: bytes | None = None  # the new pack's index, as written (None in a dry run)
 
 
 class ObjectStore:
@@ -394,7 +395,6 @@ class ObjectStore:
                 return 0
             blobs[pid] = data
             sizes[pid] = sum(e.length for e in entries)
-        written = 0
         batch, total = [], 0
         for pid in sorted(blobs, key=lambda p: (sizes[p], p)):  # the smallest first
             if sizes[pid] >= SMALL_PACK or (batch and total + sizes[pid] > PACK_MAX_BYTES):
@@ -405,13 +405,14 @@ class ObjectStore:
             merged = self.merge_packs(batch, lease) if len(batch) >= 2 else None
         except CasError:  # (a pack replaced meanwhile, damage, or storage failing mid-merge)
             self.refresh()  # which packs are left is unknown: index them next time
-            return written
+            return 0
+        written = 0
         if merged is not None:
             for pid in batch:
                 del blobs[pid]
             written += merged.bytes_written
             if merged.new_pack is not None:
-                blobs[merged.new_pack] = self.backend.get(index_key(merged.new_pack))
+                blobs[merged.new_pack] = merged.index
         if len(blobs) >= 2:
             data = packfmt.format_multi_index([blobs[p] for p in sorted(blobs)])
             self.backend.put_if_absent(multi_index_key(data[-packfmt.DIGEST_LEN:].hex()), data)
@@ -429,7 +430,6 @@ class ObjectStore:
         with leases.acquire(lease.repo, leases.GC, leases.MERGE, packs=sorted(pids)) as claim:
             if any(key != lease.key for key in claim.others):
                 return None
-            claim.check("it merged small packs")
             return self.rewrite_packs(sorted(pids), set())
 
     def pack_ids(self) -> list[str]:
@@ -518,7 +518,8 @@ class ObjectStore:
         self.drop_packs({pid: shards[pid] for pid in pids if pid != new_pid})
         for raw in drop:
             self.evict(from_bytes(raw))
-        return Rewrite(new_pid, dropped, bytes_dropped, before, written)
+        return Rewrite(new_pid, dropped, bytes_dropped, before, written,
+                       index if new_pid is not None else None)
 
     def unindexed_packs(self) -> list[str]:
         """Packs without an index: a write in flight, or a deletion interrupted between
