@@ -370,6 +370,11 @@ def _check_version(st: _State, key, name, number, record, deleted) -> None:
     if record.provenance is not None:
         if st.objects.get(record.provenance) == "provenance":
             st.reachable.add(record.provenance)
+            compact = st.provenances.get(record.provenance)
+            if compact is not None and compact.committed_by is not msgspec.UNSET and \
+                    record.parent is not None:
+                st.error(key, f"provenance {record.provenance} says the version committed "
+                              f"every case it holds, but it has a parent ({record.parent})")
         elif not erased:
             st.error(key, f"names provenance {record.provenance}, which is missing")
     memo = st.lenient if was_retired else st.tree_ok

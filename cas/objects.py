@@ -214,11 +214,15 @@ class ProvenanceEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
 
 
 class Provenance(_Record, tag="provenance", kw_only=True):
-    """Per promoted case: the review that allowed it (referenced by the version record)."""
+    """Per case a version added: the review that allowed it, or its author (referenced by
+    the version record). A dataset's first version, committed directly, has no entries and
+    `committed_by` instead: every case of it was committed by that author (one small record
+    for a commit of a million cases, listed from the version's tree when read)."""
 
     PACK_CODE: ClassVar[int | None] = 8
 
     entries: list[ProvenanceEntry]
+    committed_by: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class Proposal(_Record, tag="proposal", kw_only=True):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
+import msgspec
+
 from . import checks, datasets, encoding
 from .digest import parse_digest
-from .errors import DataLoss, InvalidArgument, NotFound
-from .objects import Case, Object, Provenance, VersionRecord, VersionRetirement, decode_object
+from .errors import CorruptData, DataLoss, InvalidArgument, NotFound
+from .objects import (Case, Object, Provenance, ProvenanceEntry, VersionRecord,
+                      VersionRetirement, decode_object)
 from .retirement import ACTIVE, RETIRED, active
 from .tree import Proof, check_proof
 
@@ -147,12 +150,21 @@ def diff_page(ctx, name: str, old: int, new: int, cursor: str | None = None,
 
 
 def provenance(ctx, name: str, number: int) -> list:
-    """Per case a version promoted: the run, the review annotation, the reviewer and the
-    review time (empty for versions not sealed by a promotion)."""
+    """Per case a version added: for a promotion the run, the review annotation, the
+    reviewer and the review time; for a direct commit its author (empty for versions sealed
+    before commits recorded it, and for removals)."""
     record = active(ctx, name, number, "reading its provenance")
     if record.provenance is None:
         return []
-    return ctx.store.get(record.provenance, Provenance).entries
+    found = ctx.store.get(record.provenance, Provenance)
+    if found.committed_by is msgspec.UNSET:
+        return found.entries
+    if record.parent is not None:  # the compact form holds only for a version with no parent
+        raise CorruptData(f"{name}@{number} has a parent ({record.parent}) but its provenance "
+                          f"{record.provenance} says it committed every case it holds",
+                          dataset=name, version=number)
+    return [ProvenanceEntry(case_id=c, committed_by=found.committed_by)
+            for c in ctx.trie().iterate(record.content_digest)]
 
 
 # -- readable listings and lookups (issue 12) ----------------------------------------------

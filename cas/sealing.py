@@ -9,7 +9,7 @@ import msgspec
 
 from . import checks, claims, datasets, encoding, leases, retirement
 from .case_codec import EncodedCase, encode_case
-from .digest import parse_digest
+from .digest import from_bytes, parse_digest, to_bytes
 from .errors import FailedPrecondition, InvalidArgument, NotFound, VersionConflict
 from .erased import erased_persons, refuse_erased
 from .objects import Case, Provenance, ProvenanceEntry, VersionRecord
@@ -63,11 +63,13 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
             ctx.store.writer(lease) as writer:
         # Read under the lease: an erasure that started earlier has finished by now.
         inserts = _store_cases(ctx, writer, add, erased_persons(ctx))
-        both = set(inserts).intersection(removes)
+        both = set(inserts).intersection(map(to_bytes, removes))
         if both:
-            raise InvalidArgument(f"case {min(both)} is both added and removed",
-                                  case_id=min(both))
+            raise InvalidArgument(f"case {from_bytes(min(both))} is both added and removed",
+                                  case_id=from_bytes(min(both)))
         for _ in claims.attempts(f"a version of dataset {name!r}", dataset=name):
+            if base and inserts and isinstance(inserts[0], bytes):
+                inserts = [from_bytes(raw) for raw in inserts]  # an edit of a base: as ids
             provenance = _commit_provenance(ctx, writer, name, base, inserts, author)
             record = seal_tree(ctx, name, base, inserts, removes, writer, message, author,
                                operation)
@@ -90,22 +92,26 @@ def _commit_provenance(ctx, writer, name: str, base: int, inserts: list[str],
     """Store the provenance of the cases a commit adds to `base` (those it does not already
     hold): each committed by `author`. It names case ids and the author only, no person's
     data, so it is not indexed under the people its cases name (a promotion's names their
-    runs); an erasure that retires its version drops it as it drops a promotion's. None if
-    nothing is added."""
-    if base:
-        root = ctx.refs.read_version(name, base).content_digest
-        trie = ctx.trie()
-        inserts = [c for c in inserts if not trie.contains(root, c)]
+    runs); an erasure that retires its version drops it as it drops a promotion's. A first
+    version adds every case it holds: one record names the author of them all
+    (`committed_by`, no entries; it names no case, so an erasure leaves it). None if nothing
+    is added."""
+    if not base:
+        return writer.add(Provenance(entries=[], committed_by=author)) if inserts else None
+    root = ctx.refs.read_version(name, base).content_digest
+    trie = ctx.trie()
+    inserts = [c for c in inserts if not trie.contains(root, c)]
     if not inserts:
         return None
     return writer.add(Provenance(entries=[ProvenanceEntry(case_id=c, committed_by=author)
                                           for c in inserts]))
 
 
-def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[str]:
-    """Encode and stage every case of `add`; their sorted ids. A case naming an erased person
-    (`erased`: keyed digest -> Erased) is refused before it is staged: its bytes never
-    reach a pack (a huge commit may have written packs of the cases before it: unreferenced
+def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[bytes]:
+    """Encode and stage every case of `add`; their raw digests, sorted (a first version's
+    tree is built from them: its ids as strings never all exist at once). A case naming an
+    erased person (`erased`: keyed digest -> Erased) is refused before it is staged: its
+    bytes never reach a pack (a huge commit may have written packs of the cases before it: unreferenced
     garbage that gc collects, naming nobody erased)."""
     ids = set()
     # The bulk loop allocates millions of small objects and frees none of them: the cyclic
@@ -118,8 +124,9 @@ def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[str]:
             if erased and enc.person is not None:
                 refuse_erased(erased, ctx.store.person_digest(enc.person), enc.person,
                               f"case {enc.case_id}", case_id=enc.case_id)
-            writer.add_encoded("case", enc.data, enc.case_id, enc.person)
-            ids.add(enc.case_id)
+            # The raw digests the writer keeps anyway (a million ids kept as strings as
+            # well would cost another 115 MB).
+            ids.add(writer.add_encoded("case", enc.data, enc.case_id, enc.person))
     finally:
         if collecting:
             gc.enable()
@@ -142,7 +149,8 @@ def _check_base(ctx, name: str, base: int, retry: bool) -> int:
 def seal_tree(ctx, name: str, base: int, inserts: list[str], removes: list[str], writer,
               message: str, author: str, operation: str) -> VersionRecord:
     """The record of version base+1 = (base - removes) | inserts, with its tree stored (the
-    record itself is not: the caller claims its number). Cases of `inserts` are stored."""
+    record itself is not: the caller claims its number). Cases of `inserts` are stored; on
+    no base (a first version) they may be given as raw digests."""
     trie = ctx.trie(writer.add)
     retired = False
     if base:

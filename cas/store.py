@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from collections import OrderedDict
 from typing import Iterable, NamedTuple
 
@@ -28,6 +27,7 @@ NODE_CACHE = 8192  # inner tree nodes kept in memory
 LEAF_CACHE = 256   # tree leaves kept in memory (each holds up to 64 ids)
 READ_GAP = 64 << 10  # objects of a pack this close together are read in one request
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
+PERSON_DIGESTS_KEPT = 1 << 16  # keyed digests of people a store remembers (a few MB)
 # Packs that maintain themselves (docs/format.md 8.1): once a writer sees this many pack
 # indexes that no multi-pack index covers, it merges them into one; once there are this many
 # multi-pack indexes too, it merges every pack index into one. A lookup then searches a few
@@ -109,6 +109,10 @@ class ObjectStore:
     def person_digest(self, person: str) -> str:
         found = self._person_digests.get(person)
         if found is None:
+            if len(self._person_digests) >= PERSON_DIGESTS_KEPT:
+                # An ingest of a million cases may name half a million people: keeping all
+                # their digests would cost about 100 MB for lookups that seldom repeat.
+                self._person_digests.clear()
             found = self._person_digests[person] = person_digest(person, self.person_key)
         return found
 
@@ -275,7 +279,7 @@ class ObjectStore:
         path = self._cache_path(digest)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         # unique per call, not per process: two threads caching one object must not share it
-        tmp = f"{path}.{secrets.token_hex(6)}.tmp"
+        tmp = f"{path}.{os.urandom(6).hex()}.tmp"
         with open(tmp, "wb") as f:
             f.write(bytes([KIND_CODES[kind]]) + data)
         os.replace(tmp, path)
@@ -662,10 +666,12 @@ class PackWriter:
         return digest
 
     def add_encoded(self, kind: str, data: bytes, digest: str,
-                    person: str | None = None, persons: Iterable[str] = ()) -> None:
+                    person: str | None = None, persons: Iterable[str] = ()) -> bytes:
+        """Add an object already encoded; its raw digest (the writer's own key for it, which
+        a caller collecting a million ids may share instead of keeping another copy)."""
         raw = to_bytes(digest)
         if raw in self._pending:
-            return
+            return raw
         self._pending[raw] = (KIND_CODES[kind], data)
         named = {p for p in (person, *persons) if p is not None}
         if named and self.store.person_key is not None:
@@ -673,6 +679,7 @@ class PackWriter:
         self._size += len(data) + 5
         if self._size >= self.max_bytes:
             self._flush_pending()
+        return raw
 
     def pending(self, digest: str) -> bool:
         return to_bytes(digest) in self._pending

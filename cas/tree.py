@@ -14,12 +14,11 @@ from typing import Any, Callable, Iterator, Union
 import msgspec
 
 from . import encoding
-from .digest import digest_of, is_digest, parse_digest
+from .digest import digest_of, from_bytes, is_digest, parse_digest, to_bytes
 from .errors import CasError, FailedPrecondition, InvalidArgument
 from .objects import TreeChild, TreeLeaf, TreeNode, encode_object
 
 LEAF_MAX = 64
-HEX = "0123456789abcdef"
 _OFFSET = 3  # len("b3:"): digit d of an id is id[_OFFSET + d]
 
 Node = Union[TreeLeaf, TreeNode]
@@ -44,6 +43,7 @@ class Trie:
         self._load_many = load_many
         self._made: dict[str, Node] = {EMPTY_ROOT: EMPTY_LEAF}
         self._emitted: set[str] = set()
+        self._streaming = False  # build(): leaves are emitted as made, not kept
         self.nodes_emitted = 0
 
     def node(self, digest: str) -> Node:
@@ -80,25 +80,49 @@ class Trie:
         return len(node.ids) if isinstance(node, TreeLeaf) else node.count
 
     # -- building and editing -------------------------------------------------------------
-    def build(self, ids: list[str]) -> str:
-        """Root of the tree holding `ids` (sorted, unique)."""
-        root = self._build(ids, 0, len(ids), 0)[0]
+    def build(self, ids: list[str] | list[bytes]) -> str:
+        """Root of the tree holding `ids` (sorted, unique): case ids, or their raw digests
+        (what an ingest of a million cases holds: a third of the memory of the strings).
+
+        With `emit`, each leaf is emitted as it is made and not kept (a million ids would
+        otherwise stay in memory as strings until the Trie goes): read the new tree back
+        only once the emitted nodes are stored."""
+        raw = [to_bytes(i) for i in ids] if ids and isinstance(ids[0], str) else ids
+        self._streaming = self._emit is not None
+        try:
+            root = self._build(raw, 0, len(raw), 0)[0]
+        finally:
+            self._streaming = False
         self._emit_reachable(root)
         return root
 
-    def _build(self, ids: list[str], lo: int, hi: int, depth: int) -> tuple[str, int]:
+    def _build(self, ids: list[bytes], lo: int, hi: int, depth: int) -> tuple[str, int]:
+        """The subtree over raw digests ids[lo:hi], which share their first `depth` digits."""
         if hi - lo <= LEAF_MAX:
-            return self._put(TreeLeaf(ids=ids[lo:hi]))
+            leaf = TreeLeaf(ids=[from_bytes(r) for r in ids[lo:hi]])
+            if not self._streaming or hi - lo == len(ids):  # (a root leaf is kept)
+                return self._put(leaf)
+            digest = encode_object(leaf)[2]
+            if digest not in self._emitted:
+                self._emitted.add(digest)
+                self._emit(leaf)
+                self.nodes_emitted += 1
+            return digest, hi - lo
         children = []
-        pos = _OFFSET + depth
-        prefix = ids[lo][:pos]
+        at, low = depth >> 1, depth & 1  # digit `depth` is a half of byte `at`
+        first = ids[lo]
         start = lo
         while start < hi:
-            digit = ids[start][pos]
-            nxt = HEX.index(digit) + 1
-            end = hi if nxt == 16 else bisect_left(ids, prefix + HEX[nxt], start, hi)
+            byte = ids[start][at]
+            digit = byte & 15 if low else byte >> 4
+            if digit == 15:
+                end = hi
+            else:  # the smallest digest whose digit `depth` is the next one up
+                bound = first[:at] + bytes([(byte & 0xF0) | (digit + 1) if low
+                                            else (digit + 1) << 4])
+                end = bisect_left(ids, bound, start, hi)
             digest, count = self._build(ids, start, end, depth + 1)
-            children.append(TreeChild(nibble=nxt - 1, node=digest, count=count))
+            children.append(TreeChild(nibble=digit, node=digest, count=count))
             start = end
         return self._put(TreeNode(count=hi - lo, children=children))
 
@@ -120,7 +144,7 @@ class Trie:
             new = (members - set(dels)) | set(ins)
             if new == members:
                 return digest, len(node.ids)
-            ids = sorted(new)
+            ids = sorted(map(to_bytes, new))
             return self._build(ids, 0, len(ids), depth)
         children = {c.nibble: c for c in node.children}
         changed = False

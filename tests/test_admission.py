@@ -11,9 +11,10 @@ import msgspec
 import pytest
 
 import cas
-from cas.errors import CasError
-from cas.keys import meta_key
-from cas.objects import DatasetRecord, parse_record_file
+from cas import encoding
+from cas.errors import CasError, CorruptData
+from cas.keys import meta_key, version_key
+from cas.objects import DatasetRecord, Provenance, format_record_file, parse_record_file
 from lifecycle_helpers import jsonl, keys, promote_and_seal, review, run_obj
 
 
@@ -61,6 +62,40 @@ def test_a_direct_dataset_records_each_committed_cases_author(mem):
                                                 for x in "ab")
     assert [c.run_id for c in mem.items_detailed("gold", 1).items] == [None, None]
     assert v1.provenance is not None and mem.fsck().ok
+
+
+def test_a_first_commit_names_its_author_once_however_many_cases_it_holds(mem):
+    mem.create_dataset("gold", admission="direct")
+    cases = [{"input": f"case {i}"} for i in range(300)]
+    v1 = mem.commit("gold", base=None, add=cases, author="Bo <bo@example.com>")
+    stored = mem.context.store.get(v1.provenance, Provenance)
+    assert (stored.entries, stored.committed_by) == ([], "Bo <bo@example.com>")
+    assert len(encoding.encode(stored)) < 100  # not one entry per case
+    ids = sorted(cas.encode_case(c).case_id for c in cases)
+    assert [(e.case_id, e.committed_by, e.promoted) for e in mem.provenance("gold", 1)] == [
+        (c, "Bo <bo@example.com>", False) for c in ids]
+    # a later commit lists exactly the cases it adds, each with its author
+    new = cas.encode_case({"input": "late"}).case_id
+    v2 = mem.commit("gold", base=1, add=[cases[0], {"input": "late"}], author="Cy <cy@x.org>")
+    later = mem.context.store.get(v2.provenance, Provenance)
+    assert later.committed_by is msgspec.UNSET
+    assert [(e.case_id, e.committed_by) for e in mem.provenance("gold", 2)] == [
+        (new, "Cy <cy@x.org>")]
+    assert mem.fsck().ok
+
+
+def test_the_first_commits_form_of_provenance_on_a_later_version_is_reported(mem):
+    mem.create_dataset("gold", admission="direct")
+    v1 = mem.commit("gold", base=None, add=[{"input": "a"}])
+    v2 = mem.commit("gold", base=1, add=[{"input": "b"}])
+    forged = msgspec.structs.replace(v2, provenance=v1.provenance)  # "committed every case"
+    mem.backend.replace(version_key("gold", 2), format_record_file(forged))
+    with pytest.raises(CorruptData, match="has a parent"):
+        mem.provenance("gold", 2)
+    report = mem.fsck()
+    assert not report.ok
+    assert any("has a parent (1)" in p.message for p in report.problems), report.problems
+    assert mem.provenance("gold", 1)[0].committed_by  # the first version still reads
 
 
 def test_a_directly_committed_case_naming_a_person_is_erased_like_a_promoted_one(mem):

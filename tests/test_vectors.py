@@ -86,6 +86,8 @@ INPUTS = [
     ("provenance-commit", "provenance", """{"kind": "provenance", "format": 1, "entries": [
         {"case_id": "b3:2222222222222222222222222222222222222222222222222222222222222222",
         "committed_by": "Ada <ada@example.com>", "withheld": []}]}"""),
+    ("provenance-first-commit", "provenance", """{"kind": "provenance", "format": 1,
+        "committed_by": "Ada <ada@example.com>", "entries": []}"""),
     ("dataset-admission", "dataset", """{"kind": "dataset", "format": 1, "name": "golden",
         "revision": 1, "description": "Hand-written cases", "tags": [], "admission": "direct",
         "author": "Ada <ada@example.com>", "edited_at": "2026-11-30T12:00:00.000000Z"}"""),
