@@ -11,7 +11,6 @@ from .datasets import VersionsPage
 from .opening import find, init, open
 from .reads import Diff, DiffPage, ItemsPage
 from .repository import Repository
-from .exports import ExportResult, cases, to_pandas
 from .replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
                      diff_runs, format_plan, parse_plan, plan_digest, replay_case, replay_item)
 from .scores import Pin, RecordedScore
@@ -27,3 +26,13 @@ __all__ = [
     "Plan", "ReplayRecord", "ReplayResult", "RunDiff", "StepDetail", "ToolEffect", "diff_runs",
     "format_plan", "parse_plan", "plan_digest", "replay_case", "replay_item",
 ]
+
+
+def __getattr__(name: str):
+    """The exports load on first use: they need shutil and tempfile, which a command that
+    reads or seals never does, and every `cas` process would pay for at start-up."""
+    if name not in ("ExportResult", "cases", "to_pandas"):
+        raise AttributeError(f"module 'cas' has no attribute {name!r}")
+    from . import exports
+    value = globals()[name] = getattr(exports, name)
+    return value

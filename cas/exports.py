@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import secrets
 import shutil
 import tempfile
 from typing import Any, Callable, Iterator, NamedTuple, Union
@@ -184,7 +183,7 @@ def atomic_file(path: str) -> Iterator[Any]:
     (after a crash, at most the hidden `.NAME.*.tmp` file)."""
     path = os.fspath(path)
     where, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(where, f".{name}.{secrets.token_hex(4)}.tmp")
+    tmp = os.path.join(where, f".{name}.{os.urandom(4).hex()}.tmp")
     try:
         with open(tmp, "xb") as f:
             yield f
@@ -315,7 +314,7 @@ def export_hf(repo, pin: Any, out: Any) -> ExportResult:
         # and the cache is ours alone, in `work`.
         ds = datasets.Dataset.from_generator(
             generate, features=features, cache_dir=os.path.join(work, "cache"), info=info,
-            fingerprint=secrets.token_hex(16), writer_batch_size=ROW_GROUP)
+            fingerprint=os.urandom(16).hex(), writer_batch_size=ROW_GROUP)
         ds.save_to_disk(os.path.join(work, "out"))
         os.rename(os.path.join(work, "out"), path)
         fsync_dir(os.path.dirname(path))

@@ -14,13 +14,12 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import random
-import secrets
-import socket
 import time
 from typing import Iterable
 
 import msgspec
 
+from .backends.local import host_name
 from .errors import Aborted, CasError, NotFound
 from .keys import LEASES, ROLES, lease_key, parse_lease_key
 from .objects import Lease, format_record_file, parse_record_file
@@ -34,7 +33,7 @@ GC_WAIT = 60.0       # how long gc waits for the writers that started before it
 ERASURE_WAIT = TTL + MARGIN  # how long an erasure waits for the writers that started before it
 POLL = 0.05          # first pause between two looks at the leases (doubles up to 1 s)
 
-_HOST = socket.gethostname()
+_HOST = host_name()
 
 
 def of_role(leases: Iterable[str], role: str) -> list[str]:
@@ -168,7 +167,7 @@ def acquire(repo, role: str, operation: str, watch: Iterable[str] = ROLES, **fie
     """Publish a lease, then read the others of the roles in `watch` (in that order: see the
     module docstring)."""
     now = repo.time()
-    record = Lease(id=secrets.token_hex(8), role=role, operation=operation, host=_HOST,
+    record = Lease(id=os.urandom(8).hex(), role=role, operation=operation, host=_HOST,
                    pid=os.getpid(), started_at=iso(now), expires_at=iso(now + TTL), **fields)
     key = lease_key(role, record.id)
     try:

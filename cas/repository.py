@@ -4,7 +4,7 @@ feature module over the repository's Context (docs/api.md)."""
 from __future__ import annotations
 
 import functools
-import secrets
+import os
 import time as _time
 from typing import Callable
 
@@ -54,7 +54,7 @@ class Repository:
     @classmethod
     def create(cls, backend, clock: Callable[[], str] = now) -> "Repository":
         """A new repository in an empty location (its config, with a random id)."""
-        config = RepoConfig(repository_id=secrets.token_hex(16), created_at=clock())
+        config = RepoConfig(repository_id=os.urandom(16).hex(), created_at=clock())
         if not backend.put_if_absent(CONFIG, format_record_file(config)):
             raise AlreadyExists(f"a repository already exists at {backend.url}")
         return cls(backend, clock)

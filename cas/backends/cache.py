@@ -8,7 +8,6 @@ cached by digest one layer up (`cas.store`).
 from __future__ import annotations
 
 import os
-import secrets
 from typing import Iterator
 
 from blake3 import blake3
@@ -48,7 +47,7 @@ class CachingBackend:
         if not os.path.exists(path):
             data = self._fetch(key)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{secrets.token_hex(6)}.tmp"
+            tmp = f"{path}.{os.urandom(6).hex()}.tmp"
             with open(tmp, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)  # a private cache file, so a plain rename is enough here

@@ -6,8 +6,6 @@ import errno
 import mmap
 import os
 import re
-import secrets
-import socket
 import stat
 from typing import Iterator
 
@@ -19,10 +17,20 @@ from . import check_key
 _TMP = "~tmp"
 
 
+def host_name() -> str:
+    """This machine's name, as `socket.gethostname()` gives it (the name uname reports),
+    without importing socket at start-up."""
+    try:
+        return os.uname().nodename
+    except AttributeError:  # no uname (Windows)
+        import socket
+        return socket.gethostname()
+
+
 def _host() -> str:
     """This host as staging names spell it: its name (without '-', so a name splits cleanly)
     and, on Linux, its pid namespace, so a pid is only ever judged where it means something."""
-    name = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:64] or "localhost"
+    name = re.sub(r"[^A-Za-z0-9.]", "_", host_name())[:64] or "localhost"
     try:
         name += f".pidns{os.stat('/proc/self/ns/pid').st_ino}"
     except OSError:
@@ -36,7 +44,7 @@ _HOST = _host()
 def staging_name() -> str:
     """`<host>-<pid>-<random>`: a staging file names its writer, so a sweep can tell the
     leftovers of a process that died from a write in flight."""
-    return f"{_HOST}-{os.getpid()}-{secrets.token_hex(12)}"
+    return f"{_HOST}-{os.getpid()}-{os.urandom(12).hex()}"
 
 
 def _dead_writer(name: str) -> bool:
