@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cas.digest import digest_of
+from cas.digest import digest_of, to_bytes
 from cas.objects import TreeChild, TreeLeaf, TreeNode, encode_object
 from cas.tree import EMPTY_ROOT, LEAF_MAX, Proof, Trie, verify_proof
 
@@ -162,6 +162,22 @@ def test_build_matches_the_reference_shape_rule(pool):
         assert isinstance(nodes.reader().node(root), TreeNode)
     if len(pool) <= LEAF_MAX:
         assert isinstance(nodes.reader().node(root), TreeLeaf)
+
+
+@SETTINGS
+@given(id_pools())
+def test_a_build_from_raw_digests_stores_the_same_tree_and_keeps_no_leaf(pool):
+    """What an ingest builds (raw digests, leaves emitted as made) is the tree of the ids."""
+    nodes = Nodes()
+    trie = nodes.writer()
+    root = trie.build([to_bytes(i) for i in pool])
+    assert root == ref_root(pool)
+    check_well_formed(nodes.reader(), root, pool)
+    kept = [n for d, n in trie._made.items()
+            if isinstance(n, TreeLeaf) and d not in (root, EMPTY_ROOT)]
+    assert kept == []  # (a root leaf, and the empty leaf every Trie knows, are kept)
+    assert Trie(lambda d: pytest.fail("must not load")).build(
+        [to_bytes(i) for i in pool]) == root  # without emit: all in memory
 
 
 def test_empty_tree():
