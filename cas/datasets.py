@@ -79,6 +79,16 @@ def dataset(ctx, name: str) -> DatasetRecord:
     return ctx.refs.read_meta(name, head_)
 
 
+def admission(ctx, name: str) -> str:
+    """The dataset's admission rule: fixed when it was created, so its first metadata
+    revision says it (one read, where `dataset` lists the revisions to find the latest)."""
+    checks.dataset_name(name)
+    try:
+        return ctx.refs.read_meta(name, 1).admits
+    except NotFound:
+        raise no_dataset(ctx, name) from None
+
+
 def dataset_history(ctx, name: str) -> list[DatasetRecord]:
     """Every revision of the dataset's metadata, oldest first."""
     top = dataset(ctx, name).revision

@@ -78,6 +78,31 @@ def test_directly_committed_cases_have_no_run(repo):
     assert all(c.run_id is None for c in page.items)
 
 
+def test_a_reviewed_datasets_listing_reads_run_ids_from_the_cases_not_the_provenance(
+        repo, monkeypatch):
+    anns = {r: review(repo, r) for r in ("r-1", "r-2", "r-3")}
+    repo.create_dataset("reviewed")  # only promotions add cases to it
+    promote_and_seal(repo, anns, ["r-1", "r-2"], "rk1", name="reviewed")
+    promote_and_seal(repo, anns, ["r-3"], "rk2", name="reviewed")
+    expected = {e.case_id: e.run_id for v in (1, 2) for e in repo.provenance("reviewed", v)}
+
+    def no_walk(*args):
+        raise AssertionError("the provenance chain was walked")
+    monkeypatch.setattr(reads, "_provenances", no_walk)
+    page = reads.items_detailed(repo.context, "reviewed", 2)
+    assert {c.case_id: c.run_id for c in page.items} == expected
+    assert sorted(expected.values()) == ["r-1", "r-2", "r-3"]
+    with pytest.raises(AssertionError, match="walked"):  # a direct dataset's still is
+        reads.items_detailed(repo.context, "evals", 2)
+
+
+def test_a_case_committed_with_a_run_id_in_its_bytes_shows_no_run(repo):
+    repo.create_dataset("gold", admission="direct")
+    repo.commit("gold", base=None, add=[{"input": "q", "run_id": "r-1"}])
+    (case,) = reads.items_detailed(repo.context, "gold", 1).items
+    assert repo.case("gold", 1, case.case_id).run_id == "r-1" and case.run_id is None
+
+
 def test_diff_detailed_describes_added_and_removed(repo):
     d = reads.diff_detailed(repo.context, "evals", 1, 2)
     assert [(c.run_id, c.tenant) for c in d.added] == [("r-3", "initech")] and d.removed == []
