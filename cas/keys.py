@@ -158,8 +158,10 @@ def multi_index_key(checksum: str) -> str:
 
 def _pack_file(ext: str):
     def parse(key) -> tuple[str] | None:
+        if not isinstance(key, str) or not key.endswith(ext):  # (a listing's other files)
+            return None
         tail = _tail(key, PACKS)
-        if tail is None or not tail.endswith(ext) or not _is_hex(tail[:-len(ext)], 64):
+        if tail is None or not _is_hex(tail[:-len(ext)], 64):
             return None
         return (tail[:-len(ext)],)
     parse.__name__ = f"parse_{ext[1:]}_key"

@@ -230,12 +230,22 @@ class IndexReader:
         return self.fanout[255]
 
     def lookup(self, digest: bytes) -> tuple[str, Entry] | None:
+        found = self._find(digest)
+        if found is not None:
+            self.confirm()
+        return found
+
+    def _find(self, digest: bytes) -> tuple[str, Entry] | None:
+        """`lookup` without the confirmation that the index is still there."""
         fanout = self.fanout
         at = self._digests_at
         lo = fanout[digest[0] - 1] if digest[0] else 0
         hi = fanout[digest[0]]
         read = self._read
-        while hi - lo > SCAN_BELOW:
+        # A mapped index is searched to the end (a probe is a slice of memory); any other
+        # reads the last SCAN_BELOW entries at once (a probe there is a request).
+        scan = SCAN_BELOW if self._mapped is None else 1
+        while hi - lo > scan:
             mid = (lo + hi) // 2
             probe = read(self.key, at + mid * DIGEST_LEN, DIGEST_LEN)
             if probe < digest:
@@ -268,7 +278,6 @@ class IndexReader:
         else:
             offset, length, kind = ROW.unpack(row)
             ordinal = 0
-        self.confirm()
         return self._packs[ordinal], Entry(digest, offset, length, kind)
 
     def lookup_many(self, digests: list[bytes]) -> dict[bytes, tuple[str, Entry]]:
@@ -283,7 +292,10 @@ class IndexReader:
         lo = fanout[first[0] - 1] if first[0] else 0
         hi = fanout[last[0]]
         if hi - lo > SCAN_BELOW + 16 * len(digests):
-            return {d: found for d in digests if (found := self.lookup(d)) is not None}
+            out = {d: found for d in digests if (found := self._find(d)) is not None}
+            if out:
+                self.confirm()  # once for the batch, as the one read below is confirmed once
+            return out
         at = self._digests_at
         block = self._read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
         keys = [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]

@@ -370,6 +370,28 @@ def test_a_local_index_is_mapped_and_one_deleted_since_answers_nothing(tmp_path)
     assert repo.store.get(kept[0]).input is not None
 
 
+def test_a_deleted_mapped_index_finds_nothing_one_digest_or_many(tmp_path):
+    """A batch lookup in a mapped index is confirmed once, whichever way it searched (one read
+    of a narrow span, or one search per digest for a wide one): a deleted index finds nothing."""
+    import cas
+    from cas.errors import NotFound
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=[{"input": i} for i in range(300)])
+    ids = [to_bytes(c) for c in repo.items("d", 1, limit=300).items]
+    (idx,) = [i for i in repo.store.indexes() if len(i) > 300]
+    wide, narrow = [ids[0], ids[-1]], ids[100:102]
+    assert len(idx.lookup_many(wide)) == 2 and len(idx.lookup_many(narrow)) == 2
+    assert idx._mapped is not None
+    repo.backend.delete(idx.key)
+    for digests in (wide, narrow):
+        with pytest.raises(NotFound):
+            idx.lookup_many(digests)
+    with pytest.raises(NotFound):
+        idx.lookup(ids[0])
+    assert idx.lookup_many([b"\0" * 32]) == {} and idx.lookup(b"\0" * 32) is None
+
+
 def test_a_file_system_that_cannot_map_files_is_read_with_calls(tmp_path, monkeypatch):
     import cas
     import cas.backends.local as local
