@@ -19,6 +19,7 @@ from .errors import CasError, FailedPrecondition, InvalidArgument
 from .objects import TreeChild, TreeLeaf, TreeNode, encode_object
 
 LEAF_MAX = 64
+DIFF_PREFETCH = 64  # changed node pairs at one level that a diff reads ahead together
 _OFFSET = 3  # len("b3:"): digit d of an id is id[_OFFSET + d]
 
 Node = Union[TreeLeaf, TreeNode]
@@ -241,10 +242,35 @@ class Trie:
     def iter_diff(self, old: str, new: str,
                   after: str | None = None) -> Iterator[tuple[str, bool]]:
         """The changes from `old` to `new` as (id, added) in ascending id order, starting
-        strictly after `after` when given. Lazy, so a page of k changes reads only the paths
-        to those changes (equal subtrees and subtrees wholly at or before `after` are skipped
-        without being read)."""
+        strictly after `after` when given. Equal subtrees and subtrees wholly at or before
+        `after` are skipped without being read. The changed paths are read ahead a level at a
+        time while a level has at most DIFF_PREFETCH changed pairs; below that, lazily, so a
+        page of k changes of a large diff reads little more than the paths to those changes."""
+        if self._load_many is not None:
+            self._prefetch_diff(old, new, after)
         return self._iter_diff(old, new, 0, after)
+
+    def _prefetch_diff(self, old: str, new: str, after: str | None) -> None:
+        """Read the nodes of a small diff's changed paths a level at a time, both sides in
+        one batch, instead of one read per node down each path. A diff whose changed pairs
+        at a level outnumber DIFF_PREFETCH is left to the lazy walk from there (a page of it
+        may need few of them)."""
+        level, depth = [(old, new, after)], 0
+        while level:
+            self._load_many([d for pair in level for d in pair[:2] if d not in self._made])
+            below = []
+            for a, b, at in level:
+                na, nb = self.node(a), self.node(b)
+                if not (isinstance(na, TreeNode) and isinstance(nb, TreeNode)):
+                    continue
+                ca = {c.nibble: c.node for c in na.children}
+                cb = {c.nibble: c.node for c in nb.children}
+                first = nibble(at, depth) if at is not None else -1
+                below.extend((ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT),
+                              at if v == first else None) for v in _changed(ca, cb, first))
+            if len(below) > DIFF_PREFETCH:
+                return
+            level, depth = below, depth + 1
 
     def _iter_diff(self, a: str, b: str, depth: int,
                    after: str | None) -> Iterator[tuple[str, bool]]:
@@ -255,10 +281,9 @@ class Trie:
             ca = {c.nibble: c.node for c in na.children}
             cb = {c.nibble: c.node for c in nb.children}
             first = nibble(after, depth) if after is not None else -1
-            for v in sorted(ca.keys() | cb.keys()):
-                if v >= first:
-                    yield from self._iter_diff(ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT),
-                                               depth + 1, after if v == first else None)
+            for v in _changed(ca, cb, first):
+                yield from self._iter_diff(ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT),
+                                           depth + 1, after if v == first else None)
             return
         # A leaf on either side: merge the two sorted id streams. The leaf side holds at most
         # LEAF_MAX ids, so at most that many common ids are passed over.
@@ -290,6 +315,11 @@ class Trie:
                 break
             digest, depth = child.node, depth + 1
         return Proof(root=root, case_id=case_id, nodes=nodes)
+
+
+def _changed(ca: dict[int, str], cb: dict[int, str], first: int) -> list[int]:
+    """The digits, from `first` on, whose children differ between two inner nodes."""
+    return [v for v in sorted(ca.keys() | cb.keys()) if v >= first and ca.get(v) != cb.get(v)]
 
 
 def _group(ins: list[str], dels: list[str], depth: int) -> Iterator[tuple[int, list, list]]:

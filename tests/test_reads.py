@@ -46,6 +46,26 @@ def test_a_cold_page_loads_the_children_it_needs_together():
     assert sum(counting.calls.values()) <= 12, counting.calls
 
 
+def test_a_small_diff_reads_its_changed_paths_a_level_at_a_time():
+    """A diff of two versions 6 cases apart in a three-level tree: the changed nodes of both
+    versions are read a level at a time (a batch each), not one by one down each of the 6
+    paths on each side (a memory backend maps nothing: every index probe is a request)."""
+    backend = MemoryBackend()
+    repo = cas.Repository.create(backend)
+    repo.create_dataset("evals", admission="direct")
+    repo.commit("evals", base=None, add=[{"input": i} for i in range(5000)])
+    gone = [cas.encode_case({"input": i}).case_id for i in (0, 1666, 3333)]  # spread out
+    repo.commit("evals", base=1, remove=gone, add=[{"input": f"new {i}"} for i in range(3)])
+    expected = repo.diff("evals", 1, 2)
+    counting = Counting(backend)
+    cold = cas.Repository(counting)
+    counting.calls.clear()
+    got = cold.diff("evals", 1, 2)
+    assert (got.added, got.removed) == (expected.added, expected.removed)
+    assert sorted(got.removed) == sorted(gone) and len(got.added) == 3
+    assert sum(counting.calls.values()) <= 50, counting.calls  # 45 now; 88 one node at a time
+
+
 def test_the_head_of_a_dataset_costs_three_storage_calls_locally(tmp_path):
     """`head` (the base a writer builds on): a look for the dataset's first metadata
     revision, one listing of the versions and one look for the newest one's tombstone (it
