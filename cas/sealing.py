@@ -68,10 +68,10 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
             raise InvalidArgument(f"case {from_bytes(min(both))} is both added and removed",
                                   case_id=from_bytes(min(both)))
         for _ in claims.attempts(f"a version of dataset {name!r}", dataset=name):
-            if base and inserts and isinstance(inserts[0], bytes):
-                inserts = [from_bytes(raw) for raw in inserts]  # an edit of a base: as ids
-            provenance = _commit_provenance(ctx, writer, name, base, inserts, author)
-            record = seal_tree(ctx, name, base, inserts, removes, writer, message, author,
+            # A first version's tree is built from the raw digests; an edit of a base takes ids.
+            adds = [from_bytes(raw) for raw in inserts] if base else inserts
+            provenance = _commit_provenance(ctx, writer, name, base, adds, author)
+            record = seal_tree(ctx, name, base, adds, removes, writer, message, author,
                                operation)
             record = msgspec.structs.replace(record, provenance=provenance)
             lease.check()
@@ -111,8 +111,8 @@ def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[bytes]:
     """Encode and stage every case of `add`; their raw digests, sorted (a first version's
     tree is built from them: its ids as strings never all exist at once). A case naming an
     erased person (`erased`: keyed digest -> Erased) is refused before it is staged: its
-    bytes never reach a pack (a huge commit may have written packs of the cases before it: unreferenced
-    garbage that gc collects, naming nobody erased)."""
+    bytes never reach a pack (a huge commit may have written packs of the cases before it:
+    unreferenced garbage that gc collects, naming nobody erased)."""
     ids = set()
     # The bulk loop allocates millions of small objects and frees none of them: the cyclic
     # garbage collector would only rescan them (about a fifth of ingest time).

@@ -263,11 +263,9 @@ class Trie:
                 na, nb = self.node(a), self.node(b)
                 if not (isinstance(na, TreeNode) and isinstance(nb, TreeNode)):
                     continue
-                ca = {c.nibble: c.node for c in na.children}
-                cb = {c.nibble: c.node for c in nb.children}
                 first = nibble(at, depth) if at is not None else -1
-                below.extend((ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT),
-                              at if v == first else None) for v in _changed(ca, cb, first))
+                below.extend((x, y, at if v == first else None)
+                             for v, x, y in _changed(na, nb, first))
             if len(below) > DIFF_PREFETCH:
                 return
             level, depth = below, depth + 1
@@ -278,12 +276,9 @@ class Trie:
             return
         na, nb = self.node(a), self.node(b)
         if isinstance(na, TreeNode) and isinstance(nb, TreeNode):
-            ca = {c.nibble: c.node for c in na.children}
-            cb = {c.nibble: c.node for c in nb.children}
             first = nibble(after, depth) if after is not None else -1
-            for v in _changed(ca, cb, first):
-                yield from self._iter_diff(ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT),
-                                           depth + 1, after if v == first else None)
+            for v, x, y in _changed(na, nb, first):
+                yield from self._iter_diff(x, y, depth + 1, after if v == first else None)
             return
         # A leaf on either side: merge the two sorted id streams. The leaf side holds at most
         # LEAF_MAX ids, so at most that many common ids are passed over.
@@ -317,9 +312,13 @@ class Trie:
         return Proof(root=root, case_id=case_id, nodes=nodes)
 
 
-def _changed(ca: dict[int, str], cb: dict[int, str], first: int) -> list[int]:
-    """The digits, from `first` on, whose children differ between two inner nodes."""
-    return [v for v in sorted(ca.keys() | cb.keys()) if v >= first and ca.get(v) != cb.get(v)]
+def _changed(a: TreeNode, b: TreeNode, first: int) -> list[tuple[int, str, str]]:
+    """(digit, child of a, child of b) for each digit from `first` on whose children differ
+    between two inner nodes (a missing child is the empty leaf)."""
+    ca = {c.nibble: c.node for c in a.children}
+    cb = {c.nibble: c.node for c in b.children}
+    return [(v, ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT)) for v in sorted(ca.keys() | cb.keys())
+            if v >= first and ca.get(v) != cb.get(v)]
 
 
 def _group(ins: list[str], dels: list[str], depth: int) -> Iterator[tuple[int, list, list]]:
