@@ -7,6 +7,7 @@ import heapq
 import itertools
 import struct
 from bisect import bisect_left
+from math import isqrt
 from typing import Iterable, Iterator, NamedTuple
 
 from blake3 import blake3
@@ -30,6 +31,11 @@ DIGEST_LEN = 32
 FANOUT_AT = HEADER.size
 DIGESTS_AT = FANOUT_AT + FANOUT.size
 SCAN_BELOW = 128  # a remaining search range this small is read in one request
+# Digests are uniform (BLAKE3), so where one sits in a sorted column is known to within a few
+# dozen entries from its value: a lookup starts there (interpolation), and bisects only what
+# that leaves (or all of it, in a column too skewed for the estimate to hold).
+INTERPOLATION_STEPS = 4   # probes of a mapped column before bisection takes over
+WINDOW_SPREAD = 8         # a request-read window spans this many times sqrt(entries) entries
 
 
 class Entry(NamedTuple):
@@ -244,7 +250,19 @@ class IndexReader:
         read = self._read
         # A mapped index is searched to the end (a probe is a slice of memory); any other
         # reads the last SCAN_BELOW entries at once (a probe there is a request).
-        scan = SCAN_BELOW if self._mapped is None else 1
+        if self._mapped is not None:
+            scan = 1
+            lo, hi = self._interpolate(digest, lo, hi)
+        else:
+            scan = SCAN_BELOW
+            if hi - lo > scan:
+                found = self._window(digest, lo, hi)
+                if isinstance(found, tuple):
+                    lo, hi = found
+                elif found is None:
+                    return None
+                else:
+                    return self._row(digest, found)
         while hi - lo > scan:
             mid = (lo + hi) // 2
             probe = read(self.key, at + mid * DIGEST_LEN, DIGEST_LEN)
@@ -264,7 +282,56 @@ class IndexReader:
             if i == len(keys) or keys[i] != digest:
                 return None
             lo += i
-        n = fanout[255]
+        return self._row(digest, lo)
+
+    def _interpolate(self, digest: bytes, lo: int, hi: int) -> tuple[int, int]:
+        """[lo, hi) of the mapped digest column narrowed to where `digest` must be if it is
+        there: a few probes at the position its value predicts, each bounding the next
+        estimate (keys in the range are kept between `below` and `above`, the 8 bytes after
+        the fan-out byte). Stops early on a range already small, or on a column whose keys
+        break those bounds (it is damaged: bisection still gives the right answer)."""
+        mapped, at = self._mapped, self._digests_at
+        target = int.from_bytes(digest[1:9], "big")
+        below, above = 0, 1 << 64
+        for _ in range(INTERPOLATION_STEPS):
+            if hi - lo <= 16 or not below <= target < above:
+                break
+            mid = lo + (target - below) * (hi - lo) // (above - below)
+            p = at + mid * DIGEST_LEN
+            probe = mapped[p:p + DIGEST_LEN]
+            if probe < digest:
+                lo, below = mid + 1, int.from_bytes(probe[1:9], "big")
+            elif probe > digest:
+                hi, above = mid, int.from_bytes(probe[1:9], "big") + 1
+            else:
+                return mid, mid + 1
+        return lo, hi
+
+    def _window(self, digest: bytes, lo: int, hi: int):
+        """One request for the entries around where `digest`'s value puts it in [lo, hi)
+        (WINDOW_SPREAD standard deviations of where a uniform key lands): its position, None
+        when the window shows it absent, or the narrowed (lo, hi) to bisect when the window
+        does not bracket it (a skewed column)."""
+        span = hi - lo
+        half = max(SCAN_BELOW, WINDOW_SPREAD * isqrt(span)) // 2
+        est = lo + int.from_bytes(digest[1:9], "big") * span // (1 << 64)
+        a, b = max(lo, est - half), min(hi, est + half)
+        block = self._read(self.key, self._digests_at + a * DIGEST_LEN, (b - a) * DIGEST_LEN)
+        if len(block) != (b - a) * DIGEST_LEN:
+            raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
+                              key=self.key)
+        keys = [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
+        if (a > lo and keys[0] > digest) or (b < hi and keys[-1] < digest):
+            # outside the window: what it read still narrows the range
+            return (lo, a) if keys[0] > digest else (b, hi)
+        i = bisect_left(keys, digest)
+        return a + i if i < len(keys) and keys[i] == digest else None
+
+    def _row(self, digest: bytes, lo: int) -> tuple[str, Entry]:
+        """The pack and entry of the row at position `lo`, whose digest is `digest`."""
+        n = self.fanout[255]
+        at = self._digests_at
+        read = self._read
         row_struct = MULTI_ROW if self.multi else ROW
         row = read(self.key, at + n * DIGEST_LEN + lo * row_struct.size, row_struct.size)
         if len(row) != row_struct.size:  # the fan-out promised more entries than the file holds

@@ -288,19 +288,40 @@ class CountingBackend(MemoryBackend):
         super().__init__()
         self.bytes_read = 0
         self.whole_reads = 0
+        self.requests = 0
 
     def get(self, key):
         self.whole_reads += 1
         return super().get(key)
 
     def get_range(self, key, offset, length):
+        self.requests += 1
         got = MemoryBackend.get(self, key)[offset:offset + length]
         self.bytes_read += len(got)
         return got
 
 
-def _reader(entries, key="packs/x.idx"):
-    backend = CountingBackend()
+class CountingView:
+    """A file's bytes as a mapped index sees them, counting the probes (slices) made."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.slices = data, 0
+
+    def __getitem__(self, span):
+        self.slices += 1
+        return self.data[span]
+
+
+class MappingBackend(CountingBackend):
+    """A backend that maps files, as a local directory does (IndexReader then probes memory)."""
+
+    def map(self, key):
+        self.view = CountingView(MemoryBackend.get(self, key))
+        return self.view
+
+
+def _reader(entries, key="packs/x.idx", mapped=False):
+    backend = MappingBackend() if mapped else CountingBackend()
     backend.put_if_absent(key, format_index("ee" * 32, entries))
     return backend, IndexReader(backend, key)
 
@@ -322,10 +343,10 @@ def _absent_near(digests):
 
 
 @SETTINGS
-@given(st.lists(digest_st, unique=True, max_size=300))
-def test_lookup_finds_every_digest_and_nothing_else(digests):
+@given(st.lists(digest_st, unique=True, max_size=300), st.booleans())
+def test_lookup_finds_every_digest_and_nothing_else(digests, mapped):
     entries = _entries(digests)
-    _, reader = _reader(entries)
+    _, reader = _reader(entries, mapped=mapped)
     assert len(reader) == len(entries)
     for e in entries:
         assert reader.lookup(e.digest) == (reader.packs[0], e)
@@ -336,15 +357,16 @@ def test_lookup_finds_every_digest_and_nothing_else(digests):
 @pytest.mark.parametrize("bucket_size", [SCAN_BELOW - 1, SCAN_BELOW, SCAN_BELOW + 1,
                                          3 * SCAN_BELOW + 7, 40 * SCAN_BELOW])
 @pytest.mark.parametrize("first_byte", [0x00, 0x7A, 0xFF])
-def test_lookup_in_a_large_fanout_bucket(bucket_size, first_byte):
+@pytest.mark.parametrize("mapped", [False, True])
+def test_lookup_in_a_large_fanout_bucket(bucket_size, first_byte, mapped):
     # All entries share their first byte: the fan-out cannot help and lookup must
-    # binary-search with range reads before scanning a small block.
+    # search the bucket with range reads (or probes of the map) before scanning a small block.
     rnd = random.Random(bucket_size * 256 + first_byte)
     digests = {bytes([first_byte]) + rnd.randbytes(31) for _ in range(bucket_size)}
     digests |= {bytes([rnd.randrange(256)]) + rnd.randbytes(31) for _ in range(50)}
     digests = sorted(digests)
     entries = _entries(digests)
-    backend, reader = _reader(entries)
+    backend, reader = _reader(entries, mapped=mapped)
     for e in entries:
         assert reader.lookup(e.digest) == (reader.packs[0], e)
     for d in _absent_near(digests) + [bytes([first_byte]) + rnd.randbytes(31) for _ in range(200)]:
@@ -366,6 +388,70 @@ def test_lookup_reads_a_few_kib_not_the_whole_index():
     per_lookup = backend.bytes_read / len(probes)
     assert per_lookup < 8 * 1024, per_lookup
     assert size > 2_000_000
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+@pytest.mark.parametrize("shape", ["clustered", "two-clusters", "ramp"])
+def test_lookup_in_a_skewed_column(shape, mapped):
+    """Digests far from uniform (an index no BLAKE3 writer makes, but one a parser must still
+    read right): where a value predicts a position is wrong, and the search still finds every
+    member and no neighbour."""
+    rnd = random.Random(shape)
+    if shape == "clustered":  # a thousand keys packed into a sliver of one bucket
+        digests = {b"\x42" + b"\x00" * 6 + rnd.randbytes(25) for _ in range(1000)}
+    elif shape == "two-clusters":
+        digests = {b"\x42" + bytes([side]) * 4 + rnd.randbytes(27) for side in (0, 255)
+                   for _ in range(600)}
+    else:  # keys whose density grows steeply across the bucket
+        digests = {b"\x42" + (int((i / 1500) ** 8 * 2**64) % 2**64).to_bytes(8, "big")
+                   + rnd.randbytes(23) for i in range(1500)}
+    digests = sorted(digests | {rnd.randbytes(32) for _ in range(100)})
+    entries = _entries(digests)
+    _, reader = _reader(entries, mapped=mapped)
+    for e in entries:
+        assert reader.lookup(e.digest) == (reader.packs[0], e)
+    for d in _absent_near(digests):
+        assert reader.lookup(d) is None
+
+
+@pytest.fixture(scope="module")
+def uniform_index():
+    rnd = random.Random(11)
+    return _entries(sorted({rnd.randbytes(32) for _ in range(100_000)}))
+
+
+def test_a_lookup_in_a_mapped_index_probes_where_the_digest_should_be(uniform_index):
+    """100k uniform digests (390 to a fan-out bucket): by bisection a lookup sliced the map
+    about 9 times; starting where the digest's value puts it, a hit or a miss takes about 5."""
+    backend, reader = _reader(uniform_index, mapped=True)
+    reader.fanout
+    rnd = random.Random(5)
+    probes = [uniform_index[i].digest for i in range(0, len(uniform_index), 997)]
+    probes += [rnd.randbytes(32) for _ in range(100)]
+    before = backend.view.slices
+    for d in probes:
+        found = reader.lookup(d)
+        assert (found is not None) == (d in {e.digest for e in uniform_index[::997]})
+    per_lookup = (backend.view.slices - before) / len(probes)
+    assert per_lookup <= 6, per_lookup
+
+
+def test_a_lookup_by_requests_reads_one_window_around_the_digest(uniform_index):
+    """The same index read by range requests: one request for the entries around where the
+    digest's value puts it, and one for the row of a hit (bisection took 2-3 more)."""
+    backend, reader = _reader(uniform_index)
+    reader.fanout
+    rnd = random.Random(6)
+    hits = [uniform_index[i].digest for i in range(0, len(uniform_index), 997)]
+    misses = [rnd.randbytes(32) for _ in range(100)]
+    before = backend.requests
+    for d in hits:
+        assert reader.lookup(d)[1].digest == d
+    assert backend.requests - before == 2 * len(hits)
+    before = backend.requests
+    for d in misses:
+        assert reader.lookup(d) is None
+    assert backend.requests - before == len(misses)
 
 
 def test_lookup_at_bucket_boundaries():
