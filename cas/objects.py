@@ -225,6 +225,24 @@ class Provenance(_Record, tag="provenance", kw_only=True):
     committed_by: str | msgspec.UnsetType = msgspec.UNSET
 
 
+class ProvenanceRun(msgspec.Struct, frozen=True):
+    """Of a provenance entry, what a listing asks: its case and its run (UNSET for a
+    committed case)."""
+
+    case_id: str
+    run_id: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class ProvenanceRuns(msgspec.Struct, frozen=True, tag_field="kind", tag="provenance"):
+    """A `provenance` object read for its run ids alone: a view, never written. The decoder
+    skips the other fields instead of building them (a 10k-case promotion's provenance is
+    2.7 MB: 7.5 ms to decode this way, 16 ms whole). Its bytes are verified against their
+    digest as any object's; checking every field is fsck's, which decodes it whole."""
+
+    entries: list[ProvenanceRun]
+    format: int = FORMAT
+
+
 class Proposal(_Record, tag="proposal", kw_only=True):
     """A staged promotion or removal; sealing it creates version `base + 1`."""
 

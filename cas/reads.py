@@ -9,8 +9,8 @@ import msgspec
 from . import checks, datasets, encoding
 from .digest import parse_digest
 from .errors import CorruptData, DataLoss, InvalidArgument, NotFound
-from .objects import (Case, Object, Provenance, ProvenanceEntry, VersionRecord,
-                      VersionRetirement, decode_object)
+from .objects import (Case, Object, Provenance, ProvenanceEntry, ProvenanceRuns,
+                      VersionRecord, VersionRetirement, check_format, decode_object)
 from .retirement import ACTIVE, RETIRED, active
 from .tree import Proof, check_proof
 
@@ -205,7 +205,7 @@ class DetailedDiffPage(NamedTuple):
         return self.next_cursor is not None
 
 
-def _provenances(ctx, record) -> Iterator[Provenance]:
+def _provenances(ctx, record) -> Iterator[ProvenanceRuns]:
     """The provenance of `record` and of each ancestor along its parent chain that promoted
     runs, newest first. A version's provenance names only the cases it added: a carried case
     is described by the version that added it. (A commit's names no run, only each case's
@@ -215,7 +215,7 @@ def _provenances(ctx, record) -> Iterator[Provenance]:
     while True:
         if record.provenance is not None and record.operation != "commit":
             try:
-                yield ctx.store.get(record.provenance, Provenance)
+                yield _provenance_runs(ctx, record.provenance)
             except NotFound:
                 pass  # an erasure deleted it with the erased case it named: those show no run
         if record.parent is None or record.parent in seen:
@@ -225,6 +225,14 @@ def _provenances(ctx, record) -> Iterator[Provenance]:
             record = ctx.refs.read_version(record.dataset, record.parent)
         except NotFound:
             return  # a deleted ancestor cuts the chain: what it added shows no run
+
+
+def _provenance_runs(ctx, digest: str) -> ProvenanceRuns:
+    kind, data = ctx.store.get_bytes(digest)
+    if kind != "provenance":
+        raise CorruptData(f"object {digest} is a {kind}, expected a provenance", digest=digest)
+    return check_format(encoding.decode(data, ProvenanceRuns, f"provenance {digest}"),
+                        f"provenance {digest}")
 
 
 def _runs_of(ctx, record, wanted: set[str]) -> dict[str, str]:

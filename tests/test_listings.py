@@ -8,9 +8,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cas
 import cas.reads as reads
+from cas import encoding, objects
 from cas.errors import CasError
 from cas_cli.main import cli
 from lifecycle_helpers import keys, promote_and_seal, review, run_obj
@@ -311,3 +314,25 @@ def test_cli_verify_proof_says_what_it_checked_against(repo, run, tmp_path):
     assert r.exit_code == 5 and json.loads(r.stderr)["error"]["reason"] == "PROOF_INVALID"
     r = run("--json", "verify-proof", "p.json", "--pin", pin, "--root", root)
     assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "USAGE"
+
+
+_entry_st = st.builds(
+    lambda case, run, promoted: objects.ProvenanceEntry(
+        case_id=case, run_id=run, annotation_id="ann-1", reviewer=ADA,
+        reviewed_at="2026-12-02T00:00:00.000000Z", withheld=["tool_results"])
+    if promoted else objects.ProvenanceEntry(case_id=case, committed_by=ADA),
+    st.text(min_size=1).map(lambda t: "b3:" + t), st.text(min_size=1), st.booleans())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_entry_st, max_size=20))
+def test_a_listing_reads_the_same_runs_from_a_provenance_as_the_whole_record(entries):
+    """Listings decode a provenance's case and run ids alone (objects.ProvenanceRuns): the
+    pairs are the whole record's, from its canonical bytes; a committed entry has no run."""
+    data = encoding.encode(objects.Provenance(entries=entries))
+    view = encoding.decode(data, objects.ProvenanceRuns)
+    assert [(e.case_id, e.run_id) for e in view.entries] == \
+        [(e.case_id, e.run_id) for e in entries]
+    with pytest.raises(CasError) as wrong:  # another kind's bytes are no provenance
+        encoding.decode(encoding.encode(objects.Case(input="x")), objects.ProvenanceRuns)
+    assert wrong.value.reason == "CORRUPT"
