@@ -233,11 +233,12 @@ class ProvenanceRun(msgspec.Struct, frozen=True):
     run_id: str | msgspec.UnsetType = msgspec.UNSET
 
 
-class ProvenanceRuns(msgspec.Struct, frozen=True, tag_field="kind", tag="provenance"):
-    """A `provenance` object read for its run ids alone: a view, never written. The decoder
-    skips the other fields instead of building them (a 10k-case promotion's provenance is
-    2.7 MB: 7.5 ms to decode this way, 16 ms whole). Its bytes are verified against their
-    digest as any object's; checking every field is fsck's, which decodes it whole."""
+class ProvenanceRuns(msgspec.Struct, frozen=True):
+    """A `provenance` object read for its run ids alone: a view, never written (untagged, so
+    not a kind: its reader checks the kind the pack names). The decoder skips the other
+    fields instead of building them (a 10k-case promotion's provenance is 2.7 MB: 7.5 ms to
+    decode this way, 16 ms whole). Its bytes are verified against their digest as any
+    object's; checking every field is fsck's, which decodes it whole."""
 
     entries: list[ProvenanceRun]
     format: int = FORMAT

@@ -333,6 +333,15 @@ def test_a_listing_reads_the_same_runs_from_a_provenance_as_the_whole_record(ent
     view = encoding.decode(data, objects.ProvenanceRuns)
     assert [(e.case_id, e.run_id) for e in view.entries] == \
         [(e.case_id, e.run_id) for e in entries]
-    with pytest.raises(CasError) as wrong:  # another kind's bytes are no provenance
+    with pytest.raises(CasError) as wrong:  # a case's bytes have no entries
         encoding.decode(encoding.encode(objects.Case(input="x")), objects.ProvenanceRuns)
     assert wrong.value.reason == "CORRUPT"
+
+
+def test_a_provenance_read_for_its_runs_must_be_one(mem):
+    """The view is untagged: its reader checks the kind the pack names, so a version whose
+    provenance names another object is CORRUPT, never read as runs."""
+    record = make_gold(mem)
+    with pytest.raises(CasError) as wrong:
+        reads._provenance_runs(mem.context, record.content_digest)  # a tree node
+    assert wrong.value.reason == "CORRUPT" and "expected a provenance" in wrong.value.message
