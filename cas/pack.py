@@ -309,9 +309,9 @@ class IndexReader:
 
     def _window(self, digest: bytes, lo: int, hi: int):
         """One request for the entries around where `digest`'s value puts it in [lo, hi)
-        (WINDOW_SPREAD standard deviations of where a uniform key lands): its position, None
-        when the window shows it absent, or the narrowed (lo, hi) to bisect when the window
-        does not bracket it (a skewed column)."""
+        (WINDOW_SPREAD * sqrt(n) of them: eight standard deviations either side of where a
+        uniform key lands): its position, None when the window shows it absent, or the
+        narrowed (lo, hi) to bisect when the window does not bracket it (a skewed column)."""
         span = hi - lo
         half = max(SCAN_BELOW, WINDOW_SPREAD * isqrt(span)) // 2
         est = lo + int.from_bytes(digest[1:9], "big") * span // (1 << 64)
