@@ -256,13 +256,10 @@ class IndexReader:
         else:
             scan = SCAN_BELOW
             if hi - lo > scan:
-                found = self._window(digest, lo, hi)
-                if isinstance(found, tuple):
-                    lo, hi = found
-                elif found is None:
-                    return None
-                else:
-                    return self._row(digest, found)
+                lo, hi, keys = self._window(digest, lo, hi)
+                if keys is not None:  # the window brackets the digest: it answers
+                    pos = _position(keys, digest)
+                    return None if pos is None else self._row(digest, lo + pos)
         while hi - lo > scan:
             mid = (lo + hi) // 2
             probe = read(self.key, at + mid * DIGEST_LEN, DIGEST_LEN)
@@ -276,12 +273,11 @@ class IndexReader:
         else:
             if lo >= hi:
                 return None
-            block = read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
-            keys = [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
-            i = bisect_left(keys, digest)
-            if i == len(keys) or keys[i] != digest:
+            pos = _position(_digests(read(self.key, at + lo * DIGEST_LEN,
+                                          (hi - lo) * DIGEST_LEN)), digest)
+            if pos is None:
                 return None
-            lo += i
+            lo += pos
         return self._row(digest, lo)
 
     def _interpolate(self, digest: bytes, lo: int, hi: int) -> tuple[int, int]:
@@ -307,11 +303,11 @@ class IndexReader:
                 return mid, mid + 1
         return lo, hi
 
-    def _window(self, digest: bytes, lo: int, hi: int):
+    def _window(self, digest: bytes, lo: int, hi: int) -> tuple[int, int, list | None]:
         """One request for the entries around where `digest`'s value puts it in [lo, hi)
         (WINDOW_SPREAD * sqrt(n) of them: eight standard deviations either side of where a
-        uniform key lands): its position, None when the window shows it absent, or the
-        narrowed (lo, hi) to bisect when the window does not bracket it (a skewed column)."""
+        uniform key lands): the window's bounds and digests when it brackets `digest`, or
+        else the narrowed range left to bisect and None (a skewed column)."""
         span = hi - lo
         half = max(SCAN_BELOW, WINDOW_SPREAD * isqrt(span)) // 2
         est = lo + int.from_bytes(digest[1:9], "big") * span // (1 << 64)
@@ -320,12 +316,11 @@ class IndexReader:
         if len(block) != (b - a) * DIGEST_LEN:
             raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
                               key=self.key)
-        keys = [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
+        keys = _digests(block)
         if (a > lo and keys[0] > digest) or (b < hi and keys[-1] < digest):
             # outside the window: what it read still narrows the range
-            return (lo, a) if keys[0] > digest else (b, hi)
-        i = bisect_left(keys, digest)
-        return a + i if i < len(keys) and keys[i] == digest else None
+            return (lo, a, None) if keys[0] > digest else (b, hi, None)
+        return a, b, keys
 
     def _row(self, digest: bytes, lo: int) -> tuple[str, Entry]:
         """The pack and entry of the row at position `lo`, whose digest is `digest`."""
@@ -364,12 +359,11 @@ class IndexReader:
                 self.confirm()  # once for the batch, as the one read below is confirmed once
             return out
         at = self._digests_at
-        block = self._read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
-        keys = [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
+        keys = _digests(self._read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN))
         positions = {}
         for d in digests:
-            i = bisect_left(keys, d)
-            if i < len(keys) and keys[i] == d:
+            i = _position(keys, d)
+            if i is not None:
                 positions[d] = lo + i
         if not positions:
             return {}
@@ -396,7 +390,18 @@ class IndexReader:
         n = len(self)
         block = self._read(self.key, self._digests_at, n * DIGEST_LEN)
         self.confirm()
-        return {block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)}
+        return set(_digests(block))
+
+
+def _digests(block: bytes) -> list[bytes]:
+    """The digests of a slice of an index's digest column."""
+    return [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
+
+
+def _position(keys: list[bytes], digest: bytes) -> int | None:
+    """Where `digest` is in the sorted `keys`, or None."""
+    i = bisect_left(keys, digest)
+    return i if i < len(keys) and keys[i] == digest else None
 
 
 def format_multi_index(indexes: list[bytes]) -> bytes:

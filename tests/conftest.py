@@ -17,7 +17,7 @@ if os.environ.get("CI"):
 
 
 MEMORY_FS = "/dev/shm"
-_scratch: dict[str, str] = {}
+_scratch: dict[str, object] = {}  # root (str), status (int)
 
 
 def _use_memory_scratch(config) -> None:
