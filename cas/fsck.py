@@ -243,7 +243,10 @@ def _check_multi_index(st: _State, mkey: str) -> None:
     want: dict[bytes, tuple[str, tuple[int, int, int]]] = {}
     for pid in packs:
         if pid not in st.indexed:
-            st.error(mkey, f"covers pack {pid}, which is missing or has no valid index")
+            gone = K.pack_key(pid) not in st.keyset and K.index_key(pid) not in st.keyset
+            st.error(mkey, f"covers pack {pid}, which is gone: readers look past this index, "
+                     "and `cas gc` deletes it" if gone else
+                     f"covers pack {pid}, which is missing or has no valid index")
             return
         for digest, row in st.indexed[pid].items():
             want.setdefault(digest, (pid, row))

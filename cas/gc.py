@@ -45,7 +45,8 @@ class GcReport(NamedTuple):
     records_deleted: int = 0    # person index files of packs that are gone
     deferred: int = 0        # writers that started first and were still at work: nothing was
                              # deleted (run gc again)
-    multi_indexes_deleted: int = 0  # superseded: every pack they cover a larger one covers
+    multi_indexes_deleted: int = 0  # superseded (a larger one covers their packs), or naming a
+                                    # pack that is gone
     log_indexes_deleted: int = 0    # log index segments a wider one covers
 
 
@@ -199,13 +200,21 @@ def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cut
 
 
 def _superseded(ctx, condemned: frozenset[str] = frozenset()) -> list[str]:
-    """The multi-pack indexes a larger one supersedes (writers merge indexes, store.maintain),
-    leaving out those covering a pack in `condemned` (a rewrite drops them anyway)."""
+    """The multi-pack indexes readers need not search, leaving out those covering a pack in
+    `condemned` (a rewrite drops them anyway): those naming a pack that is gone, index and
+    all (readers look past them; an earlier build's writer published one when a commit it
+    retried flushed again after merging its own packs), and those a larger one supersedes
+    (writers merge indexes, store.maintain)."""
     readers = [packfmt.IndexReader(ctx.backend, k) for k in ctx.backend.list(PACKS)
                if parse_multi_index_key(k)]
     try:
         readers = [r for r in readers if condemned.isdisjoint(r.packs)]
-        return store_module.superseded_multi_indexes(readers)
+        # Listed after them: every pack a multi-pack index names was stored before it was.
+        present = set(ctx.backend.list(PACKS))
+        broken = {r.key for r in readers if any(
+            index_key(p) not in present and pack_key(p) not in present for p in r.packs)}
+        return sorted(broken) + store_module.superseded_multi_indexes(
+            [r for r in readers if r.key not in broken])
     except NotFound:  # one was dropped since the listing (an erasure): leave it for next time
         return []
 

@@ -116,9 +116,11 @@ class ObjectStore:
             found = self._person_digests[person] = person_digest(person, self.person_key)
         return found
 
-    def locate(self, digest: str) -> tuple[str, packfmt.Entry] | None:
+    def locate(self, digest: str,
+               gone: frozenset[str] = frozenset()) -> tuple[str, packfmt.Entry] | None:
         """Where an object is, or None once a whole pass over a fresh listing of the indexes
-        found it nowhere (a pass cut short by an index that was replaced does not count)."""
+        found it nowhere (a pass cut short by an index that was replaced does not count).
+        An index's answer naming a pack in `gone` (keys) is passed over."""
         raw = to_bytes(digest)
         fresh = self._indexes is None
         for _ in range(LOCATE_ATTEMPTS):
@@ -126,7 +128,7 @@ class ObjectStore:
             try:
                 for i, idx in enumerate(indexes):
                     found = idx.lookup(raw)
-                    if found is not None:
+                    if found is not None and pack_key(found[0]) not in gone:
                         if i:  # move to front: objects read together tend to share a pack
                             indexes.insert(0, indexes.pop(i))
                         return pack_key(found[0]), found[1]
@@ -172,8 +174,9 @@ class ObjectStore:
             cached = self._read_cache(digest)
             if cached is not None:
                 return cached
-        for attempt in range(2):
-            found = self.locate(digest)
+        gone: frozenset[str] = frozenset()
+        for attempt in range(3):
+            found = self.locate(digest, gone)
             if found is None:
                 # A lookup reads a few bytes of each index and cannot see a flipped byte in
                 # them: before answering "absent", check the indexes whole (once each).
@@ -184,8 +187,10 @@ class ObjectStore:
                 data = self.backend.get_range(key, entry.offset, entry.length)
                 break
             except NotFound:  # the pack was rewritten since we listed: look again
-                if attempt:
+                if attempt == 2:
                     raise
+                if attempt:  # listed afresh and still gone: an index names a pack that is
+                    gone |= {key}  # not there (fsck reports it): another may hold the object
                 self.refresh()
         kind = KIND_BY_CODE.get(entry.kind)
         if kind is None:
@@ -702,6 +707,9 @@ class PackWriter:
             uncovered = sum(not i.multi for i in self._known) + (self.packs_written == 1)
             if uncovered >= AUTO_MULTI_INDEX_AT:
                 self.bytes_written += self.store.maintain(self.lease)
+                # It may have merged this batch's packs away: a later flush (a commit
+                # retried on a new head) must not publish a multi-pack index naming them.
+                self._indexes_written = []
 
     def _flush_pending(self) -> None:
         if not self._pending:

@@ -236,3 +236,79 @@ def test_an_object_two_packs_hold_gets_one_row():
                                format_index(b, [Entry(d, 5, 10, 1), Entry(b"\xff" * 32, 9, 3, 1)])])
     packs, rows = parse_multi_index(data)  # strictly sorted: it parses
     assert packs == [a, b] and [e.digest for e, _ in rows] == [d, b"\xff" * 32]
+
+
+def test_a_writer_never_indexes_a_pack_its_own_merge_removed(location, monkeypatch):
+    """A batch that flushes again after its own maintenance merged its first pack away (a
+    commit retried on a new head does) must not publish a multi-pack index naming that pack:
+    readers would look there for its objects and find the pack gone (CI: DATA_LOSS)."""
+    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 3)
+    repo = cas.init(location)
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=cases(2, "a"))
+    repo.commit("d", base=1, add=cases(2, "b"))
+    first, second = cas.encode_case(cases(1, "x")[0]), cas.encode_case(cases(1, "y")[0])
+    with leases.writing(repo.context, "commit") as lease, repo.store.writer(lease) as writer:
+        writer.add_encoded("case", first.data, first.case_id)
+        writer.flush()  # the third pack: past the threshold, so its packs are merged into one
+        assert len(repo.store.pack_ids()) == 1
+        writer.add_encoded("case", second.data, second.case_id)
+        writer.flush()
+    fresh = cas.open(location)
+    assert fresh.fsck().ok
+    for enc in (first, second):
+        assert fresh.store.get_bytes(enc.case_id)[1] == enc.data
+
+
+def test_a_multi_pack_index_naming_packs_that_are_gone_is_read_past_and_collected(location):
+    """The damage an earlier build's writer left (above): a multi-pack index naming packs that
+    were merged into another. Readers find the objects in the pack that holds them, fsck
+    names the index, and gc deletes it."""
+    repo = cas.init(location)
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=cases(2, "a"))
+    repo.commit("d", base=1, add=cases(2, "b"))
+    pids = repo.store.pack_ids()
+    blobs = [repo.backend.get(f"packs/{p}.idx") for p in sorted(pids)]
+    stale = format_multi_index(blobs)
+    merged = repo.store.rewrite_packs(sorted(pids), set())  # drops them (and their indexes)
+    key = f"packs/{stale[-32:].hex()}.midx"
+    repo.backend.put_if_absent(key, stale)
+    fresh = cas.open(location)
+    assert [i.key for i in fresh.store.indexes()][0] == key  # searched first: it misleads
+    ids = fresh.items("d", 2).items
+    assert sorted(fresh.case("d", 2, c).input for c in ids) == \
+        sorted(c["input"] for c in cases(2, "a") + cases(2, "b"))
+    problems = [p for p in fresh.fsck().problems if p.severity == "error"]
+    assert [p.where for p in problems] == [key] and "gone" in problems[0].message
+    planned = cas.open(location).gc(dry_run=True)
+    assert planned.multi_indexes_deleted == 1 and multi_keys(repo.backend) == [key]
+    report = cas.open(location).gc()
+    assert report.multi_indexes_deleted == 1 and multi_keys(repo.backend) == []
+    assert cas.open(location).fsck().ok and repo.store.pack_ids() == [merged.new_pack]
+
+
+def test_a_commit_retried_after_its_writer_merged_packs_stays_readable(location, monkeypatch):
+    """The run CI caught: a commit's first attempt passes the threshold and merges every small
+    pack, including its own; a rival seals the same number first; the retry on the new head
+    flushes again. Every case of both versions stays readable and fsck stays clean."""
+    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 3)
+    repo = cas.init(location)
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=cases(2, "a"))
+    repo.commit("d", base=1, add=cases(2, "b"))
+    rival = cas.open(location)
+    claim = repo.context.refs.append_version
+    lost = []
+
+    def rival_first(record):
+        if not lost:  # once: the rival's version takes the number this attempt wanted
+            lost.append(rival.commit("d", base=2, add=cases(2, "rival")).number)
+        return claim(record)
+    monkeypatch.setattr(repo.context.refs, "append_version", rival_first)
+    mine = repo.commit("d", base=2, add=cases(2, "mine"), retry=True)
+    assert lost == [3] and mine.number == 4
+    fresh = cas.open(location)
+    assert fresh.fsck().ok
+    held = sorted(fresh.case("d", 4, c).input for c in fresh.items("d", 4, limit=50).items)
+    assert held == sorted(c["input"] for tag in ("a", "b", "rival", "mine") for c in cases(2, tag))
