@@ -10,7 +10,7 @@ import msgspec
 
 from . import leases
 from . import pack as packfmt
-from .backends import put_all
+from .backends import get_ranges, put_all
 from .digest import digest_of, from_bytes, person_digest, to_bytes
 from .errors import Aborted, CasError, CorruptData, DigestMismatch, NotFound
 # (PERSONS, person_shards_key and parse_person_shards_key are imported from here by others)
@@ -72,6 +72,7 @@ class ObjectStore:
         self._person_digests: dict[str, str] = {}
         self._indexes: list[packfmt.IndexReader] | None = None
         self._verified: set[str] = set()  # index keys checked whole (verify_indexes)
+        self._answered: set[str] = set()  # index keys that held objects of the last batch
         self._cache: dict[str, Object] = {}
         self._leaves: OrderedDict[str, None] = OrderedDict()  # the cached leaves, oldest first
         # For remote repositories: object bytes cached on local disk by digest. They are
@@ -212,14 +213,19 @@ class ObjectStore:
             return [self.get_bytes(d) for d in digests]
         wanted = sorted({to_bytes(d) for d in digests})
         found: dict[bytes, tuple[str, packfmt.Entry]] = {}
+        answered = set()
         try:
-            for idx in self.indexes():
+            for idx in self._batch_order(self.indexes()):
                 rest = [d for d in wanted if d not in found]
                 if not rest:
                     break
-                found.update(idx.lookup_many(rest))
+                located = idx.lookup_many(rest)
+                if located:
+                    answered.add(idx.key)
+                    found.update(located)
         except NotFound:
             found = {}  # an index was replaced since it was listed: the careful path
+        self._answered = answered
         read = self._read_located(found)
         out = []
         for digest in digests:
@@ -234,9 +240,22 @@ class ObjectStore:
             out.append(item)
         return out
 
+    def _batch_order(self, indexes: list[packfmt.IndexReader]) -> list[packfmt.IndexReader]:
+        """The indexes in the order a batch searches them: those that held objects of the
+        last batch first, the smallest of them first, then the rest as listed. The next
+        level of a tree lies where the last one did; a diff's changed paths lie in a large
+        pack (the old version) and a small one (the new): searched first, the small one
+        takes its objects out of the batch, so the large one is not searched for them in
+        vain."""
+        if not self._answered:
+            return indexes
+        first = sorted((i for i in indexes if i.key in self._answered), key=len)
+        return first + [i for i in indexes if i.key not in self._answered]
+
     def _read_located(self, found: dict) -> dict[bytes, tuple[str, bytes]]:
-        """The bytes of located objects, one request per run of objects of a pack that lie
-        within READ_GAP of each other; those of a pack gone meanwhile are left out."""
+        """The bytes of located objects, a range per run of objects of a pack that lie within
+        READ_GAP of each other, the ranges of a pack read together (backends.get_ranges);
+        those of a pack gone meanwhile are left out."""
         by_pack: dict[str, list[packfmt.Entry]] = {}
         for pack, entry in found.values():
             by_pack.setdefault(pack, []).append(entry)
@@ -250,13 +269,13 @@ class ObjectStore:
                     run = []
                 run.append(e)
             runs.append(run)
-            for run in runs:
-                start = run[0].offset
-                try:
-                    blob = self.backend.get_range(pack_key(pack), start,
-                                                  run[-1].offset + run[-1].length - start)
-                except NotFound:
-                    continue
+            spans = [(run[0].offset, run[-1].offset + run[-1].length - run[0].offset)
+                     for run in runs]
+            try:  # the runs of one pack in one call (a local file opened once)
+                blobs = get_ranges(self.backend, pack_key(pack), spans)
+            except NotFound:
+                continue
+            for run, (start, _), blob in zip(runs, spans, blobs):
                 for e in run:
                     kind = KIND_BY_CODE.get(e.kind)
                     if kind is None:

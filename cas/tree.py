@@ -317,8 +317,13 @@ def _changed(a: TreeNode, b: TreeNode, first: int) -> list[tuple[int, str, str]]
     between two inner nodes (a missing child is the empty leaf)."""
     ca = {c.nibble: c.node for c in a.children}
     cb = {c.nibble: c.node for c in b.children}
-    return [(v, ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT)) for v in sorted(ca.keys() | cb.keys())
-            if v >= first and ca.get(v) != cb.get(v)]
+    out = []
+    for v in sorted(ca.keys() | cb.keys()):
+        if v >= first:
+            x, y = ca.get(v, EMPTY_ROOT), cb.get(v, EMPTY_ROOT)
+            if x != y:
+                out.append((v, x, y))
+    return out
 
 
 def _group(ins: list[str], dels: list[str], depth: int) -> Iterator[tuple[int, list, list]]:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from cas.backends import check_key
+from cas.backends import check_key, get_ranges
 from cas.backends.cache import CachingBackend
 from cas.backends.local import LocalBackend
 from cas.backends.s3 import S3Backend
@@ -166,6 +166,20 @@ def test_get_range_matches_slicing(make_backend, data, offset, length):
     backend = make_backend()
     backend.put_if_absent("x", data)
     assert backend.get_range("x", offset, length) == data[offset:offset + length]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300),
+       spans=st.lists(st.tuples(st.integers(0, 350), st.integers(0, 350)), max_size=6))
+def test_get_ranges_matches_one_get_range_per_span(make_backend, data, spans):
+    """backends.get_ranges: each span as get_range would read it, in order (a local file is
+    opened once, S3's requests go out together), and NotFound for an absent key."""
+    backend = make_backend()
+    backend.put_if_absent("x", data)
+    assert get_ranges(backend, "x", spans) == [data[o:o + n] for o, n in spans]
+    with pytest.raises(NotFound):
+        get_ranges(backend, "absent", spans or [(0, 1)])
 
 
 # -- delete -------------------------------------------------------------------------------

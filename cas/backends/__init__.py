@@ -56,16 +56,16 @@ class Backend(Protocol):
     def modified(self, key: str) -> float: ...
 
 
-PUT_WORKERS = 16  # create-if-absent calls in flight at once (put_all)
+PUT_WORKERS = 16  # calls in flight at once (put_all, get_ranges)
 
 
 def put_all(backend, items: list[tuple[str, bytes]]) -> None:
     """Create-if-absent every (key, bytes) of `items`, in no particular order, and return once
-    all are done (the first failure is raised). A backend whose class says `CONCURRENT_PUTS`
+    all are done (the first failure is raised). A backend whose class says `CONCURRENT_CALLS`
     gets them from several threads: each small file then does not wait alone for its fsync (a
     local directory commits concurrent ones together) or its request (S3). Any other backend,
     such as a test's wrapper that orders calls, gets them one at a time."""
-    if len(items) < 2 or not getattr(type(backend), "CONCURRENT_PUTS", False):
+    if len(items) < 2 or not getattr(type(backend), "CONCURRENT_CALLS", False):
         for key, data in items:
             backend.put_if_absent(key, data)
         return
@@ -109,3 +109,19 @@ def backend_for(location: str, create: bool = False):
     if create:
         os.makedirs(root, exist_ok=True)
     return LocalBackend(root)
+
+
+def get_ranges(backend, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
+    """`get_range(key, offset, length)` for each (offset, length) of `spans`, in order (NotFound
+    if the key is absent). A backend with its own `get_ranges` reads them in one call (a local
+    file is opened once); one whose class says `CONCURRENT_CALLS` gets the requests from
+    several threads at once (S3: one round trip's wait for all of them); any other, one at a
+    time."""
+    own = getattr(type(backend), "get_ranges", None)
+    if own is not None:
+        return own(backend, key, spans)
+    if len(spans) < 2 or not getattr(type(backend), "CONCURRENT_CALLS", False):
+        return [backend.get_range(key, offset, length) for offset, length in spans]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(min(PUT_WORKERS, len(spans))) as pool:
+        return list(pool.map(lambda span: backend.get_range(key, *span), spans))
