@@ -32,10 +32,10 @@ FANOUT_AT = HEADER.size
 DIGESTS_AT = FANOUT_AT + FANOUT.size
 SCAN_BELOW = 128  # a remaining search range this small is read in one request
 # Digests are uniform (BLAKE3), so where one sits in a sorted column is known to within a few
-# dozen entries from its value: a lookup starts there (interpolation), and bisects only what
-# that leaves (or all of it, in a column too skewed for the estimate to hold).
-INTERPOLATION_STEPS = 4   # probes of a mapped column before bisection takes over
-WINDOW_SPREAD = 8         # a request-read window spans this many times sqrt(entries) entries
+# dozen entries from its value: a lookup reads a window of entries there, and bisects only in
+# a column too skewed for the estimate to hold.
+WINDOW_SPREAD = 8         # a lookup's window spans this many times sqrt(entries) entries,
+MAPPED_SPREAD = 2         # or this many in a mapped index (a probe outside costs no request)
 
 
 class Entry(NamedTuple):
@@ -248,19 +248,14 @@ class IndexReader:
         lo = fanout[digest[0] - 1] if digest[0] else 0
         hi = fanout[digest[0]]
         read = self._read
-        # A mapped index is searched to the end (a probe is a slice of memory); any other
-        # reads the last SCAN_BELOW entries at once (a probe there is a request).
-        if self._mapped is not None:
-            scan = 1
-            lo, hi = self._interpolate(digest, lo, hi)
-        else:
-            scan = SCAN_BELOW
-            if hi - lo > scan:
-                lo, hi, keys = self._window(digest, lo, hi)
-                if keys is not None:  # the window brackets the digest: it answers
-                    pos = _position(keys, digest)
-                    return None if pos is None else self._row(digest, lo + pos)
-        while hi - lo > scan:
+        if hi - lo > SCAN_BELOW:
+            lo, hi, block = self._window(digest, lo, hi)
+            if block is not None:  # the window brackets the digest: it answers
+                pos = _slot(block, digest)
+                return None if pos is None else self._row(digest, lo + pos)
+        # A small bucket is read whole; in a skewed column, what the window left is bisected a
+        # probe at a time down to SCAN_BELOW entries, read at once.
+        while hi - lo > SCAN_BELOW:
             mid = (lo + hi) // 2
             probe = read(self.key, at + mid * DIGEST_LEN, DIGEST_LEN)
             if probe < digest:
@@ -268,59 +263,33 @@ class IndexReader:
             elif probe > digest:
                 hi = mid
             else:
-                lo = mid
-                break
-        else:
-            if lo >= hi:
-                return None
-            pos = _position(_digests(read(self.key, at + lo * DIGEST_LEN,
-                                          (hi - lo) * DIGEST_LEN)), digest)
-            if pos is None:
-                return None
-            lo += pos
-        return self._row(digest, lo)
+                return self._row(digest, mid)
+        if lo >= hi:
+            return None
+        pos = _slot(read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN), digest)
+        return None if pos is None else self._row(digest, lo + pos)
 
-    def _interpolate(self, digest: bytes, lo: int, hi: int) -> tuple[int, int]:
-        """[lo, hi) of the mapped digest column narrowed to where `digest` must be if it is
-        there: a few probes at the position its value predicts, each bounding the next
-        estimate (keys in the range are kept between `below` and `above`, the 8 bytes after
-        the fan-out byte). Stops early on a range already small, or on a column whose keys
-        break those bounds (it is damaged: bisection still gives the right answer)."""
-        mapped, at = self._mapped, self._digests_at
-        target = int.from_bytes(digest[1:9], "big")
-        below, above = 0, 1 << 64
-        for _ in range(INTERPOLATION_STEPS):
-            if hi - lo <= 16 or not below <= target < above:
-                break
-            mid = lo + (target - below) * (hi - lo) // (above - below)
-            p = at + mid * DIGEST_LEN
-            probe = mapped[p:p + DIGEST_LEN]
-            if probe < digest:
-                lo, below = mid + 1, int.from_bytes(probe[1:9], "big")
-            elif probe > digest:
-                hi, above = mid, int.from_bytes(probe[1:9], "big") + 1
-            else:
-                return mid, mid + 1
-        return lo, hi
-
-    def _window(self, digest: bytes, lo: int, hi: int) -> tuple[int, int, list | None]:
-        """One request for the entries around where `digest`'s value puts it in [lo, hi)
-        (WINDOW_SPREAD * sqrt(n) of them: eight standard deviations either side of where a
-        uniform key lands): the window's bounds and digests when it brackets `digest`, or
-        else the narrowed range left to bisect and None (a skewed column)."""
+    def _window(self, digest: bytes, lo: int, hi: int) -> tuple[int, int, bytes | None]:
+        """One read of the entries around where `digest`'s value puts it in [lo, hi)
+        (WINDOW_SPREAD * sqrt(n) of them, at least SCAN_BELOW: of n uniform keys, how many lie
+        below a value is binomial, its standard deviation at most sqrt(n)/2, so the window is
+        16 of them wide; 4 in a mapped index, where missing costs a few slices, not a
+        request): the window's bounds and bytes when it brackets `digest`, or else the
+        narrowed range left to bisect and None (a skewed column, or a mapped estimate off)."""
         span = hi - lo
-        half = max(SCAN_BELOW, WINDOW_SPREAD * isqrt(span)) // 2
+        spread = WINDOW_SPREAD if self._mapped is None else MAPPED_SPREAD
+        half = max(SCAN_BELOW, spread * isqrt(span)) // 2
         est = lo + int.from_bytes(digest[1:9], "big") * span // (1 << 64)
         a, b = max(lo, est - half), min(hi, est + half)
         block = self._read(self.key, self._digests_at + a * DIGEST_LEN, (b - a) * DIGEST_LEN)
         if len(block) != (b - a) * DIGEST_LEN:
             raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
                               key=self.key)
-        keys = _digests(block)
-        if (a > lo and keys[0] > digest) or (b < hi and keys[-1] < digest):
-            # outside the window: what it read still narrows the range
-            return (lo, a, None) if keys[0] > digest else (b, hi, None)
-        return a, b, keys
+        if a > lo and block[:DIGEST_LEN] > digest:
+            return lo, a, None  # below the window: what it read still narrows the range
+        if b < hi and block[-DIGEST_LEN:] < digest:
+            return b, hi, None
+        return a, b, block
 
     def _row(self, digest: bytes, lo: int) -> tuple[str, Entry]:
         """The pack and entry of the row at position `lo`, whose digest is `digest`."""
@@ -396,6 +365,15 @@ class IndexReader:
 def _digests(block: bytes) -> list[bytes]:
     """The digests of a slice of an index's digest column."""
     return [block[i:i + DIGEST_LEN] for i in range(0, len(block), DIGEST_LEN)]
+
+
+def _slot(block: bytes, digest: bytes) -> int | None:
+    """Where `digest` is among the digests of `block` (a slice of a digest column), or None:
+    the bytes searched for at C speed, a match kept only where it starts a digest."""
+    i = block.find(digest)
+    while i > 0 and i % DIGEST_LEN:
+        i = block.find(digest, i + 1)
+    return None if i < 0 else i // DIGEST_LEN
 
 
 def _position(keys: list[bytes], digest: bytes) -> int | None:

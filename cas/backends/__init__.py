@@ -35,6 +35,8 @@ class Backend(Protocol):
       listing for a key it may not show yet.
     - `modified(key)` is when the key was last written (seconds since the epoch), NotFound if
       absent: gc keeps what is younger than its grace period.
+    - optionally `get_ranges(key, spans)`: `get_range` of each (offset, length), in order, in
+      one call (`get_ranges` below uses it where a backend has it).
     """
 
     url: str
