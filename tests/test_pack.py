@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cas.backends.memory import MemoryBackend
 from cas.errors import CasError, CorruptData, DigestMismatch, UnsupportedFormat
 from cas.pack import (DIGEST_LEN, DIGESTS_AT, SCAN_BELOW, Entry, IndexReader, format_index,
-                      format_pack, pack_id, parse_index, parse_pack)
+                      format_pack, pack_id, parse_index, parse_pack, _slot)
 
 SETTINGS = settings(max_examples=80, deadline=None)
 
@@ -513,3 +513,26 @@ def test_pack_and_index_together():
         found_pid, e = reader.lookup(blake3(d).digest())
         assert found_pid == pid and e.kind == k
         assert backend.get_range(f"packs/{pid}.pack", e.offset, e.length) == d
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_a_digest_found_across_two_neighbours_is_not_a_match(mapped):
+    """A window is searched for the digest's bytes, which may also occur straddling two
+    neighbouring entries P and Q: that is not a match (absent), nor does it stop the search
+    short of the digest's own entry further on (present)."""
+    rnd = random.Random(3)
+    tail = rnd.randbytes(29)
+    p, q = b"\x42\x42\x50" + tail, b"\x42\x42\x51" + rnd.randbytes(29)
+    straddling = p[1:] + q[:1]  # 42 50 ...: sorts after both, in the same bucket
+    digests = sorted({b"\x42" + rnd.randbytes(31) for _ in range(400)} | {p, q})
+    digests = [d for d in digests if not p < d < q and d != straddling]
+    column = b"".join(digests)
+    assert column.find(straddling) == digests.index(p) * 32 + 1  # the trap is there
+    _, reader = _reader(_entries(digests), mapped=mapped)
+    assert reader.lookup(straddling) is None
+    with_it = sorted(digests + [straddling])
+    assert _slot(b"".join(with_it), straddling) == with_it.index(straddling)
+    entries = _entries(with_it)
+    _, reader = _reader(entries, mapped=mapped)
+    want = next(e for e in entries if e.digest == straddling)
+    assert reader.lookup(straddling) == (reader.packs[0], want)
