@@ -273,8 +273,8 @@ class IndexReader:
         """One read of the entries around where `digest`'s value puts it in [lo, hi)
         (WINDOW_SPREAD * sqrt(n) of them, at least SCAN_BELOW: of n uniform keys, how many lie
         below a value is binomial, its standard deviation at most sqrt(n)/2, so the window is
-        16 of them wide; 4 in a mapped index, where missing costs a few slices, not a
-        request): the window's bounds and bytes when it brackets `digest`, or else the
+        16 standard deviations wide; MAPPED_SPREAD, 4 wide, in a mapped index, where a miss
+        costs a few slices, not a request): the window's bounds and bytes when it brackets `digest`, or else the
         narrowed range left to bisect and None (a skewed column, or a mapped estimate off)."""
         span = hi - lo
         spread = WINDOW_SPREAD if self._mapped is None else MAPPED_SPREAD
