@@ -512,7 +512,8 @@ def report(res: dict, args, elapsed: float, out: str) -> str:
             f"preview {fmt_s(statistics.median(w['preview']))}, seal "
             f"{fmt_s(statistics.median(w['seal']))}, p90 {fmt_s(p90(w['total']))}")
     g = statistics.median(w_large["total"]) / statistics.median(w_small["total"])
-    row("B", f"warm: preview + seal growth {grow}", "", "", f"{g:.2f}x", target, g <= 1.5)
+    row("B", f"warm: preview + seal growth {grow}", "", "", f"{g:.2f}x",
+        "<= 1.3x (issue 16)", g <= 1.3)
     for n in (small, large):
         shape = res["store"][n]
         row("B", f"after the promotions onto {label(n)}: packs; indexes a lookup searches",
