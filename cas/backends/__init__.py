@@ -23,7 +23,8 @@ class Backend(Protocol):
     """The contract every backend meets; tests/test_backends.py checks it against each one.
 
     - `get` returns the whole value or raises NotFound.
-    - `get_range` returns `length` bytes at `offset` (fewer only at the end), NotFound if absent.
+    - `get_range` returns `length` bytes at `offset` (fewer only at the end), NotFound if absent
+      (a range of no bytes may answer b"" without looking: S3 sends no request for it).
     - `put_if_absent` atomically creates the key and returns True, or returns False and leaves
       the existing value untouched. A reader never sees a partial value.
     - `replace` atomically sets the key to new bytes, present or not. Only erasure uses it, to
