@@ -248,25 +248,25 @@ class IndexReader:
         lo = fanout[digest[0] - 1] if digest[0] else 0
         hi = fanout[digest[0]]
         read = self._read
+        block = None  # the entries [lo, hi) that answer, once read
         if hi - lo > SCAN_BELOW:
             lo, hi, block = self._window(digest, lo, hi)
-            if block is not None:  # the window brackets the digest: it answers
-                pos = _slot(block, digest)
-                return None if pos is None else self._row(digest, lo + pos)
-        # A small bucket is read whole; in a skewed column, what the window left is bisected a
-        # probe at a time down to SCAN_BELOW entries, read at once.
-        while hi - lo > SCAN_BELOW:
-            mid = (lo + hi) // 2
-            probe = read(self.key, at + mid * DIGEST_LEN, DIGEST_LEN)
-            if probe < digest:
-                lo = mid + 1
-            elif probe > digest:
-                hi = mid
-            else:
-                return self._row(digest, mid)
-        if lo >= hi:
-            return None
-        pos = _slot(read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN), digest)
+        if block is None:
+            # A small bucket is read whole; in a skewed column, what the window left is
+            # bisected a probe at a time down to SCAN_BELOW entries, read at once.
+            while hi - lo > SCAN_BELOW:
+                mid = (lo + hi) // 2
+                probe = read(self.key, at + mid * DIGEST_LEN, DIGEST_LEN)
+                if probe < digest:
+                    lo = mid + 1
+                elif probe > digest:
+                    hi = mid
+                else:
+                    return self._row(digest, mid)
+            if lo >= hi:
+                return None
+            block = read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN)
+        pos = _slot(block, digest)
         return None if pos is None else self._row(digest, lo + pos)
 
     def _window(self, digest: bytes, lo: int, hi: int) -> tuple[int, int, bytes | None]:
@@ -274,8 +274,9 @@ class IndexReader:
         (WINDOW_SPREAD * sqrt(n) of them, at least SCAN_BELOW: of n uniform keys, how many lie
         below a value is binomial, its standard deviation at most sqrt(n)/2, so the window is
         16 standard deviations wide; MAPPED_SPREAD, 4 wide, in a mapped index, where a miss
-        costs a few slices, not a request): the window's bounds and bytes when it brackets `digest`, or else the
-        narrowed range left to bisect and None (a skewed column, or a mapped estimate off)."""
+        costs a few slices, not a request): the window's bounds and bytes when it brackets
+        `digest`, or else the narrowed range left to bisect and None (a skewed column, or a
+        mapped estimate off)."""
         span = hi - lo
         spread = WINDOW_SPREAD if self._mapped is None else MAPPED_SPREAD
         half = max(SCAN_BELOW, spread * isqrt(span)) // 2
