@@ -626,7 +626,7 @@ class ErasureMachine(RuleBasedStateMachine):
 
 
 TestErasureModel = ErasureMachine.TestCase
-TestErasureModel.settings = settings(max_examples=120, stateful_step_count=40, deadline=None,
+TestErasureModel.settings = settings(max_examples=100, stateful_step_count=40, deadline=None,
                                      suppress_health_check=[HealthCheck.too_slow])
 
 
