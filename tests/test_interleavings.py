@@ -36,7 +36,7 @@ REVIEWER = "Rita <rita@example.com>"
 COUNTS: dict[str, int] = {}  # interleavings run, by test id (printed by the last test)
 # On S3 every call costs a request, so the S3 runs take every S3_STRIDE-th call (all of them
 # locally); the calls skipped differ only in which request comes first.
-S3_STRIDE = 10
+S3_STRIDE = 8
 
 
 class Interleave:
