@@ -681,6 +681,8 @@ class PackWriter:
         self.bytes_written = 0
         self.packs_written = 0
         self._maintained = False
+        self._thread = None  # writes full packs while a large batch goes on (_flush_pending)
+        self._writing = None  # (pack id, future) of the pack in flight
 
     def add(self, obj: Object, persons: Iterable[str] = ()) -> str:
         """Add a record; `persons`: the people an object names without a `person` field (the
@@ -702,7 +704,7 @@ class PackWriter:
             self._persons[raw] = {self.store.person_digest(p) for p in named}
         self._size += len(data) + 5
         if self._size >= self.max_bytes:
-            self._flush_pending()
+            self._flush_pending(background=True)
         return raw
 
     def pending(self, digest: str) -> bool:
@@ -711,7 +713,7 @@ class PackWriter:
     def flush(self) -> None:
         """Write what is pending; once a batch has written several packs, also one index
         over all of them, so readers search one index instead of one per pack."""
-        self._flush_pending()
+        self._flush_pending()  # (waits for the pack in flight first)
         if len(self._indexes_written) >= 2:
             data = packfmt.format_multi_index(self._indexes_written)
             key = multi_index_key(data[-packfmt.DIGEST_LEN:].hex())
@@ -730,7 +732,13 @@ class PackWriter:
                 # retried on a new head) must not publish a multi-pack index naming them.
                 self._indexes_written = []
 
-    def _flush_pending(self) -> None:
+    def _flush_pending(self, background: bool = False) -> None:
+        """Write the pending objects as one pack. With `background` (a batch that filled a
+        pack and goes on), the pack and its index are written from a thread while the caller
+        adds the next objects: writing and syncing 64 MB hold no interpreter lock, so they
+        overlap the encoding. One pack is in flight at a time, so memory holds at most the
+        pending objects and one pack, as when writing in line."""
+        self._await_writing()
         if not self._pending:
             return
         want = self._pending.keys() - self._flushed
@@ -764,21 +772,56 @@ class PackWriter:
         entries = [packfmt.Entry(d, off, length, kind)
                    for (d, (kind, _)), (off, length) in zip(items, spans)]
         index = packfmt.format_index(pid, entries)
-        backend = self.store.backend
-        # Before the pack: a person's bytes are never stored unindexed.
+        # Before the pack: a person's bytes are never stored unindexed. (Its 256 small files
+        # stay in line: from a thread, each call would wait for the lock the encoding holds.)
         self.bytes_written += self.store.write_person_index(pid, persons)
-        backend.put_if_absent(pack_key(pid), pack)
-        backend.put_if_absent(index_key(pid), index)
         self.objects_written += len(items)
         self.bytes_written += len(pack) + len(index)
         self.packs_written += 1
         self._flushed.update(d for d, _ in items)
         self._indexes_written.append(index)
-        self.store.indexes().insert(0, packfmt.IndexReader(backend, index_key(pid)))
+        if background:
+            from concurrent.futures import ThreadPoolExecutor
+            if self._thread is None:
+                self._thread = ThreadPoolExecutor(1, thread_name_prefix="cas-pack")
+            self._writing = (pid, self._thread.submit(self._write_pack, pid, pack, index))
+        else:
+            self._write_pack(pid, pack, index)
+            self._published(pid)
+
+    def _write_pack(self, pid: str, pack: bytes, index: bytes) -> None:
+        self.store.backend.put_if_absent(pack_key(pid), pack)
+        self.store.backend.put_if_absent(index_key(pid), index)  # publishes the pack
+
+    def _published(self, pid: str) -> None:
+        self.store.indexes().insert(0, packfmt.IndexReader(self.store.backend, index_key(pid)))
+
+    def _await_writing(self) -> None:
+        """Wait for the pack in flight, if any (its failure is raised here)."""
+        if self._writing is not None:
+            pid, future = self._writing
+            self._writing = None
+            future.result()
+            self._published(pid)
+
+    def close(self) -> None:
+        """Wait for the pack in flight and stop the writing thread; what is pending stays
+        unwritten (a batch that failed: its packs so far are garbage that gc collects)."""
+        try:
+            if self._writing is not None:
+                self._writing[1].exception()  # wait: nothing may write once the batch is over
+                self._writing = None
+        finally:
+            if self._thread is not None:
+                self._thread.shutdown()
+                self._thread = None
 
     def __enter__(self) -> "PackWriter":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.flush()
+        try:
+            if exc_type is None:
+                self.flush()
+        finally:
+            self.close()
