@@ -223,6 +223,8 @@ def child_ingest(jsonl: str, repo: str) -> dict[str, Any]:
     return {"seconds": dt, "item_count": rec.item_count, "content_digest": rec.content_digest,
             "rss_before": rss0,
             "maxrss": peak_rss(),
+            # the process that stored the second half of the file (cas/ingest.py), if any
+            "helper_maxrss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
             "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
 

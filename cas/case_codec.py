@@ -72,29 +72,51 @@ def _check_encoded(item: EncodedCase) -> EncodedCase:
 
 
 def read_cases_jsonl(stream: IO[bytes] | Iterable[bytes],
-                     source: str = "input") -> Iterator[EncodedCase]:
-    """Cases from JSON Lines (one case object per line; blank lines skipped).
+                     source: str = "input") -> "JsonlCases":
+    """Cases from JSON Lines (one case object per line; blank lines skipped), read as they
+    are iterated.
 
     Decoding is strict JSON, so the values can always be written canonically; a bad line is
-    refused with its line number and the path of the offending field.
+    refused with its line number and the path of the offending field. A commit given the
+    cases of a large file opened 'rb' may store them with two processes (cas/ingest.py).
     """
     if not isinstance(source, str):
         raise InvalidArgument(f"source names the input: a string, not "
                               f"{encoding.describe(source)}")
-    encoding.lines_of(stream, source)  # refuses what is no stream of lines, before any line
-    decode, encode, most = _CASE_DECODER.decode, encoding.encode, encoding.MAX_DEPTH
-    for lineno, line in enumerate(stream, 1):
-        try:  # a line with more brackets than the depth limit takes the checked path
-            case = decode(line) if line.count(b"[") + line.count(b"{") <= most else None
-        except (msgspec.DecodeError, RecursionError, TypeError, AttributeError):
-            if isinstance(line, (bytes, bytearray, str)) and (not line or line.isspace()):
-                continue
-            case = None
-        if case is None or case.format != FORMAT:
-            try:  # the slow path, only for a line refused: name the problem and its place
-                case = check_format(encoding.parse_json(line, _CASE_DECODER), "the case")
-            except CasError as exc:
-                raise encoding.in_context(exc, f"{source} line {lineno}", line=lineno) \
-                    from None
-        data = encode(case)
-        yield _Encoded(digest_of("case", data), data, case.person)
+    return JsonlCases(stream, source)
+
+
+class JsonlCases:
+    """The cases of a JSON Lines stream, one EncodedCase per line, read once as iterated.
+    `line` and `offset` are the number and the byte offset (from where the iteration began)
+    of the line last read; `first_line` numbers the first one."""
+
+    def __init__(self, stream: IO[bytes] | Iterable[bytes], source: str,
+                 first_line: int = 1) -> None:
+        self.stream, self.source, self.first_line = stream, source, first_line
+        self.line, self.offset = first_line - 1, 0
+
+    def __iter__(self) -> Iterator[EncodedCase]:
+        # Refuses what is no stream of lines before any line (on first iteration, as a
+        # generator would).
+        lines = encoding.lines_of(self.stream, self.source)
+        decode, encode, most = _CASE_DECODER.decode, encoding.encode, encoding.MAX_DEPTH
+        lineno, at = self.first_line - 1, 0
+        for line in lines:
+            lineno += 1
+            self.line, self.offset = lineno, at
+            at += len(line)
+            try:  # a line with more brackets than the depth limit takes the checked path
+                case = decode(line) if line.count(b"[") + line.count(b"{") <= most else None
+            except (msgspec.DecodeError, RecursionError, TypeError, AttributeError):
+                if isinstance(line, (bytes, bytearray, str)) and (not line or line.isspace()):
+                    continue
+                case = None
+            if case is None or case.format != FORMAT:
+                try:  # the slow path, only for a line refused: name the problem and its place
+                    case = check_format(encoding.parse_json(line, _CASE_DECODER), "the case")
+                except CasError as exc:
+                    raise encoding.in_context(exc, f"{self.source} line {lineno}",
+                                              line=lineno) from None
+            data = encode(case)
+            yield _Encoded(digest_of("case", data), data, case.person)

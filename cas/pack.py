@@ -45,33 +45,49 @@ class Entry(NamedTuple):
     kind: int
 
 
-def format_pack(objects: Iterable[tuple[int, bytes]]) -> tuple[bytearray, list[tuple[int, int]]]:
-    """Pack bytes for (kind code, data) pairs, and each object's (offset, length).
+class PackBuffer:
+    """A pack being built: each object's bytes are appended as it comes (the one copy a writer
+    keeps of them), and the trailer is added once, by `seal`."""
 
-    The pack is a bytearray, joined once and hashed in one call: hashing its parts one by one
-    cost a call per object (three times the join), and appending the trailer to immutable
-    bytes would copy the whole pack again. It is written as it is and never changed."""
-    parts = [HEADER.pack(PACK_MAGIC, PACK_FORMAT)]
-    spans = []
-    pos = HEADER.size
-    head = ENTRY_HEAD.pack
-    for kind, data in objects:
-        n = len(data)
-        parts.append(head(kind, n))
-        parts.append(data)
-        pos += ENTRY_HEAD.size
-        spans.append((pos, n))
-        pos += n
-    parts.append(bytes(DIGEST_LEN))
-    pack = bytearray().join(parts)
-    with memoryview(pack) as view:
-        pack[pos:] = blake3(view[:pos]).digest()
-    return pack, spans
+    def __init__(self) -> None:
+        self.data = bytearray(HEADER.pack(PACK_MAGIC, PACK_FORMAT))
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def append(self, kind: int, data: bytes) -> int:
+        """Add an object; the offset of its bytes."""
+        buf = self.data
+        buf += ENTRY_HEAD.pack(kind, len(data))
+        at = len(buf)
+        buf += data
+        return at
+
+    def seal(self) -> bytearray:
+        """The pack: what was appended and its checksum, hashed in one call (a call per object
+        cost three times the copy). It is written as it is and never changed."""
+        body = len(self.data)
+        self.data += bytes(DIGEST_LEN)
+        with memoryview(self.data) as view:
+            self.data[body:] = blake3(view[:body]).digest()
+        return self.data
+
+
+def format_pack(objects: Iterable[tuple[int, bytes]]) -> tuple[bytearray, list[tuple[int, int]]]:
+    """Pack bytes for (kind code, data) pairs, and each object's (offset, length)."""
+    pack = PackBuffer()
+    spans = [(pack.append(kind, data), len(data)) for kind, data in objects]
+    return pack.seal(), spans
 
 
 def pack_id(pack: bytes) -> str:
     """A pack is named by its trailer: the BLAKE3 of everything before it."""
     return pack[-DIGEST_LEN:].hex()
+
+
+def index_pack(index: bytes) -> str:
+    """The pack an index is of (it is named before the index's own checksum)."""
+    return index[-2 * DIGEST_LEN:-DIGEST_LEN].hex()
 
 
 def _check_header(data: bytes, min_size: int, magic: bytes, fmt: int, what: str,

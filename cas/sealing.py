@@ -7,11 +7,11 @@ from typing import Any, Iterable
 
 import msgspec
 
-from . import checks, claims, datasets, encoding, leases, retirement
-from .case_codec import EncodedCase, encode_case
+from . import checks, claims, datasets, encoding, ingest, leases, retirement
+from .case_codec import EncodedCase
 from .digest import from_bytes, parse_digest, to_bytes
 from .errors import FailedPrecondition, InvalidArgument, NotFound, VersionConflict
-from .erased import erased_persons, refuse_erased
+from .erased import erased_persons
 from .objects import Case, Provenance, ProvenanceEntry, VersionRecord
 from .keys import version_key
 from .tree import EMPTY_ROOT
@@ -110,23 +110,21 @@ def _commit_provenance(ctx, writer, name: str, base: int, inserts: list[str],
 def _store_cases(ctx, writer, add: Iterable[Any], erased: dict) -> list[bytes]:
     """Encode and stage every case of `add`; their raw digests, sorted (a first version's
     tree is built from them: its ids as strings never all exist at once). A case naming an
-    erased person (`erased`: keyed digest -> Erased) is refused before it is staged: its
-    bytes never reach a pack (a huge commit may have written packs of the cases before it:
-    unreferenced garbage that gc collects, naming nobody erased)."""
-    ids = set()
+    erased person (`erased`: keyed digest -> Erased) is refused before it is staged (a huge
+    commit may have written packs of the cases before it: unreferenced garbage that gc
+    collects, naming nobody erased). The cases of a large file are staged by two processes
+    (cas/ingest.py)."""
+    ids: set[bytes] = set()
     # The bulk loop allocates millions of small objects and frees none of them: the cyclic
     # garbage collector would only rescan them (about a fifth of ingest time).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for item in add:
-            enc = encode_case(item)
-            if erased and enc.person is not None:
-                refuse_erased(erased, ctx.store.person_digest(enc.person), enc.person,
-                              f"case {enc.case_id}", case_id=enc.case_id)
-            # The raw digests the writer keeps anyway (a million ids kept as strings as
-            # well would cost another 115 MB).
-            ids.add(writer.add_encoded("case", enc.data, enc.case_id, enc.person))
+        point = ingest.split_point(add, ctx.backend)
+        if point is None:
+            ingest.stage_cases(ctx.store, writer, add, erased, ids)
+        else:
+            ingest.stage_split(ctx, writer, add, point, erased, ids)
     finally:
         if collecting:
             gc.enable()

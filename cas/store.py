@@ -664,19 +664,24 @@ class PackWriter:
     """
 
     def __init__(self, store: ObjectStore, max_bytes: int | None = None,
-                 lease: leases.Held | None = None) -> None:
+                 lease: leases.Held | None = None,
+                 avoid_packs: frozenset[str] | None = None) -> None:
         self.store = store
         self.max_bytes = max_bytes or PACK_MAX_BYTES
         self.lease = lease
-        self.avoid_packs = lease.avoid_packs if lease is not None else frozenset()
+        if avoid_packs is None:
+            avoid_packs = lease.avoid_packs if lease is not None else frozenset()
+        self.avoid_packs = avoid_packs
         # Deduplicate against the packs that existed when this batch began, plus what it has
         # flushed itself; rereading its own indexes on every flush would cost O(flushes^2).
         self._known = store.indexes_avoiding(self.avoid_packs)
         self._flushed: set[bytes] = set()
         self._indexes_written: list[bytes] = []  # for the multi-pack index
-        self._pending: dict[bytes, tuple[int, bytes]] = {}
+        # The pack being built: objects are appended to it as they are added (their bytes are
+        # kept once), and written when it is full or at the end of the batch.
+        self._pack = packfmt.PackBuffer()
+        self._pending: dict[bytes, tuple[int, int, int]] = {}  # raw -> (offset, length, kind)
         self._persons: dict[bytes, set[str]] = {}  # pending object -> keyed digests of people
-        self._size = 0
         self.objects_written = 0
         self.bytes_written = 0
         self.packs_written = 0
@@ -696,14 +701,14 @@ class PackWriter:
         """Add an object already encoded; its raw digest (the writer's own key for it, which
         a caller collecting a million ids may share instead of keeping another copy)."""
         raw = to_bytes(digest)
-        if raw in self._pending:
+        if raw in self._pending or raw in self._flushed:
             return raw
-        self._pending[raw] = (KIND_CODES[kind], data)
+        code = KIND_CODES[kind]
+        self._pending[raw] = (self._pack.append(code, data), len(data), code)
         named = {p for p in (person, *persons) if p is not None}
         if named and self.store.person_key is not None:
             self._persons[raw] = {self.store.person_digest(p) for p in named}
-        self._size += len(data) + 5
-        if self._size >= self.max_bytes:
+        if len(self._pack) >= self.max_bytes:
             self._flush_pending(background=True)
         return raw
 
@@ -732,16 +737,33 @@ class PackWriter:
                 # retried on a new head) must not publish a multi-pack index naming them.
                 self._indexes_written = []
 
+    def write_packs(self) -> list[bytes]:
+        """Write what is pending and return the indexes of the packs this writer wrote since
+        (a helper process storing part of a batch: the batch's own writer adopts them)."""
+        self._flush_pending()
+        written, self._indexes_written = self._indexes_written, []
+        return written
+
+    def adopt(self, indexes: list[bytes], objects: int, bytes_written: int) -> None:
+        """Count packs another process wrote for this batch (published: `indexes` are theirs)
+        as this writer's: its multi-pack index covers them, and they are searched."""
+        for index in indexes:
+            self._indexes_written.append(index)
+            self._published(packfmt.index_pack(index))
+        self.objects_written += objects
+        self.bytes_written += bytes_written
+        self.packs_written += len(indexes)
+
     def _flush_pending(self, background: bool = False) -> None:
-        """Write the pending objects as one pack. With `background` (a batch that filled a
-        pack and goes on), the pack and its index are written from a thread while the caller
-        adds the next objects: writing and syncing 64 MB hold no interpreter lock, so they
-        overlap the encoding. One pack is in flight at a time, so memory holds at most the
-        pending objects and one pack, as when writing in line."""
+        """Write the pending objects as one pack (those not stored already). With
+        `background` (a batch that filled a pack and goes on), the pack and its index are
+        written from a thread while the caller adds the next objects: writing and syncing
+        64 MB hold no interpreter lock, so they overlap the encoding. One pack is in flight
+        at a time: memory holds it and the pack being built."""
         self._await_writing()
         if not self._pending:
             return
-        want = self._pending.keys() - self._flushed
+        want = set(self._pending)  # (never flushed before: add_encoded skips those)
         for _ in range(LOCATE_ATTEMPTS):
             try:
                 absent = self.store.missing(want, self._known)
@@ -754,14 +776,16 @@ class PackWriter:
         else:
             raise Aborted("the packs kept being replaced while this write checked what is "
                           "stored; nothing was sealed; retry", reason="PACKS_CHANGING")
-        items = [(d, self._pending[d]) for d in self._pending if d in absent]
-        persons = {d: self._persons[d] for d, _ in items if d in self._persons}
-        self._pending = {}
-        self._persons = {}
-        self._size = 0
-        if not items:
+        pending, built, every_person = self._pending, self._pack, self._persons
+        self._pending, self._pack, self._persons = {}, packfmt.PackBuffer(), {}
+        if not absent:
             return
-        pack, spans = packfmt.format_pack(obj for _, obj in items)
+        if len(absent) < len(pending):  # some were stored already: a pack of the others
+            old, built = built.data, packfmt.PackBuffer()
+            pending = {d: (built.append(kind, old[at:at + n]), n, kind)
+                       for d, (at, n, kind) in pending.items() if d in absent}
+        persons = {d: every_person[d] for d in pending if d in every_person}
+        pack = built.seal()
         pid = packfmt.pack_id(pack)
         if pid in self.avoid_packs:
             # The same bytes as a pack a running gc is deleting (unpublished, or rewritten):
@@ -769,16 +793,15 @@ class PackWriter:
             raise Aborted(f"a gc is deleting pack {pid}, which holds exactly the objects this "
                           "write stores; nothing was sealed; retry when the gc ends",
                           reason="GC_IN_PROGRESS", pack=pid)
-        entries = [packfmt.Entry(d, off, length, kind)
-                   for (d, (kind, _)), (off, length) in zip(items, spans)]
+        entries = [packfmt.Entry(d, at, n, kind) for d, (at, n, kind) in pending.items()]
         index = packfmt.format_index(pid, entries)
         # Before the pack: a person's bytes are never stored unindexed. (Its 256 small files
         # stay in line: from a thread, each call would wait for the lock the encoding holds.)
         self.bytes_written += self.store.write_person_index(pid, persons)
-        self.objects_written += len(items)
+        self.objects_written += len(entries)
         self.bytes_written += len(pack) + len(index)
         self.packs_written += 1
-        self._flushed.update(d for d, _ in items)
+        self._flushed.update(pending)
         self._indexes_written.append(index)
         if background:
             from concurrent.futures import ThreadPoolExecutor
