@@ -88,8 +88,10 @@ class ObjectStore:
             if self._indexes is not None:
                 break
             keys = list(self.backend.list(PACKS))
+            # (by suffix first: a listing holds a pack for each index, and parsing every key
+            # twice cost more than the listing)
             multi = [packfmt.IndexReader(self.backend, k) for k in keys
-                     if parse_multi_index_key(k)]
+                     if k.endswith(".midx") and parse_multi_index_key(k)]
             try:
                 multi = _minimal_cover(multi)
                 covered = {p for m in multi for p in m.packs}
@@ -97,9 +99,9 @@ class ObjectStore:
                 if attempt == 2:
                     raise
                 continue
-            single = [packfmt.IndexReader(self.backend, index_key(found[0]))
-                      for found in map(parse_index_key, keys)
-                      if found and found[0] not in covered]
+            single = [packfmt.IndexReader(self.backend, k) for k in keys
+                      if k.endswith(".idx") and k[len(PACKS):-len(".idx")] not in covered
+                      and parse_index_key(k)]
             self._indexes = multi + single
         return self._indexes
 

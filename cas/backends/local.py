@@ -197,15 +197,22 @@ class LocalBackend:
                 check_key(head)
             except InvalidArgument:
                 return iter([])
-        start = os.path.join(self.root, *head.split("/")) if head else self.root
-        keys = []
-        for dirpath, dirnames, filenames in os.walk(start):
-            rel = os.path.relpath(dirpath, self.root)
-            if rel == ".":
-                dirnames[:] = [d for d in dirnames if d != _TMP]
-                rel = ""
-            base = rel.replace(os.sep, "/") + "/" if rel else ""
-            keys.extend(k for k in (base + name for name in filenames) if k.startswith(prefix))
+        keys: list[str] = []
+        # (scandir by hand: os.walk's relpath per directory cost more than the names)
+        stack = [(os.path.join(self.root, *head.split("/")), head + "/")] if head else \
+            [(self.root, "")]
+        while stack:
+            path, base = stack.pop()
+            try:
+                entries = list(os.scandir(path))
+            except OSError:
+                continue  # (gone, or not a directory: no keys, as os.walk would say)
+            for entry in entries:
+                if entry.is_dir():  # (a link to a directory is neither walked nor a key)
+                    if not entry.is_symlink() and (base or entry.name != _TMP):
+                        stack.append((entry.path, f"{base}{entry.name}/"))
+                elif (key := base + entry.name).startswith(prefix):
+                    keys.append(key)
         keys.sort()
         return iter(keys)
 
