@@ -3,7 +3,6 @@ multi-pack indexes that answer for all the packs of one large batch."""
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import struct
 from bisect import bisect_left
@@ -410,39 +409,36 @@ def _position(keys: list[bytes], digest: bytes) -> int | None:
 def format_multi_index(indexes: list[bytes]) -> bytes:
     """One index over several packs, merged from their (sorted) pack indexes.
 
-    The merge streams over the indexes' digest columns, so it needs no more memory than the
-    result; a row's pack ordinal is the position of its pack's index in `indexes`. An object
-    several of the packs hold gets one row, naming one of them.
+    The merge goes a fan-out bucket at a time (the entries of one first byte, from every
+    index, sorted together), so it needs little more memory than the result; a row's pack
+    ordinal is the position of its pack's index in `indexes`. An object several of the packs
+    hold gets one row: the smallest (offset, length, kind, ordinal).
     """
-    pack_ids = []
-    for blob in indexes:
-        n = FANOUT.unpack_from(blob, FANOUT_AT)[255]
-        end = DIGESTS_AT + n * (DIGEST_LEN + ROW.size)
+    pack_ids, columns = [], []
+    for ordinal, blob in enumerate(indexes):
+        fanout = FANOUT.unpack_from(blob, FANOUT_AT)
+        rows_at = DIGESTS_AT + fanout[255] * DIGEST_LEN
+        end = rows_at + fanout[255] * ROW.size
         pack_ids.append(blob[end:end + DIGEST_LEN])
+        tail = b"\0" + ordinal.to_bytes(2, "big")  # a pack row's first 13 bytes, then this
+        columns.append((blob, fanout, rows_at, tail))
     # Columns built in place: a million rows as a list of bytes objects each would cost
     # about 120 MB for a result of 48 MB.
     digests, rows, by_first_byte = bytearray(), bytearray(), [0] * 256
-    last = None
-    for digest, row in heapq.merge(*(_index_rows(b, i) for i, b in enumerate(indexes))):
-        if digest == last:
-            continue  # the same object in two packs (two writers stored it): one row will do
-        last = digest
-        digests += digest
-        rows += row
-        by_first_byte[digest[0]] += 1
+    for first in range(256):
+        bucket: list[tuple[bytes, bytes]] = []
+        for blob, fanout, rows_at, tail in columns:
+            bucket += [(blob[DIGESTS_AT + i * DIGEST_LEN:DIGESTS_AT + (i + 1) * DIGEST_LEN],
+                        blob[rows_at + i * ROW.size:rows_at + i * ROW.size + 13] + tail)
+                       for i in range(fanout[first - 1] if first else 0, fanout[first])]
+        bucket.sort(reverse=True)
+        unique = dict(bucket)  # per digest the row inserted last: the smallest
+        digests += b"".join(reversed(unique.keys()))
+        rows += b"".join(reversed(unique.values()))
+        by_first_byte[first] = len(unique)
     return _with_checksum([
         HEADER.pack(MULTI_MAGIC, MULTI_FORMAT), COUNT.pack(len(pack_ids)), b"".join(pack_ids),
         FANOUT.pack(*itertools.accumulate(by_first_byte)), digests, rows])
-
-
-def _index_rows(blob: bytes, ordinal: int) -> Iterator[tuple[bytes, bytes]]:
-    """(digest, multi-pack row) of each entry of a pack index, in digest order."""
-    n = FANOUT.unpack_from(blob, FANOUT_AT)[255]
-    rows_at = DIGESTS_AT + n * DIGEST_LEN
-    tail = b"\0" + ordinal.to_bytes(2, "big")  # a pack row's first 13 bytes, then the ordinal
-    for i in range(n):
-        yield (blob[DIGESTS_AT + i * DIGEST_LEN: DIGESTS_AT + (i + 1) * DIGEST_LEN],
-               blob[rows_at + i * ROW.size: rows_at + i * ROW.size + 13] + tail)
 
 
 def parse_multi_index(data: bytes, where: str = "multi-pack index") -> tuple[list[str],
