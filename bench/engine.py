@@ -243,13 +243,43 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
-def run_child(*args: str) -> dict[str, Any]:
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of process `pid` and of its children (the ingest's helper), now."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next(int(line.split()[1]) * 1024 for line in f
+                              if line.startswith("VmRSS:"))
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, StopIteration, ValueError):
+            continue  # ended meanwhile
+    return total
+
+
+def run_child(*args: str, one_process: bool = False) -> dict[str, Any]:
+    """Run this script's child `args` and return its answer, with `sampled_rss`: the largest
+    resident size of it and its children together, sampled every 20 ms (on Linux)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *args],
-                       capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(f"child {args} failed:\n{p.stderr}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    if one_process:
+        env["CAS_INGEST_PROCESSES"] = "1"
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", *args],
+                             stdout=out, stderr=err, env=env, text=True)
+        sampled = 0
+        while p.poll() is None:
+            if os.path.isdir("/proc"):
+                sampled = max(sampled, _tree_rss(p.pid))
+            time.sleep(0.02)
+        out.seek(0)
+        err.seek(0)
+        if p.returncode != 0:
+            raise RuntimeError(f"child {args} failed:\n{err.read()}")
+        answer = json.loads(out.read().strip().splitlines()[-1])
+    answer["sampled_rss"] = sampled
+    return answer
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -314,13 +344,27 @@ def bench_size(n: int, jsonl: str, out: str, args, rng: random.Random, log) -> d
         shutil.rmtree(repo, ignore_errors=True)
         ingests.append(run_child("ingest", jsonl, repo))
         log(f"  N={n} rep {k + 1}/{reps}: floor {floors[-1]['seconds']:.3f}s, "
-            f"ingest {ingests[-1]['seconds']:.3f}s, peak RSS {ingests[-1]['maxrss'] / 2**20:.0f} MiB")
+            f"ingest {ingests[-1]['seconds']:.3f}s, peak RSS {ingests[-1]['maxrss'] / 2**20:.0f} MiB "
+            f"(helper {ingests[-1]['helper_maxrss'] / 2**20:.0f} MiB, both sampled "
+            f"{ingests[-1]['sampled_rss'] / 2**20:.0f} MiB)")
     assert ingests[-1]["item_count"] == n, ingests[-1]
+    # The same ingest by one process (a file this large is otherwise split in two: cas/ingest.py)
+    settle()
+    shutil.rmtree(repo, ignore_errors=True)
+    alone = run_child("ingest", jsonl, repo, one_process=True)
+    assert alone["content_digest"] == ingests[-1]["content_digest"], (alone, ingests[-1])
+    res["ingest_one_process"] = alone["seconds"]
+    res["maxrss_one_process"] = alone["sampled_rss"] or alone["maxrss"]
+    log(f"  N={n} one process: ingest {alone['seconds']:.3f}s, "
+        f"peak RSS {res['maxrss_one_process'] / 2**20:.0f} MiB")
     res["floor"] = statistics.median(f["seconds"] for f in floors)
     res["ingest"] = statistics.median(i["seconds"] for i in ingests)
     res["ingest_runs"] = [i["seconds"] for i in ingests]
     res["floor_runs"] = [f["seconds"] for f in floors]
     res["maxrss"] = max(i["maxrss"] for i in ingests)
+    res["helper_maxrss"] = max(i["helper_maxrss"] for i in ingests)
+    # both processes together (sampled), never less than the committing process's own peak
+    res["sampled_rss"] = max(max(i["sampled_rss"], i["maxrss"]) for i in ingests)
     res["ru_maxrss"] = max(i["ru_maxrss"] for i in ingests)
     res["rss_before"] = ingests[-1]["rss_before"]
     res["floor_maxrss"] = max(f["maxrss"] for f in floors)
@@ -540,6 +584,10 @@ def report(results: list[dict[str, Any]], cold: dict, args, elapsed: float, out:
             f"floor {fmt_s(r['floor'])}", f"{ratio:.2f}x floor", "<= 1.6x (issue 16)",
             ratio <= 1.6)
     for r in results:
+        ratio = r["ingest_one_process"] / r["floor"]
+        row("1", f"ingest {label[r['n']]}, one process", fmt_s(r["ingest_one_process"]),
+            f"floor {fmt_s(r['floor'])}", f"{ratio:.2f}x floor", "(CAS_INGEST_PROCESSES=1)")
+    for r in results:
         if "git" in r:
             ratio = r["git"] / r["ingest"]
             row("2", f"git, 1 file/case, {label[r['n']]}", fmt_s(r["git"]),
@@ -562,10 +610,15 @@ def report(results: list[dict[str, Any]], cold: dict, args, elapsed: float, out:
             row("4", f"{name}, {label[r['n']]}", fmt_s(r[key]), "", "", "")
         g = hi[key] / lo[key]
         row("4", f"{key} growth {grow}", "", "", f"{g:.2f}x", "<= 1.5x (issue 16)", g <= 1.5)
-    row("5", f"peak RSS (VmHWM), ingest {label[hi['n']]}, child", fmt_b(hi["maxrss"]),
-        f"floor child {fmt_b(hi['floor_maxrss'])}", "",
-        "< 512 MiB at 1M (issue 16)" if hi["n"] >= 1_000_000 else
-        "< 512 MiB (issue 16's target is for 1M)", hi["maxrss"] < GIB // 2)
+    target = ("< 512 MiB at 1M (issue 16)" if hi["n"] >= 1_000_000 else
+              "< 512 MiB (issue 16's target is for 1M)")
+    row("5", f"peak RSS, ingest {label[hi['n']]}, both processes (sampled every 20 ms)",
+        fmt_b(hi["sampled_rss"]), f"floor child {fmt_b(hi['floor_maxrss'])}", "", target,
+        hi["sampled_rss"] < GIB // 2)
+    row("5", f"peak RSS (VmHWM) of each: the commit's, the helper's", fmt_b(hi["maxrss"]),
+        fmt_b(hi["helper_maxrss"]), "", "")
+    row("5", f"peak RSS, ingest {label[hi['n']]}, one process", fmt_b(hi["maxrss_one_process"]),
+        "", "", target, hi["maxrss_one_process"] < GIB // 2)
     row("6", "cold process: interpreter only", fmt_s(cold["python"]), "", "", "")
     row("6", f"cold process: {'cas --help' if cold['tool'] == 'cas CLI' else 'import cas'}",
         fmt_s(cold["baseline"]), "", "", "")

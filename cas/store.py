@@ -707,9 +707,12 @@ class PackWriter:
             return raw
         code = KIND_CODES[kind]
         self._pending[raw] = (self._pack.append(code, data), len(data), code)
-        named = {p for p in (person, *persons) if p is not None}
-        if named and self.store.person_key is not None:
-            self._persons[raw] = {self.store.person_digest(p) for p in named}
+        if self.store.person_key is not None:
+            if persons:
+                named = {p for p in (person, *persons) if p is not None}
+                self._persons[raw] = {self.store.person_digest(p) for p in named}
+            elif person is not None:  # (a case or a run: the loop of a large ingest)
+                self._persons[raw] = {self.store.person_digest(person)}
         if len(self._pack) >= self.max_bytes:
             self._flush_pending(background=True)
         return raw
