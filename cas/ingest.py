@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import sys
-import tempfile
 from typing import Any, Iterable
 
 import msgspec
@@ -29,7 +27,7 @@ import msgspec
 from . import errors
 from .case_codec import JsonlCases, encode_case
 from .erased import Erased, refuse_erased
-from .errors import CasError, Unavailable
+from .errors import CasError
 
 SPLIT_MIN_BYTES = 64 << 20  # a smaller file is read in line: a second process costs ~0.2 s
 _FIND_NEWLINE = 1 << 20     # a split point is the end of the line at the middle, if this near
@@ -124,7 +122,9 @@ def reopenable(backend) -> str | None:
 def stage_split(ctx, writer, add: JsonlCases, point: tuple[str, str, int],
                 erased: dict[str, Erased], ids: set[bytes]) -> None:
     """Stage the cases of `add` (a file split at `point`) with a second process for the
-    second half; raises the first bad line's refusal, numbered as in the whole file."""
+    second half; raises the first bad line's refusal, numbered as in the whole file. If the
+    helper ends without answering, this process stores the second half too."""
+    import tempfile  # (not at import: a command that stores no large file never needs it)
     location, path, start = point
     split = Split(location=location, path=path, start=start, source=add.source,
                   person_key=ctx.store.person_key,
@@ -142,6 +142,10 @@ def stage_split(ctx, writer, add: JsonlCases, point: tuple[str, str, int],
             helper.wait()
             raise
         staged = _answer(helper, out, stderr)
+    if staged is None:  # it ended without answering: this process reads the rest itself
+        stage_cases(ctx.store, writer, JsonlCases(add.stream, add.source, first.line + 1),
+                    erased, ids)
+        return
     if staged.bad_offset is not None:
         _refuse_line(ctx, writer, add, path, staged, first.line, erased)
     if staged.error is not None:
@@ -162,7 +166,8 @@ def _lines_before(stream, size: int):
             return
 
 
-def _start(split: Split, stderr) -> subprocess.Popen:
+def _start(split: Split, stderr):
+    import subprocess
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -177,18 +182,22 @@ def _start(split: Split, stderr) -> subprocess.Popen:
     return helper
 
 
-def _answer(helper: subprocess.Popen, out: bytes, stderr) -> Staged:
+def _answer(helper, out: bytes, stderr) -> Staged | None:
+    """The helper's answer, or None (with a warning naming its status and message) if it
+    ended without one: killed, out of memory, or unable to start."""
     try:
         if helper.returncode == 0:
             return msgspec.msgpack.decode(out, type=Staged)
     except msgspec.DecodeError:
         pass
+    import warnings
     stderr.seek(0)
     tail = stderr.read()[-2000:].decode("utf-8", "replace").strip()
-    raise Unavailable(f"the process storing the second half of the input ended with status "
-                      f"{helper.returncode} ({tail or 'no message'}); nothing was sealed; retry, "
-                      "or set CAS_INGEST_PROCESSES=1 to use one process",
-                      reason="INGEST_HELPER_FAILED", status=helper.returncode)
+    warnings.warn(f"cas: the process storing the second half of the input ended with status "
+                  f"{helper.returncode} ({tail or 'no message'}); this process stores it "
+                  "instead (CAS_INGEST_PROCESSES=1 uses one process from the start)",
+                  RuntimeWarning, stacklevel=2)
+    return None
 
 
 def _refuse_line(ctx, writer, add: JsonlCases, path: str, staged: Staged, lines_before: int,
