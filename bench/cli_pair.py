@@ -8,7 +8,7 @@ can be written to. BASELINE_TREE is a checkout of cas to compare with, e.g. the 
 change: `git worktree add /tmp/old <commit>`. Each pair, in turn for this tree and the
 baseline: 10 new runs are imported and reviewed through the library (not timed), then
 `cas promote --json` and `cas seal` run as two processes (timed together) with PYTHONPATH
-naming the tree whose `cas` package they import. Both trees are compiled first, as pip would.
+naming the tree whose `cas` package and command line (`cli`, as `cas_cli`) they import. Both trees are compiled first, as pip would.
 Prints each side's median and the ratio this tree / baseline, pair by pair and its median.
 """
 
@@ -31,9 +31,9 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "bench")]
 import lifecycle  # noqa: E402
 
 
-def promote_and_seal(cas_exe: str, repo: str, dataset: str, tree: str, subjects: str,
+def promote_and_seal(cas_exe: str, repo: str, dataset: str, pythonpath: str, subjects: str,
                      key: str) -> float:
-    env = dict(os.environ, PYTHONPATH=tree)
+    env = dict(os.environ, PYTHONPATH=pythonpath)
     t0 = time.perf_counter()
     p = subprocess.run([cas_exe, "--repo", repo, "--json", "promote", dataset, "--file",
                         subjects, "--idempotency-key", key], capture_output=True, check=True,
@@ -58,9 +58,19 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.isfile(os.path.join(tree, "cas", "__init__.py")):
             p.error(f"{tree} holds no cas package")
         compileall.compile_dir(os.path.join(tree, "cas"), quiet=1)
+        compileall.compile_dir(os.path.join(tree, "cli"), quiet=1)
     work = tempfile.mkdtemp(prefix="cas-cli-pair-", dir="/tmp")
     repo = os.path.join(work, "repo")
     shutil.copytree(args.repo, repo, copy_function=os.link)
+    # Each tree's `cas` and its command line (the `cli` directory, installed as `cas_cli`: a
+    # link of that name in front of the tree, or an editable install's finder would serve
+    # this checkout's command line to both sides)
+    paths = {}
+    for j, (name, tree) in enumerate(trees.items()):
+        shim = os.path.join(work, f"shim-{j}")
+        os.makedirs(shim)
+        os.symlink(os.path.join(tree, "cli"), os.path.join(shim, "cas_cli"))
+        paths[name] = os.pathsep.join([shim, tree])
     times: dict[str, list[float]] = {name: [] for name in trees}
     try:
         for k in range(args.pairs):
@@ -72,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 with open(subjects, "w") as f:
                     json.dump([{"subject_kind": "agent_run", "subject_ref": i,
                                 "review_annotation_id": a} for i, a in zip(ids, annotations)], f)
-                times[name].append(promote_and_seal(cas_exe, repo, args.dataset, tree,
+                times[name].append(promote_and_seal(cas_exe, repo, args.dataset, paths[name],
                                                     subjects, f"cli-pair-{k}-{j}"))
     finally:
         shutil.rmtree(work, ignore_errors=True)

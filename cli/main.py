@@ -7,25 +7,29 @@ from typing import Any
 
 import click
 
-from . import (
-    commands_cassette,
-    commands_dataset,
-    commands_erasure,
-    commands_evalset,
-    commands_export,
-    commands_log,
-    commands_promote,
-    commands_replay,
-    commands_repo,
-    commands_runs,
-    commands_scores,
-    commands_serve,
-    commands_suite,
-    commands_suite_run,
-    commands_version,
-    examples,
-)
 from .common import Context
+
+# Where each top-level command is defined (its module's COMMANDS): a module is imported when
+# one of its commands is first asked for, so a command pays for its own module, not for all
+# fifteen (about 8 ms of every process). tests/test_cli_help.py checks this table.
+MODULES = {
+    "commands_repo": ("init", "fsck", "cat", "mirror"),
+    "commands_dataset": ("dataset",),
+    "commands_version": ("commit", "show", "items", "case", "diff", "prove", "verify-proof"),
+    "commands_promote": ("promote", "remove", "seal"),
+    "commands_runs": ("runs", "review", "config", "settings"),
+    "commands_scores": ("pin", "pin-verify", "score", "experiment", "version"),
+    "commands_erasure": ("retire", "erase", "erasures", "gc"),
+    "commands_replay": ("replay",),
+    "commands_export": ("export",),
+    "commands_log": ("log", "status"),
+    "commands_serve": ("serve",),
+    "commands_suite": ("suite",),
+    "commands_cassette": ("cassette",),
+    "commands_evalset": ("evalset",),
+}
+EXTENDS = {"commands_suite": ("commands_suite_run",)}  # modules adding to another's group
+MODULE_OF = {name: module for module, names in MODULES.items() for name in names}
 
 # Exit codes by error code (documented in docs/cli.md). Usage errors from click exit 2 too.
 EXIT_CODES = {
@@ -81,7 +85,40 @@ class CasGroup(click.Group):
     """Turns every CasError into one line on stderr (or a JSON error object) and an exit code;
     with --json, click's own usage errors become the same JSON error object (exit 2)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loaded: set[str] = set()  # the command modules imported
+
+    def load(self, module: str) -> None:
+        """Register the commands of one command module (and of those extending its groups),
+        with their examples."""
+        import importlib
+        if module in self._loaded:
+            return
+        self._loaded.add(module)
+        mod = importlib.import_module(f"{__package__}.{module}")
+        for extra in EXTENDS.get(module, ()):
+            importlib.import_module(f"{__package__}.{extra}")
+        for command in mod.COMMANDS:
+            self.add_command(command)
+        from . import examples
+        examples.attach(self)  # every command's --help ends with examples (cli/examples.py)
+
+    def load_all(self) -> None:
+        for module in MODULES:
+            self.load(module)
+
+    def get_command(self, ctx: click.Context, cmd_name: str):
+        if cmd_name in MODULE_OF:
+            self.load(MODULE_OF[cmd_name])
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self.load_all()
+        return super().list_commands(ctx)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.load_all()
         listed = set()
         for title, names in WORKFLOWS + (("Other", tuple(sorted(self.commands))),):
             rows = [(n, self.commands[n].get_short_help_str(formatter.width - 20))
@@ -146,14 +183,6 @@ def cli(ctx: click.Context, repo_location: str | None, as_json: bool) -> None:
     obj.as_json = obj.as_json or as_json
 
 
-# Each command module lists its top-level commands and groups; `cas --help` sorts them by name.
-for _module in (commands_repo, commands_dataset, commands_version, commands_promote,
-                commands_runs, commands_scores, commands_erasure, commands_replay, commands_export,
-                commands_log, commands_serve, commands_suite, commands_suite_run,
-                commands_cassette, commands_evalset):
-    for _command in _module.COMMANDS:
-        cli.add_command(_command)
-examples.attach(cli)  # every command's --help ends with examples (cli/examples.py)
 
 
 def main() -> None:

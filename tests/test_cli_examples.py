@@ -26,6 +26,7 @@ def _tree(group: click.Group, prefix: tuple[str, ...] = ()):
             yield from _tree(command, path)
 
 
+cli.load_all()  # (commands are otherwise registered when first asked for)
 TREE = dict(_tree(cli))
 ALL_EXAMPLES = [(path, example) for path, examples in EXAMPLES.items()
                 for example in examples]

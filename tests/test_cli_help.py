@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from cas_cli.main import WORKFLOWS, cli
+import importlib
+
+from cas_cli.main import MODULES, WORKFLOWS, cli
 
 
 def test_help_groups_every_command_once_by_workflow(run):
@@ -16,5 +18,15 @@ def test_help_groups_every_command_once_by_workflow(run):
     listed = [line.split()[0] for t, body in sections if t in titles
               for line in body.splitlines() if line.startswith("  ") and
               not line.startswith("   ")]
+    cli.load_all()
     assert sorted(listed) == sorted(cli.commands)
     assert len(listed) == len(set(listed))
+
+
+def test_the_table_of_command_modules_names_what_each_module_defines():
+    """cli/main.py imports a command's module when the command is asked for: its table must
+    name exactly the commands each module lists (a new command missing from it would not be
+    found; one named in the wrong module would load the wrong one)."""
+    for module, names in MODULES.items():
+        defined = importlib.import_module(f"cas_cli.{module}").COMMANDS
+        assert tuple(c.name for c in defined) == names, module
