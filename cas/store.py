@@ -766,6 +766,8 @@ class PackWriter:
         64 MB hold no interpreter lock, so they overlap the encoding. One pack is in flight
         at a time: memory holds it and the pack being built."""
         self._await_writing()
+        if self.lease is not None:
+            self.lease.renew()  # a batch of many packs outlives a third of a lease's life
         if not self._pending:
             return
         want = set(self._pending)  # (never flushed before: add_encoded skips those)

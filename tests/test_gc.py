@@ -291,3 +291,28 @@ def test_gc_merges_small_packs_and_an_erasure_still_finds_its_objects(repo):
     assert_no_trace({k: repo.backend.get(k) for k in repo.backend.list("")},
                     ALICE_MARKERS + [ALICE])
     assert again.fsck().ok
+
+
+def test_a_long_batch_renews_its_lease_as_it_writes_packs(local, monkeypatch):
+    """A commit of many packs that takes longer than a lease lives (here each pack takes half
+    of it) renews its lease as it writes them: it claims its version, and its lease never
+    looked dead to a gc or an erasure meanwhile."""
+    repo = cas.init(local)
+    repo.create_dataset("big", admission="direct")
+    clock = [time.time()]
+    repo.context.time = lambda: clock[0]
+    monkeypatch.setattr("cas.store.PACK_MAX_BYTES", 4_000)
+    seen = []
+    real = cas.store.ObjectStore.write_person_index
+
+    def slow_pack(self, pid, persons):  # each pack "takes" half a lease's life
+        clock[0] += leases.TTL / 2
+        live = [r.expires_at for r in leases.live(repo).values() if r.role == leases.WRITER]
+        seen.append((clock[0], live))
+        return real(self, pid, persons)
+    monkeypatch.setattr(cas.store.ObjectStore, "write_person_index", slow_pack)
+    rec = repo.commit("big", base=None, add=[{"input": "x" * 500 + str(i)} for i in range(60)])
+    assert rec.item_count == 60 and len(seen) >= 5
+    # at every pack the commit's lease was live, and by more than the margin a claim needs
+    assert all(len(live) == 1 and leases.seconds_of(live[0]) > now + leases.MARGIN
+               for now, live in seen), seen
