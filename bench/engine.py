@@ -344,7 +344,8 @@ def bench_size(n: int, jsonl: str, out: str, args, rng: random.Random, log) -> d
         shutil.rmtree(repo, ignore_errors=True)
         ingests.append(run_child("ingest", jsonl, repo))
         log(f"  N={n} rep {k + 1}/{reps}: floor {floors[-1]['seconds']:.3f}s, "
-            f"ingest {ingests[-1]['seconds']:.3f}s, peak RSS {ingests[-1]['maxrss'] / 2**20:.0f} MiB "
+            f"ingest {ingests[-1]['seconds']:.3f}s, "
+            f"peak RSS {ingests[-1]['maxrss'] / 2**20:.0f} MiB "
             f"(helper {ingests[-1]['helper_maxrss'] / 2**20:.0f} MiB, both sampled "
             f"{ingests[-1]['sampled_rss'] / 2**20:.0f} MiB)")
     assert ingests[-1]["item_count"] == n, ingests[-1]

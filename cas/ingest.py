@@ -64,7 +64,7 @@ class Split(msgspec.Struct, frozen=True):
 
 class Staged(msgspec.Struct, frozen=True):
     """What the second process answers: the raw digests of its cases (joined), the indexes of
-    the packs it wrote, how many lines it read, and where it stopped if it failed."""
+    the packs it wrote and what they hold, or where it stopped if it failed."""
 
     ids: bytes = b""
     indexes: list[bytes] = []
@@ -75,14 +75,15 @@ class Staged(msgspec.Struct, frozen=True):
     error: dict[str, Any] | None = None  # a failure that is no line's (storage)
 
 
-def split_point(add: Any, backend) -> tuple[str, int, int] | None:
+def split_point(add: Any, backend) -> tuple[str, str, int] | None:
     """(repository location, path, offset of the second half) if `add` is worth storing with
     two processes: the cases of a regular file opened 'rb' with at least SPLIT_MIN_BYTES
     left to read, on a repository another process can open; else None."""
     if not isinstance(add, JsonlCases) or os.environ.get("CAS_INGEST_PROCESSES") == "1":
         return None
-    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
-    if len(cores) < 2:
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
+             os.cpu_count() or 1)
+    if cores < 2:
         return None
     stream, location = add.stream, reopenable(backend)
     if location is None or not isinstance(stream, (io.BufferedReader, io.FileIO)) or \

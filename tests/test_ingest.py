@@ -62,7 +62,8 @@ def test_two_processes_seal_the_version_one_process_seals(location, tmp_path, sp
                                                           monkeypatch):
     """On a local directory and on S3: the same root and count, both halves' cases readable,
     one multi-pack index over the packs of both processes, fsck clean."""
-    cases = [{"input": f"q{i}", "output": i % 7, "metadata": {"t": "t" * (i % 3)}} for i in range(300)]
+    cases = [{"input": f"q{i}", "output": i % 7, "metadata": {"t": "t" * (i % 3)}}
+             for i in range(300)]
     path = write_cases(tmp_path / "cases.jsonl", cases)
     repo = cas.init(location)
     repo.create_dataset("split", admission="direct")
@@ -97,7 +98,8 @@ def test_the_split_falls_at_a_line_boundary_and_loses_no_line(tmp_path, split_sm
     assert set(repo.items("d", 1, limit=500).items) == unique
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=60), st.integers(0, 2**16))
 def test_deterministic_whatever_the_split(tmp_path_factory, split_small, sizes, salt):
     """Any file: two processes seal the root one process would (a version is its set)."""
