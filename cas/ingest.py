@@ -60,6 +60,7 @@ class Split(msgspec.Struct, frozen=True):
     erased: dict[str, tuple[str, str]]  # keyed digest -> (erasure id, erased at)
     avoid_packs: list[str]
     max_bytes: int
+    parent: int           # the committing process: the helper must not outlive it
 
 
 class Staged(msgspec.Struct, frozen=True):
@@ -130,7 +131,8 @@ def stage_split(ctx, writer, add: JsonlCases, point: tuple[str, str, int],
     split = Split(location=location, path=path, start=start, source=add.source,
                   person_key=ctx.store.person_key,
                   erased={k: (e.erasure, e.erased_at) for k, e in erased.items()},
-                  avoid_packs=sorted(writer.avoid_packs), max_bytes=writer.max_bytes)
+                  avoid_packs=sorted(writer.avoid_packs), max_bytes=writer.max_bytes,
+                  parent=os.getpid())
     here = add.stream.tell()
     first = JsonlCases(_lines_before(add.stream, start - here), add.source, add.first_line)
     with tempfile.TemporaryFile() as stderr:
@@ -224,6 +226,31 @@ def _error_of(fields: dict[str, Any]) -> CasError:
     return kind(message, reason=reason, **fields)
 
 
+def _die_with(parent: int) -> None:
+    """End this helper when the commit's process ends: its writes are covered by the commit's
+    lease alone, and once that holder is gone an erasure may start, which must not be followed
+    by a pack naming the person. On Linux the kernel kills it (PR_SET_PDEATHSIG); elsewhere,
+    and for a commit that ended before this ran, `_while_alive` and this check see it."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _while_alive(cases: Iterable[Any], parent: int) -> Iterable[Any]:
+    """`cases`, stopping the process (no answer, nothing more written) once the commit's
+    process is gone (checked every 4096 cases: a pack's worth is about 40,000)."""
+    for n, case in enumerate(cases):
+        if not n & 4095 and os.getppid() != parent:
+            os._exit(1)
+        yield case
+
+
 def _serve() -> int:
     """The second process: store the cases of the file from `start` on, answer on stdout."""
     import gc
@@ -231,6 +258,7 @@ def _serve() -> int:
     from .backends import backend_for
     from .store import ObjectStore, PackWriter
     split = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=Split)
+    _die_with(split.parent)
     gc.disable()  # as the commit's own loop: millions of small objects, no cycles
     backend = backend_for(split.location)
     store = ObjectStore(backend, getattr(backend, "cache_dir", None), split.person_key)
@@ -241,7 +269,7 @@ def _serve() -> int:
         f.seek(split.start)
         cases = JsonlCases(f, split.source)
         try:
-            stage_cases(store, writer, cases, erased, ids)
+            stage_cases(store, writer, _while_alive(cases, split.parent), erased, ids)
             indexes = writer.write_packs()
             answer = Staged(ids=b"".join(ids), indexes=indexes,
                             objects=writer.objects_written, bytes_written=writer.bytes_written)

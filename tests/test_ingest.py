@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -192,3 +196,45 @@ def test_what_is_not_split(tmp_path, monkeypatch):
         monkeypatch.delenv("CAS_INGEST_PROCESSES")
         assert ingest.split_point(cas.read_cases_jsonl(f), local) is None
     assert os.path.getsize(path) > 1
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie left for a reaper does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_helper_does_not_outlive_the_commit(tmp_path):
+    """A helper whose commit's process is killed ends at once, even while it waits to read:
+    its writes are covered by that process's lease alone, and once that is gone an erasure may
+    start (a pack written after it could name the person)."""
+    repo = cas.init(str(tmp_path / "r"))
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)  # opening it blocks the helper until someone writes: no one will
+    script = (
+        "import os, signal, tempfile\n"
+        "from cas import ingest\n"
+        f"split = ingest.Split(location={repo.backend.root!r}, path={str(fifo)!r}, start=0,\n"
+        "    source='x', person_key=None, erased={}, avoid_packs=[], max_bytes=1 << 20,\n"
+        "    parent=os.getpid())\n"
+        "helper = ingest._start(split, tempfile.TemporaryFile())\n"
+        "print(helper.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(cas.__file__)))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=60)
+    pid = int(done.stdout.split()[0])
+    try:
+        deadline = time.monotonic() + 10
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(pid)
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
