@@ -183,7 +183,5 @@ def cli(ctx: click.Context, repo_location: str | None, as_json: bool) -> None:
     obj.as_json = obj.as_json or as_json
 
 
-
-
 def main() -> None:
     cli(obj=Context(None, False), prog_name="cas")
