@@ -195,7 +195,6 @@ def test_what_is_not_split(tmp_path, monkeypatch):
     with open(path, "r") as f:
         monkeypatch.delenv("CAS_INGEST_PROCESSES")
         assert ingest.split_point(cas.read_cases_jsonl(f), local) is None
-    assert os.path.getsize(path) > 1
 
 
 def _running(pid: int) -> bool:
