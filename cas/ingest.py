@@ -24,7 +24,6 @@ from typing import Any, Iterable
 
 import msgspec
 
-from . import errors
 from .case_codec import JsonlCases, encode_case
 from .erased import Erased, refuse_erased
 from .errors import CasError
@@ -57,7 +56,7 @@ class Split(msgspec.Struct, frozen=True):
     start: int            # byte offset of the second half (a line starts there)
     source: str
     person_key: bytes | None
-    erased: dict[str, tuple[str, str]]  # keyed digest -> (erasure id, erased at)
+    erased: dict[str, Erased]  # keyed digest -> the erasure of that person
     avoid_packs: list[str]
     max_bytes: int
     parent: int           # the committing process: the helper must not outlive it
@@ -110,15 +109,11 @@ def split_point(add: Any, backend) -> tuple[str, str, int] | None:
 
 
 def reopenable(backend) -> str | None:
-    """The location another process opens this backend by, or None."""
-    from .backends import is_remote
+    """The location another process opens this backend by (a local directory, or the s3://
+    URL a caching backend fronts), or None (a memory backend, a test's wrapper)."""
     from .backends.cache import CachingBackend
     from .backends.local import LocalBackend
-    if type(backend) is LocalBackend:
-        return backend.root
-    if type(backend) is CachingBackend and is_remote(backend.url):
-        return backend.url
-    return None
+    return backend.url if type(backend) in (LocalBackend, CachingBackend) else None
 
 
 def stage_split(ctx, writer, add: JsonlCases, point: tuple[str, str, int],
@@ -130,7 +125,7 @@ def stage_split(ctx, writer, add: JsonlCases, point: tuple[str, str, int],
     location, path, start = point
     split = Split(location=location, path=path, start=start, source=add.source,
                   person_key=ctx.store.person_key,
-                  erased={k: (e.erasure, e.erased_at) for k, e in erased.items()},
+                  erased=erased,
                   avoid_packs=sorted(writer.avoid_packs), max_bytes=writer.max_bytes,
                   parent=os.getpid())
     here = add.stream.tell()
@@ -212,7 +207,7 @@ def _refuse_line(ctx, writer, add: JsonlCases, path: str, staged: Staged, lines_
         line = f.readline()
     number = lines_before + staged.bad_line
     stage_cases(ctx.store, writer, JsonlCases([line], add.source, number), erased, set())
-    raise errors.CasError(f"{add.source} line {number} was refused by the process reading it "
+    raise CasError(f"{add.source} line {number} was refused by the process reading it "
                           "but not when read again", line=number)
 
 
@@ -220,9 +215,7 @@ def _error_of(fields: dict[str, Any]) -> CasError:
     """The typed error the second process raised (by its code)."""
     fields = dict(fields)
     code, reason, message = fields.pop("code"), fields.pop("reason"), fields.pop("message")
-    kind = next((c for c in (errors.InvalidArgument, errors.NotFound, errors.AlreadyExists,
-                             errors.FailedPrecondition, errors.Aborted, errors.DataLoss,
-                             errors.Unavailable) if c.code == code), errors.CasError)
+    kind = next((c for c in CasError.__subclasses__() if c.code == code), CasError)
     return kind(message, reason=reason, **fields)
 
 
@@ -262,14 +255,13 @@ def _serve() -> int:
     gc.disable()  # as the commit's own loop: millions of small objects, no cycles
     backend = backend_for(split.location)
     store = ObjectStore(backend, getattr(backend, "cache_dir", None), split.person_key)
-    erased = {k: Erased(e, at) for k, (e, at) in split.erased.items()}
     writer = PackWriter(store, split.max_bytes, avoid_packs=frozenset(split.avoid_packs))
     ids: set[bytes] = set()
     with open(split.path, "rb") as f:
         f.seek(split.start)
         cases = JsonlCases(f, split.source)
         try:
-            stage_cases(store, writer, _while_alive(cases, split.parent), erased, ids)
+            stage_cases(store, writer, _while_alive(cases, split.parent), split.erased, ids)
             indexes = writer.write_packs()
             answer = Staged(ids=b"".join(ids), indexes=indexes,
                             objects=writer.objects_written, bytes_written=writer.bytes_written)
