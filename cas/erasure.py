@@ -28,44 +28,50 @@ from .objects import (KIND_CODES, Erasure, ErasurePlan, PersonIndex,
                       format_record_file, parse_record_file)
 from .erased import MAX_PERSON, erasures, keyed_person  # noqa: F401 - MAX_PERSON: the API
 from .proposals import delete_proposal
-from .keys import (DATASETS, LOG, PENDING, PERSONS, SHARDS, STAGING_AGE, index_key,
-                   log_key, pack_key, parse_person_shards_key, parse_proposal_key, pending_key,
-                   person_shard)
+from .keys import (DATASETS, LOG, PENDING, PERSONS, STAGING_AGE, index_key, log_key, pack_key,
+                   parse_proposal_key, pending_key, person_shard, person_table_key)
 from .reviews import check_token, confirm_token
 
 # -- finding a person's data ------------------------------------------------------------------
 def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
     """Digest -> packs said to hold it, of every indexed object of the person (keyed digest
     `person`)."""
-    backend = ctx.backend
+    store = ctx.store
     shard = person_shard(person)
     found: dict[str, set[str]] = {}
-    indexed = set()  # packs whose index file for this shard was read
-    for key in backend.list(f"{PERSONS}{shard}/"):
+    indexed = set()  # packs whose index of this shard was read
+    listed = store.person_files()
+    for pid, files in sorted(listed.items()):
+        if files.table is None or shard not in files.table:
+            continue
         try:
-            record = parse_record_file(backend.get(key), PersonIndex, key)
-        except NotFound:
-            continue  # its pack was just rewritten
+            rows = store.person_table_shard(person_table_key(pid, files.table), shard)
         except CasError:
-            continue  # damaged: its pack is scanned below
+            continue  # gone (its pack was just rewritten), or damaged: the pack is read below
+        indexed.add(pid)
+        for named, digest in rows:
+            if named == person:
+                found.setdefault(digest, set()).add(pid)
+    # Packs written before person tables have a person index record per shard.
+    for key in ctx.backend.list(f"{PERSONS}{shard}/"):
+        try:
+            record = parse_record_file(ctx.backend.get(key), PersonIndex, key)
+        except CasError:
+            continue  # gone (its pack was just rewritten), or damaged: the pack is read below
         indexed.add(record.pack)
         for e in record.entries:
             if e.person == person:
                 found.setdefault(e.digest, set()).add(record.pack)
     # A published pack whose person index cannot be trusted for this shard (the file it should
-    # have is missing or damaged, or the pack records no shards at all: written before cas
-    # recorded them) is read whole instead: an erasure never skips data it cannot see.
-    recorded = {}
-    for key in backend.list(SHARDS):
-        parsed = parse_person_shards_key(key)
-        if parsed is not None:
-            recorded[parsed[0]] = parsed[1]
-    for pid in ctx.store.pack_ids():
-        shards = recorded.get(pid)
-        if shards is not None and (shard not in shards or pid in indexed):
+    # have is missing or damaged, or the pack has no person index files at all: written before
+    # cas recorded them) is read whole instead: an erasure never skips data it cannot see.
+    for pid in store.pack_ids():
+        files = listed.get(pid)
+        if files is not None and (pid in indexed or shard not in (files.table or set())
+                                  | (files.records or set())):
             continue
         try:
-            for digest in ctx.store.person_objects(pid, person):
+            for digest in store.person_objects(pid, person):
                 found.setdefault(digest, set()).add(pid)
         except NotFound:
             continue  # rewritten meanwhile: its replacement has a person index of its own

@@ -12,6 +12,7 @@ import msgspec
 from . import checks, log_index
 from . import keys as K
 from . import pack as packfmt
+from . import person_table
 from .digest import digest_of, from_bytes, is_digest, to_bytes
 from .errors import CasError
 from .objects import (ADMISSION_RULES, KIND_BY_CODE, CassetteLog, DatasetRecord, DatasetTombstone,
@@ -78,7 +79,10 @@ class _State:
         # (shard, pack id) -> {(keyed person, digest)} of every case and run naming a person:
         # what the person index of that pack must list (docs/format.md 4.8.2)
         self.persons_wanted: dict[tuple[str, str], set[tuple[str, str]]] = {}
-        self.person_records: dict[str, object] = {}  # person index key -> record (None: bad)
+        # (shard, pack id) -> (key, {(keyed person, digest)} it lists, or None if unreadable):
+        # the rows of every person table and person index record
+        self.person_rows: dict[tuple[str, str], tuple[str, set[tuple[str, str]] | None]] = {}
+        self.person_files: dict[str, str] = {}  # pack id -> a key of its person index files
         self.reachable: set[str] = set()
         self.tree_ok: dict[str, int] = {}  # verified node digest -> ids below it
         self.lenient: dict[str, int] = {}  # the same for retired versions (erased cases allowed)
@@ -459,7 +463,8 @@ def _check_erasures(st: _State) -> None:
     """Retirements, erasure records and plans, and the person index records, in key order.
     Fills the retired versions, the erased cases, what erasures deleted besides cases and the
     person index records read."""
-    for key in st.of("retirement", "erasure", "erasure.plan", "person.shards", "person.index"):
+    for key in st.of("retirement", "erasure", "erasure.plan", "person.shards", "person.index",
+                     "person.table"):
         family = st.family[key]
         if family == "retirement":
             _check_retirement(st, key)
@@ -467,6 +472,8 @@ def _check_erasures(st: _State) -> None:
             _check_erasure(st, key, family == "erasure.plan")
         elif family == "person.shards":
             _check_person_shards(st, key)
+        elif family == "person.table":
+            _check_person_table(st, key)
         else:
             _check_person_record(st, key)
 
@@ -521,6 +528,8 @@ def _check_person_shards(st: _State, key: str) -> None:
     """A pack's person-shards record: its name and content agree, and every person index file
     it promises exists while the pack is published (an erasure trusts exactly these)."""
     parsed = K.parse_person_shards_key(key)
+    if parsed is not None:
+        st.person_files.setdefault(parsed[0], key)
     record = st.read(key, PersonShards)
     if record is None:
         return
@@ -538,38 +547,79 @@ def _check_person_shards(st: _State, key: str) -> None:
                           "scans the pack instead, but the index is damaged")
 
 
-def _check_person_record(st: _State, key: str) -> None:
-    record = st.person_records[key] = st.read(key, PersonIndex)
-    if record is None:
+def _check_person_table(st: _State, key: str) -> None:
+    """A pack's person table: every byte checked, its name and content agree, and each row
+    names an object of the pack."""
+    named = K.parse_person_table_key(key)
+    if named is not None:
+        st.person_files.setdefault(named[0], key)
+    try:
+        pid, shards = person_table.parse_table(st.backend.get(key), key)
+    except CasError as exc:
+        st.error(key, exc.message)
+        for shard in named[1] if named is not None else ():
+            st.person_rows[(shard, named[0])] = (key, None)
         return
+    if named is None or named != (pid, set(shards)):
+        st.error(key, "person table does not match its key")
+        return
+    # (a table lists every shard: one it has no rows in lists no one there)
+    _check_person_rows(st, key, pid, {f"{s:02x}": set(shards.get(f"{s:02x}", ()))
+                                      for s in range(256)})
+
+
+def _check_person_record(st: _State, key: str) -> None:
+    """A person index record (one shard of a pack written before person tables)."""
+    record = st.read(key, PersonIndex)
     parsed = K.split_person_index_key(key)
+    if parsed is not None:
+        st.person_files.setdefault(parsed[1], key)
+    if record is None:
+        if parsed is not None:
+            st.person_rows[parsed] = (key, None)
+        return
     if parsed is None or record.pack != parsed[1] or any(
             K.person_shard(e.person) != parsed[0] for e in record.entries):
         st.error(key, "person index does not match its key")
-    elif K.index_key(record.pack) not in st.keyset:
+        return
+    _check_person_rows(st, key, record.pack,
+                       {parsed[0]: {(e.person, e.digest) for e in record.entries}})
+
+
+def _check_person_rows(st: _State, key: str, pid: str,
+                       shards: dict[str, set[tuple[str, str]]]) -> None:
+    for shard, rows in shards.items():
+        st.person_rows[(shard, pid)] = (key, rows)
+    if K.index_key(pid) not in st.keyset:
         st.notice(key, "person index of a pack that is gone (left by an interrupted gc or "
                        "erasure; gc removes it)")
-    elif record.pack in st.indexed:
-        absent = [e.digest for e in record.entries
-                  if to_bytes(e.digest) not in st.indexed[record.pack]]
+    elif pid in st.indexed:
+        absent = sorted(d for rows in shards.values() for _, d in rows
+                        if to_bytes(d) not in st.indexed[pid])
         if absent:
-            st.error(key, f"lists {absent[0]}, which pack {record.pack} does not hold")
+            st.error(key, f"lists {absent[0]}, which pack {pid} does not hold")
 
 
 def _check_person_index(st: _State) -> None:
     """Every case and run naming a person is listed, under its keyed person, by the person index
     of its pack in that person's shard: an erasure finds a person's data only through these
-    records, so a lost one leaves the person's bytes behind after their erasure."""
-    records, wanted = st.person_records, st.persons_wanted
+    files, so a lost one leaves the person's bytes behind after their erasure."""
+    rows_of, wanted = st.person_rows, st.persons_wanted
     for (shard, pid), want in sorted(wanted.items()):
-        key = K.person_index_key(shard, pid)
+        key, rows = rows_of.get((shard, pid), (None, None))
         example = min(want)[1]
-        if key not in records or records[key] is None:
-            st.error(key, f"{'missing' if key not in records else 'unreadable'}: pack {pid} "
-                          f"holds {len(want)} objects of people in shard {shard} (e.g. "
-                          f"{example}) that an erasure finds only through it")
+        if rows is None:
+            if key is None:  # where the pack's person index should be
+                key = st.person_files.get(pid)
+                if key is None:  # none at all: where a writer puts it
+                    key = K.person_table_key(pid, {s for s, p in wanted if p == pid})
+                elif not key.startswith(K.PERSON_TABLES):  # written before person tables
+                    key = K.person_index_key(shard, pid)
+            st.error(key, f"{'missing' if (shard, pid) not in rows_of else 'unreadable'}: "
+                          f"pack {pid} holds {len(want)} objects of people in shard {shard} "
+                          f"(e.g. {example}) that an erasure finds only through it")
             continue
-        absent = sorted(want - {(e.person, e.digest) for e in records[key].entries})
+        absent = sorted(want - rows)
         if absent:
             st.error(key, f"does not list {absent[0][1]} of pack {pid} under its person "
                           f"{absent[0][0]} (shard {shard}; {len(absent)} of {len(want)} "
@@ -579,16 +629,15 @@ def _check_person_index(st: _State) -> None:
     case_person = {d: keyed for want in wanted.values() for keyed, d in want}
     described = {d: {case_person[e.case_id] for e in obj.entries if e.case_id in case_person}
                  for d, obj in st.provenances.items()}
-    for key, record in sorted(records.items()):
-        parsed = K.split_person_index_key(key)
-        if record is None or parsed is None or record.pack not in st.in_pack:
+    for (shard, pid), (key, rows) in sorted(rows_of.items()):
+        if rows is None or pid not in st.in_pack:
             continue
-        held = st.in_pack[record.pack]
-        want = wanted.get((parsed[0], record.pack), set())
-        wrong = [e for e in record.entries if e.digest in held and (e.person, e.digest) not in want
-                 and e.person not in described.get(e.digest, ())]
+        held = st.in_pack[pid]
+        want = wanted.get((shard, pid), set())
+        wrong = sorted((person, d) for person, d in rows if d in held
+                       and (person, d) not in want and person not in described.get(d, ()))
         if wrong:
-            st.error(key, f"lists {wrong[0].digest} under {wrong[0].person}, a person that "
+            st.error(key, f"lists {wrong[0][1]} under {wrong[0][0]}, a person that "
                           "object does not name")
 
 

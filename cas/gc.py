@@ -25,7 +25,7 @@ from .datasets import live_versions
 from .keys import (DATASETS, ERASURES, PACKS, PERSONS, import_key, index_key, pack_key,
                    parse_cassette_log_key, parse_log_key, parse_multi_index_key,
                    parse_person_index_key,
-                   parse_person_shards_key,
+                   parse_person_shards_key, parse_person_table_key,
                    split_dataset_key)
 from .refs import read_log_from
 
@@ -303,11 +303,13 @@ def _staged_token(key: str) -> str | None:
 
 
 def _person_pack(key: str) -> str:
-    """The pack a person index file (`persons/<shard>/<pack>`) or person-shards record
-    (`persons/shards/<pack>.<map>`) belongs to."""
-    shards = parse_person_shards_key(key)
-    if shards is not None:
-        return shards[0]
+    """The pack a person table (`persons/packs/<pack>.<map>`), person index file
+    (`persons/<shard>/<pack>`) or person-shards record (`persons/shards/<pack>.<map>`) belongs
+    to."""
+    for parse in (parse_person_table_key, parse_person_shards_key):
+        found = parse(key)
+        if found is not None:
+            return found[0]
     index = parse_person_index_key(key)
     return index[1] if index is not None else key.rsplit("/", 1)[1].split(".")[0]
 

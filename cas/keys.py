@@ -12,6 +12,7 @@ CONFIG = "config"
 PACKS = "packs/"
 PERSONS = "persons/"
 SHARDS = f"{PERSONS}shards/"
+PERSON_TABLES = f"{PERSONS}packs/"
 DATASETS = "datasets/"
 IMPORTS = "runs/imports/"
 ADMISSIONS = "runs/admissions/"
@@ -204,7 +205,22 @@ def person_shards_key(pid: str, shards: Iterable[str]) -> str:
 
 def parse_person_shards_key(key) -> tuple[str, set[str]] | None:
     """(pack id, shards) of a person-shards key, or None if `key` is not one."""
-    tail = _tail(key, SHARDS)
+    return _pack_and_shards(key, SHARDS)
+
+
+def person_table_key(pid: str, shards: Iterable[str]) -> str:
+    """The person table of pack `pid` (cas/person_table.py), named with the map of the shards
+    it has rows in, as a person-shards record is."""
+    return PERSON_TABLES + person_shards_key(pid, shards)[len(SHARDS):]
+
+
+def parse_person_table_key(key) -> tuple[str, set[str]] | None:
+    """(pack id, shards) of a person table key, or None if `key` is not one."""
+    return _pack_and_shards(key, PERSON_TABLES)
+
+
+def _pack_and_shards(key, prefix: str) -> tuple[str, set[str]] | None:
+    tail = _tail(key, prefix)
     if tail is None:
         return None
     pid, _, bitmap = tail.partition(".")
@@ -442,8 +458,11 @@ FAMILIES: tuple[Family, ...] = (
            loose=_group("retired")),
     Family("person.shards", SHARDS, parse_person_shards_key, person_shards_key, IMMUTABLE,
            M_OBJECTS, loose=_under(SHARDS)),
+    Family("person.table", PERSON_TABLES, parse_person_table_key, person_table_key, IMMUTABLE,
+           M_OBJECTS, loose=_under(PERSON_TABLES)),
     Family("person.index", PERSONS, parse_person_index_key, person_index_key, IMMUTABLE,
-           M_OBJECTS, loose=lambda k: k.startswith(PERSONS) and not k.startswith(SHARDS)),
+           M_OBJECTS, loose=lambda k: k.startswith(PERSONS)
+           and not k.startswith((SHARDS, PERSON_TABLES))),
     Family("pack", PACKS, parse_pack_key, pack_key, IMMUTABLE, M_OBJECTS,
            loose=_under(PACKS, ".pack")),
     Family("pack.index", PACKS, parse_index_key, index_key, IMMUTABLE, M_OBJECTS,

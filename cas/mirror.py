@@ -10,6 +10,7 @@ from typing import NamedTuple
 from . import keys as K
 from . import log_index
 from . import pack as packfmt
+from . import person_table
 from .backends import backend_for, is_remote
 from .digest import digest_of, from_bytes
 from .erasure import redacted
@@ -244,6 +245,14 @@ class _Copy:
         for key in sorted(fam["person.index"] + fam["person.shards"]):
             if key not in dst_keys:
                 self._copy_record(key)
+        for key in fam["person.table"]:
+            if key not in dst_keys:
+                data = self.src.get(key)
+                pid, shards = person_table.parse_table(data, f"{self.src.url}: {key}")
+                if K.person_table_key(pid, shards) != key:
+                    raise CorruptData(f"{self.src.url}: {key} is the person table of pack "
+                                      f"{pid}, shards {sorted(shards)}", key=key)
+                self._put(key, data)
         indexes = fam["pack.index"]
         for n, ikey in enumerate(indexes):
             if self.progress:

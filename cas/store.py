@@ -10,17 +10,17 @@ import msgspec
 
 from . import leases
 from . import pack as packfmt
-from .backends import get_ranges, put_all
+from . import person_table
+from .backends import get_ranges
 from .digest import digest_of, from_bytes, person_digest, to_bytes
 from .errors import Aborted, CasError, CorruptData, DigestMismatch, NotFound
 # (PERSONS, person_shards_key and parse_person_shards_key are imported from here by others)
-from .keys import (PACKS, PERSONS, SHARDS, index_key, multi_index_key,  # noqa: F401
-                   pack_key, parse_index_key, parse_multi_index_key, parse_pack_key,
-                   parse_person_shards_key, person_index_key, person_shard,
-                   person_shards_key)
-from .objects import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, PersonObject,
-                      PersonShards, decode_object, encode_object, format_record_file,
-                      parse_record_file)
+from .keys import (PACKS, PERSON_TABLES, PERSONS, SHARDS, index_key,  # noqa: F401
+                   multi_index_key, pack_key, parse_index_key, parse_multi_index_key,
+                   parse_pack_key, parse_person_shards_key, parse_person_table_key,
+                   person_index_key, person_shard, person_shards_key, person_table_key)
+from .objects import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, decode_object,
+                      encode_object, parse_record_file)
 
 PACK_MAX_BYTES = 64 << 20  # a batch is flushed as one pack once it holds this much
 NODE_CACHE = 8192  # inner tree nodes kept in memory
@@ -49,8 +49,13 @@ class _PersonOnly(msgspec.Struct):
 _read_person = msgspec.json.Decoder(_PersonOnly).decode
 
 
-def _person_order(entry: PersonObject) -> tuple[str, str]:
-    return entry.person, entry.digest
+class PersonFiles(NamedTuple):
+    """The person index files a pack has, as listed: the shards its person table names, and
+    those its person-shards record names (a pack written before person tables); None for
+    neither."""
+
+    table: set[str] | None
+    records: set[str] | None
 
 
 class Rewrite(NamedTuple):
@@ -466,23 +471,12 @@ class ObjectStore:
         return [found[0] for found in map(parse_index_key, self.backend.list(PACKS)) if found]
 
     def write_person_index(self, pid: str, persons: dict[bytes, Iterable[str]]) -> int:
-        """Write the person index of pack `pid` (raw digest -> keyed persons: one for a case or
-        a run, those of its cases for a provenance object): first the record of which shards it
-        has (possibly none), then one file per shard. Returns bytes."""
-        shards: dict[str, list[PersonObject]] = {}
-        for raw, keyed in persons.items():
-            for person in set(keyed):
-                shards.setdefault(person_shard(person), []).append(
-                    PersonObject(person=person, digest=from_bytes(raw)))
-        data = format_record_file(PersonShards(pack=pid, shards=sorted(shards)))
-        self.backend.put_if_absent(person_shards_key(pid, shards), data)
-        written = len(data)
-        files = [(person_index_key(shard, pid),
-                  format_record_file(PersonIndex(pack=pid,
-                                                 entries=sorted(entries, key=_person_order))))
-                 for shard, entries in sorted(shards.items())]
-        put_all(self.backend, files)  # up to 256 small files: written side by side
-        return written + sum(len(data) for _, data in files)
+        """Write the person table of pack `pid` (raw digest -> keyed persons: one for a case or
+        a run, those of its cases for a provenance object; one file, possibly of no rows).
+        Returns bytes."""
+        data, shards = person_table.format_table(pid, persons)
+        self.backend.put_if_absent(person_table_key(pid, shards), data)
+        return len(data)
 
     def rewrite_pack(self, pid: str, drop: set[bytes]) -> Rewrite:
         """Replace pack `pid` by one without the objects in `drop` (raw digests), or delete it
@@ -590,29 +584,56 @@ class ObjectStore:
     def _person_entries(self, pids: list[str]) -> dict[bytes, set[str]]:
         """Raw digest -> keyed persons, as the person index files of packs `pids` say."""
         out: dict[bytes, set[str]] = {}
-        for pid, shards in self.recorded_shards(pids).items():
-            for shard in sorted(shards):
-                key = person_index_key(shard, pid)
-                try:
-                    record = parse_record_file(self.backend.get(key), PersonIndex, key)
-                except (NotFound, CorruptData, DigestMismatch):
-                    continue  # lost or damaged: the rewrite indexes cases and runs anew
-                for e in record.entries:
-                    out.setdefault(to_bytes(e.digest), set()).add(e.person)
+        for pid, files in self.person_files(pids).items():
+            for person, digest in self.person_rows(pid, files):
+                out.setdefault(to_bytes(digest), set()).add(person)
         return out
 
-    def recorded_shards(self, pids: Iterable[str]) -> dict[str, set[str]]:
-        """Pack id -> the shards its person-shards record names, for those of `pids` that have
-        one (one listing)."""
-        wanted = set(pids)
-        out: dict[str, set[str]] = {}
-        for key in self.backend.list(SHARDS):
-            if key[len(SHARDS):len(SHARDS) + 64] not in wanted:
-                continue  # (parsing every pack's map cost more than the listing)
-            parsed = parse_person_shards_key(key)
-            if parsed is not None and parsed[0] in wanted:
-                out.setdefault(parsed[0], set()).update(parsed[1])
-        return out
+    def person_rows(self, pid: str, files: PersonFiles) -> list[tuple[str, str]]:
+        """(keyed person, digest) of every row the person index files of pack `pid` hold. A
+        file lost or damaged is passed over: a rewrite indexes the pack's cases and runs anew
+        from their bytes, and only provenance objects keep what the index said."""
+        rows: list[tuple[str, str]] = []
+        if files.table is not None:
+            key = person_table_key(pid, files.table)
+            try:
+                rows += [row for part in person_table.parse_table(
+                    self.backend.get(key), key)[1].values() for row in part]
+            except (NotFound, CorruptData, DigestMismatch):
+                pass
+        for shard in sorted(files.records or ()):
+            key = person_index_key(shard, pid)
+            try:
+                record = parse_record_file(self.backend.get(key), PersonIndex, key)
+            except (NotFound, CorruptData, DigestMismatch):
+                continue
+            rows += [(e.person, e.digest) for e in record.entries]
+        return rows
+
+    def person_table_shard(self, key: str, shard: str) -> list[tuple[str, str]]:
+        """The rows of one shard of a person table: its header, then those rows (two range
+        reads, each checked). NotFound if it is gone; CorruptData if damaged."""
+        head = self.backend.get_range(key, 0, person_table.HEADER_SIZE)
+        _, slots = person_table.parse_header(head, key)
+        offset, length = person_table.shard_span(slots, shard)
+        rows = self.backend.get_range(key, offset, length) if length else b""
+        return person_table.parse_shard(rows, slots, shard, key)
+
+    def person_files(self, pids: Iterable[str] | None = None) -> dict[str, PersonFiles]:
+        """Pack id -> the person index files it has, for `pids` (every pack if None), by one
+        listing of the person tables and one of the person-shards records."""
+        wanted = None if pids is None else set(pids)
+        found: dict[str, list] = {}
+        for prefix, parse, at in ((PERSON_TABLES, parse_person_table_key, 0),
+                                  (SHARDS, parse_person_shards_key, 1)):
+            for key in self.backend.list(prefix):
+                if wanted is not None and key[len(prefix):len(prefix) + 64] not in wanted:
+                    continue  # (parsing every pack's map cost more than the listing)
+                parsed = parse(key)
+                if parsed is not None:
+                    slot = found.setdefault(parsed[0], [None, None])
+                    slot[at] = (slot[at] or set()) | parsed[1]
+        return {pid: PersonFiles(*slot) for pid, slot in found.items()}
 
     def drop_pack(self, pid: str, shards: Iterable[str] = ()) -> None:
         self.drop_packs({pid: shards})
@@ -620,24 +641,29 @@ class ObjectStore:
     def drop_packs(self, shards_by_pack: dict[str, Iterable[str]]) -> None:
         """Delete packs: first every multi-pack index covering one (the packs' own indexes
         answer instead), then per pack its index (unpublishing it), the pack, and its person
-        index (the shards given, and those its person-shards record names)."""
+        index files (those listed, and those the shards given, read from the pack, name)."""
         if not shards_by_pack:
             return
         backend = self.backend
-        recorded = self.recorded_shards(shards_by_pack)
+        listed = self.person_files(shards_by_pack)
         for key in list(backend.list(PACKS)):
             if parse_multi_index_key(key) and not shards_by_pack.keys().isdisjoint(
                     packfmt.IndexReader(backend, key).packs):
                 backend.delete(key)
         for pid, shards in shards_by_pack.items():
+            shards = set(shards)
             backend.delete(index_key(pid))
             backend.delete(pack_key(pid))
-            named = recorded.get(pid, set())
-            for shard in sorted(set(shards) | named):
-                backend.delete(person_index_key(shard, pid))
-            backend.delete(person_shards_key(pid, named))
-            if set(shards) != named:
-                backend.delete(person_shards_key(pid, shards))
+            files = listed.get(pid, PersonFiles(None, None))
+            for table in {frozenset(shards if files.table is None else files.table),
+                          frozenset(shards)}:
+                backend.delete(person_table_key(pid, table))
+            if files.table is None or files.records is not None:  # written before tables
+                named = files.records or set()
+                for shard in sorted(shards | named):
+                    backend.delete(person_index_key(shard, pid))
+                for record in {frozenset(named), frozenset(shards)}:
+                    backend.delete(person_shards_key(pid, record))
         self.refresh()
 
 

@@ -532,14 +532,10 @@ def test_fsck_checks_retirement_and_person_index_records(repo):
     assert key in {p.where for p in repo.fsck().problems if p.severity == "error"}
     repo.backend.replace(key, good)
     assert repo.fsck().ok
-    # a person index naming an object its pack does not hold is damage, not a leftover
-    from cas.objects import PersonIndex, PersonObject, format_record_file, parse_record_file
-    pkey = next(iter(repo.backend.list("persons/")))
-    record = parse_record_file(repo.backend.get(pkey), PersonIndex, pkey)
-    bogus = PersonObject(person=record.entries[0].person, digest="b3:" + "0" * 64)
-    repo.backend.replace(pkey, format_record_file(PersonIndex(
-        pack=record.pack, entries=sorted([*record.entries, bogus],
-                                         key=lambda e: (e.person, e.digest)))))
+    # a person table naming an object its pack does not hold is damage, not a leftover
+    from person_files import tables, write_table
+    pid, (_, rows) = next((pid, t) for pid, t in sorted(tables(repo.backend).items()) if t[1])
+    pkey = write_table(repo.backend, pid, sorted([*rows, (rows[0][0], "b3:" + "0" * 64)]))
     errors = [p for p in repo.fsck().problems if p.severity == "error"]
     assert [(p.where, p.message) for p in errors] == [
-        (pkey, f"lists b3:{'0' * 64}, which pack {record.pack} does not hold")]
+        (pkey, f"lists b3:{'0' * 64}, which pack {pid} does not hold")]

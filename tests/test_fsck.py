@@ -45,7 +45,7 @@ def names_for(root: str, key: str) -> set[str]:
         names |= names_for(root, key[:-len(".pack")] + ".idx")
     elif key.endswith(".idx"):
         names |= {"b3:" + e.digest.hex() for e in packfmt.parse_index(data)[1]}
-    else:
+    elif not key.startswith("persons/packs/"):  # (a person table is named by its key alone)
         record = parse_record_file_of(data, tuple(TYPES.values()), key)
         names.add(cas.digest.digest_of(type(record).__struct_config__.tag,
                                        cas.encoding.encode(record)))
@@ -221,6 +221,7 @@ def test_a_key_of_every_family_is_expected(tmp_path):
     from cas.keys import FAMILIES
     repo = cas.init(str(tmp_path))
     examples = {"config": (), "person.shards": ("a" * 64, {"0f"}), "person.index": ("0f", "a" * 64),
+                "person.table": ("a" * 64, {"0f"}),
                 "pack": ("b" * 64,), "pack.index": ("b" * 64,), "multi.index": ("c" * 64,),
                 "run.admission": (1,), "run.import": (1,), "review.batch": (1,),
                 "settings": (1,), "eligibility": (1,),
@@ -441,27 +442,47 @@ def test_a_missing_idempotency_claim_is_reported(lifecycle):
         f"({idempotency_key('evals', 'k3')})"]
 
 
-def _person_index_of(repo, person, case):
-    """(key, record) of the person index listing `case` (in its pack) under `person`."""
+def _person_file_of(repo, person, case, layout):
+    """(key, rows (keyed person, digest), keyed person, pack id) of the person index file
+    listing `case` (in its pack) under `person`: the pack's person table, or with layout
+    "records" the person index record of its shard (a repository from before person tables,
+    made by converting this one's)."""
     from cas.objects import PersonIndex, parse_record_file
     from cas.store import person_index_key, person_shard
+    from person_files import tables, to_records
     pid = repo.store.locate(case)[0][len("packs/"):-len(".pack")]
     keyed = repo.store.person_digest(person)
+    if layout == "table":
+        key, rows = tables(repo.backend)[pid]
+        return key, rows, keyed, pid
+    assert to_records(repo.backend) and problems_of(repo) == []
     key = person_index_key(person_shard(keyed), pid)
-    return key, parse_record_file(repo.backend.get(key), PersonIndex, key), keyed, pid
+    record = parse_record_file(repo.backend.get(key), PersonIndex, key)
+    return key, [(e.person, e.digest) for e in record.entries], keyed, pid
 
 
-def test_a_lost_or_damaged_person_index_is_an_error(lifecycle):
+def _write_person_file(repo, key, pid, rows, layout) -> str:
+    from cas.objects import PersonIndex, PersonObject, format_record_file
+    from person_files import write_table
+    if layout == "table":
+        return write_table(repo.backend, pid, rows)
+    repo.backend.replace(key, format_record_file(PersonIndex(pack=pid, entries=[
+        PersonObject(person=p, digest=d) for p, d in sorted(rows)])))
+    return key
+
+
+@pytest.mark.parametrize("layout", ["table", "records"])
+def test_a_lost_or_damaged_person_index_is_an_error(lifecycle, layout):
     repo = lifecycle
     case = cas.encode_case({"input": "a", "person": ALICE}).case_id
-    key, _, keyed, pid = _person_index_of(repo, ALICE, case)
+    key, _, keyed, pid = _person_file_of(repo, ALICE, case, layout)
     original = repo.backend.get(key)
     assert repo.backend.delete(key)
     # (a record of the pack's shards, where there is one, may report it too)
     errors = [(w, m) for w, m in problems_of(repo) if not w.startswith("persons/shards/")]
-    assert [w for w, _ in errors] == [key], errors
-    assert errors[0][1].startswith(f"missing: pack {pid} holds ") and \
-        f"in shard {key.split('/')[1]}" in errors[0][1]
+    assert {w for w, _ in errors} == {key}, errors
+    assert any(m.startswith(f"missing: pack {pid} holds ") and
+               f"in shard {keyed[3:5]} (e.g. " in m for _, m in errors), errors
     damaged = bytearray(original)
     damaged[len(damaged) // 2] ^= 0x01
     repo.backend.replace(key, bytes(damaged))
@@ -472,23 +493,21 @@ def test_a_lost_or_damaged_person_index_is_an_error(lifecycle):
     assert problems_of(repo) == []
 
 
-def test_a_missing_or_misattributed_person_index_entry_is_an_error(lifecycle):
-    from cas.objects import PersonIndex, PersonObject, format_record_file
+@pytest.mark.parametrize("layout", ["table", "records"])
+def test_a_missing_or_misattributed_person_index_entry_is_an_error(lifecycle, layout):
     repo = lifecycle
     case = cas.encode_case({"input": "a", "person": ALICE}).case_id
-    key, record, keyed, pid = _person_index_of(repo, ALICE, case)
+    key, rows, keyed, pid = _person_file_of(repo, ALICE, case, layout)
     original = repo.backend.get(key)
-    kept = [e for e in record.entries if e.digest != case]
-    assert len(kept) == len(record.entries) - 1
-    repo.backend.replace(key, format_record_file(PersonIndex(pack=pid, entries=kept)))
+    kept = [row for row in rows if row[1] != case]
+    assert len(kept) == len(rows) - 1
+    key = _write_person_file(repo, key, pid, kept, layout)
     errors = problems_of(repo)
     assert [w for w, _ in errors] == [key], errors
     assert errors[0][1].startswith(f"does not list {case} of pack {pid} under its person {keyed}")
     # the entry under another person (of the same shard): missing for one, wrong for the other
     other = keyed[:5] + ("0" if keyed[5] != "0" else "1") + keyed[6:]
-    wrong = sorted(kept + [PersonObject(person=other, digest=case)],
-                   key=lambda e: (e.person, e.digest))
-    repo.backend.replace(key, format_record_file(PersonIndex(pack=pid, entries=wrong)))
+    key = _write_person_file(repo, key, pid, sorted(kept + [(other, case)]), layout)
     messages = [m for w, m in problems_of(repo) if w == key]
     assert len(messages) == 2 and messages[1] == (
         f"lists {case} under {other}, a person that object does not name"), messages

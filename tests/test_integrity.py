@@ -11,7 +11,10 @@ import pytest
 
 import cas
 from cas.backends import backend_for
+from cas import person_table
+from cas.keys import PERSON_TABLES, parse_person_table_key
 from cas.store import SHARDS, index_key, person_shard
+from person_files import to_records
 
 PERSON = "dana-4e1f"
 RUNS = [{"run_id": f"dana-run-{i}", "tenant": "acme", "person": PERSON,
@@ -49,22 +52,36 @@ def erase(repo):
     return repo.erase(PERSON, token)
 
 
-def dana_index_files(repo) -> list[str]:
+def dana_index_files(repo, layout: str) -> list[str]:
+    """The person index files that list Dana's objects: the person tables of their packs, or
+    with layout "records" (the repository converted to what a cas from before person tables
+    wrote) the person index records of Dana's shard."""
     shard = person_shard(repo.store.person_digest(PERSON))
-    return list(repo.backend.list(f"persons/{shard}/"))
+    if layout == "records":
+        assert to_records(repo.backend)
+        return list(repo.backend.list(f"persons/{shard}/"))
+    return [key for key in repo.backend.list(PERSON_TABLES)
+            if shard in parse_person_table_key(key)[1]]
 
 
+@pytest.mark.parametrize("layout", ["table", "records"])
 @pytest.mark.parametrize("damage", ["deleted", "damaged"])
 def test_a_lost_person_index_file_is_reported_and_the_erasure_still_finds_everything(
-        tmp_path, damage):
+        tmp_path, damage, layout):
     repo, _ = build(str(tmp_path))
-    files = dana_index_files(repo)
+    files = dana_index_files(repo, layout)
     assert files
     for key in files:
         if damage == "deleted":
             (tmp_path / ".cas" / key).unlink()
-        else:
+        elif layout == "records":
             (tmp_path / ".cas" / key).write_bytes(b'{"digest":"b3:00","record":{}}')
+        else:  # one byte of Dana's rows: the header still reads, the shard's check fails
+            data = bytearray((tmp_path / ".cas" / key).read_bytes())
+            _, slots = person_table.parse_header(bytes(data), key)
+            shard = person_shard(repo.store.person_digest(PERSON))
+            data[person_table.shard_span(slots, shard)[0] + 40] ^= 0x01
+            (tmp_path / ".cas" / key).write_bytes(bytes(data))
     report = cas.open(str(tmp_path)).fsck()
     assert not report.ok
     assert any(p.where in files for p in report.problems if p.severity == "error")
@@ -77,12 +94,14 @@ def test_a_lost_person_index_file_is_reported_and_the_erasure_still_finds_everyt
     assert cas.open(str(tmp_path)).run("olaf-run").person == "olaf"
 
 
-def test_a_pack_without_a_person_shards_record_is_scanned(tmp_path):
-    """Repositories written before packs recorded their shards: the erasure reads the packs."""
+@pytest.mark.parametrize("layout", ["table", "records"])
+def test_a_pack_without_person_index_files_is_scanned(tmp_path, layout):
+    """Repositories written before packs recorded their shards (and packs whose person table
+    is gone): the erasure reads the packs."""
     repo, _ = build(str(tmp_path))
-    for key in list(repo.backend.list(SHARDS)):
+    for key in dana_index_files(repo, layout):
         repo.backend.delete(key)
-    for key in dana_index_files(repo):
+    for key in list(repo.backend.list(SHARDS)):
         repo.backend.delete(key)
     assert len(erase(cas.open(str(tmp_path))).cases) == 3
     no_trace(str(tmp_path))

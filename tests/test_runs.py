@@ -247,7 +247,7 @@ def test_path_like_run_ids_are_stored_safely_never_as_paths(repo, location, tmp_
     shapes = re.compile(r"(config|packs/[0-9a-f]{64}\.(pack|idx|midx)|runs/imports/\d{10}|"
                         r"reviews/\d{10}|datasets/evals/(meta|versions)/\d{10}|"
                             r"indexes/(runs|reviews)/\d{10}-\d{10}\.[0-9a-f]{64}|"
-                        r"persons/[0-9a-f]{2}/[0-9a-f]{64}|persons/shards/[0-9a-f]{64}\.[0-9a-f]{64}|"
+                        r"persons/packs/[0-9a-f]{64}\.[0-9a-f]{64}|"
                         r"datasets/evals/proposals/ct-[0-9a-f]{32}|datasets/evals/keys/[0-9a-f]{64})\Z")
     assert [k for k in keys(repo) if not shapes.match(k)] == []
     if location == str(tmp_path):

@@ -59,23 +59,7 @@ class Backend(Protocol):
     def modified(self, key: str) -> float: ...
 
 
-PUT_WORKERS = 16  # calls in flight at once (put_all, get_ranges)
-
-
-def put_all(backend, items: list[tuple[str, bytes]]) -> None:
-    """Create-if-absent every (key, bytes) of `items`, in no particular order, and return once
-    all are done (the first failure is raised). A backend whose class says `CONCURRENT_CALLS`
-    gets them from several threads: each small file then does not wait alone for its fsync (a
-    local directory commits concurrent ones together) or its request (S3). Any other backend,
-    such as a test's wrapper that orders calls, gets them one at a time."""
-    if len(items) < 2 or not getattr(type(backend), "CONCURRENT_CALLS", False):
-        for key, data in items:
-            backend.put_if_absent(key, data)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(min(PUT_WORKERS, len(items))) as pool:
-        for _ in pool.map(lambda item: backend.put_if_absent(*item), items):
-            pass
+CALLS_IN_FLIGHT = 16  # calls get_ranges makes at once
 
 
 def is_remote(location: str) -> bool:
@@ -126,5 +110,5 @@ def get_ranges(backend, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
     if len(spans) < 2 or not getattr(type(backend), "CONCURRENT_CALLS", False):
         return [backend.get_range(key, offset, length) for offset, length in spans]
     from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(min(PUT_WORKERS, len(spans))) as pool:
+    with ThreadPoolExecutor(min(CALLS_IN_FLIGHT, len(spans))) as pool:
         return list(pool.map(lambda span: backend.get_range(key, *span), spans))

@@ -23,7 +23,7 @@ def default_cache_root() -> str:
 
 
 class CachingBackend:
-    CONCURRENT_CALLS = True  # safe to call from several threads (put_all, get_ranges)
+    CONCURRENT_CALLS = True  # safe to call from several threads (get_ranges)
 
     def __init__(self, inner, cache_dir: str) -> None:
         self.inner = inner

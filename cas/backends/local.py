@@ -66,7 +66,7 @@ def _dead_writer(name: str) -> bool:
 
 
 class LocalBackend:
-    CONCURRENT_CALLS = True  # safe to call from several threads (put_all, get_ranges)
+    CONCURRENT_CALLS = True  # safe to call from several threads (get_ranges)
     LISTING_MAY_LAG = False  # a file is listed once its rename has published it
 
     def __init__(self, root: str) -> None:

@@ -70,7 +70,7 @@ def aws_settings(environ=os.environ) -> dict[str, str]:
 
 class S3Backend:
     """Keys live under `s3://bucket/prefix/`. Counts requests by kind in `self.requests`."""
-    CONCURRENT_CALLS = True  # safe to call from several threads (put_all, get_ranges)
+    CONCURRENT_CALLS = True  # safe to call from several threads (get_ranges)
 
     def __init__(self, url: str, environ=os.environ) -> None:
         try:
