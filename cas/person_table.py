@@ -48,9 +48,9 @@ def format_table(pid: str, persons: dict[bytes, Iterable[str]]) -> tuple[bytes, 
     return data + blake3(data).digest(), {f"{row[0]:02x}" for row in rows}
 
 
-def parse_header(head: bytes, where: str) -> tuple[str, list[tuple[int, bytes]]]:
-    """(pack id, per shard (rows of shards up to it, check of its rows)) of a table's first
-    HEADER_SIZE bytes, checked."""
+def parse_header(head: bytes, where: str) -> str:
+    """The pack id of a table whose first HEADER_SIZE bytes are `head`, once they are checked
+    (magic, format, the header's checksum)."""
     if len(head) < HEADER_SIZE:
         raise CorruptData(f"{where} is truncated ({len(head)} bytes)", key=where)
     magic, fmt, pid = HEAD.unpack_from(head, 0)
@@ -62,25 +62,28 @@ def parse_header(head: bytes, where: str) -> tuple[str, list[tuple[int, bytes]]]
     got = blake3(memoryview(head)[:HEADER_SIZE - SUM_SIZE]).digest()
     if got != head[HEADER_SIZE - SUM_SIZE:HEADER_SIZE]:
         raise DigestMismatch(head[HEADER_SIZE - SUM_SIZE:HEADER_SIZE].hex(), got.hex(), where)
-    slots = [SLOT.unpack_from(head, SLOTS_AT + s * SLOT.size) for s in range(256)]
-    if any(slots[s][0] > slots[s + 1][0] for s in range(255)):
-        raise CorruptData(f"{where}: its shard table is not in order", key=where)
-    return pid.hex(), slots
+    return pid.hex()
 
 
-def shard_span(slots: list[tuple[int, bytes]], shard: str) -> tuple[int, int]:
-    """(offset, length) of the rows of `shard` (two hex digits) in the table."""
+def shard_span(head: bytes, shard: str, where: str) -> tuple[int, int, bytes]:
+    """(offset, length, check) of the rows of `shard` (two hex digits), as a checked header
+    `head` says. Only the two slots it needs are read (an erasure reads one shard of many
+    tables)."""
     s = int(shard, 16)
-    start = slots[s - 1][0] if s else 0
-    return HEADER_SIZE + start * ROW_SIZE, (slots[s][0] - start) * ROW_SIZE
+    start = SLOT.unpack_from(head, SLOTS_AT + (s - 1) * SLOT.size)[0] if s else 0
+    end, check = SLOT.unpack_from(head, SLOTS_AT + s * SLOT.size)
+    if start > end:
+        raise CorruptData(f"{where}: its shard table is not in order at shard {shard}",
+                          key=where)
+    return HEADER_SIZE + start * ROW_SIZE, (end - start) * ROW_SIZE, check
 
 
-def parse_shard(rows: bytes, slots: list[tuple[int, bytes]], shard: str,
-                where: str) -> list[tuple[str, str]]:
+def parse_shard(rows: bytes, head: bytes, shard: str, where: str) -> list[tuple[str, str]]:
     """(keyed person, object digest) of each row of `shard`, read as `shard_span` says and
     checked against the header."""
     s = int(shard, 16)
-    if len(rows) != shard_span(slots, shard)[1] or _check(rows) != slots[s][1]:
+    _, length, check = shard_span(head, shard, where)
+    if len(rows) != length or _check(rows) != check:
         raise CorruptData(f"{where}: the rows of shard {shard} do not match its header "
                           "(damaged or truncated)", key=where)
     out = []
@@ -102,15 +105,18 @@ def parse_table(data: bytes, where: str) -> tuple[str, dict[str, list[tuple[str,
     got = blake3(memoryview(data)[:-SUM_SIZE]).digest()
     if got != data[-SUM_SIZE:]:
         raise DigestMismatch(data[-SUM_SIZE:].hex(), got.hex(), where)
-    pid, slots = parse_header(data, where)
-    if len(data) != HEADER_SIZE + slots[255][0] * ROW_SIZE + SUM_SIZE:
-        raise CorruptData(f"{where}: size does not match its {slots[255][0]} rows", key=where)
+    pid = parse_header(data, where)
+    spans = [shard_span(data, f"{s:02x}", where) for s in range(256)]  # (checks the order)
+    rows = (len(data) - HEADER_SIZE - SUM_SIZE) // ROW_SIZE
+    if len(data) != HEADER_SIZE + rows * ROW_SIZE + SUM_SIZE or \
+            spans[255][0] + spans[255][1] != HEADER_SIZE + rows * ROW_SIZE:
+        raise CorruptData(f"{where}: size does not match the rows its shard table counts",
+                          key=where)
     shards = {}
-    for s in range(256):
+    for s, (offset, length, check) in enumerate(spans):
         shard = f"{s:02x}"
-        offset, length = shard_span(slots, shard)
         if length:
-            shards[shard] = parse_shard(data[offset:offset + length], slots, shard, where)
-        elif slots[s][1] != _check(b""):
+            shards[shard] = parse_shard(data[offset:offset + length], data, shard, where)
+        elif check != _check(b""):
             raise CorruptData(f"{where}: the check of empty shard {shard} is wrong", key=where)
     return pid, shards

@@ -614,10 +614,10 @@ class ObjectStore:
         """The rows of one shard of a person table: its header, then those rows (two range
         reads, each checked). NotFound if it is gone; CorruptData if damaged."""
         head = self.backend.get_range(key, 0, person_table.HEADER_SIZE)
-        _, slots = person_table.parse_header(head, key)
-        offset, length = person_table.shard_span(slots, shard)
+        person_table.parse_header(head, key)
+        offset, length, _ = person_table.shard_span(head, shard, key)
         rows = self.backend.get_range(key, offset, length) if length else b""
-        return person_table.parse_shard(rows, slots, shard, key)
+        return person_table.parse_shard(rows, head, shard, key)
 
     def person_files(self, pids: Iterable[str] | None = None) -> dict[str, PersonFiles]:
         """Pack id -> the person index files it has, for `pids` (every pack if None), by one

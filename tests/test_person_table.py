@@ -67,11 +67,12 @@ def test_every_row_comes_back_by_its_shard_and_whole(rows):
     pid, whole = pt.parse_table(data, "t")
     assert pid == PID and set(whole) == shards == {p[3:5] for p, _ in rows}
     assert sorted(r for part in whole.values() for r in part) == sorted(set(rows))
-    _, slots = pt.parse_header(data[:pt.HEADER_SIZE], "t")
+    head = data[:pt.HEADER_SIZE]
+    assert pt.parse_header(head, "t") == PID
     for s in range(256):
         shard = f"{s:02x}"
-        offset, length = pt.shard_span(slots, shard)
-        got = pt.parse_shard(data[offset:offset + length], slots, shard, "t")
+        offset, length, _ = pt.shard_span(head, shard, "t")
+        got = pt.parse_shard(data[offset:offset + length], head, shard, "t")
         assert got == whole.get(shard, [])
 
 
@@ -92,11 +93,12 @@ def test_a_flipped_byte_is_always_caught(rows, data):
         with pytest.raises(CasError):
             pt.parse_header(bytes(damaged[:pt.HEADER_SIZE]), "t")
     elif at < len(table) - 32:  # a row: the shard it was in no longer matches its check
-        _, slots = pt.parse_header(bytes(damaged[:pt.HEADER_SIZE]), "t")
+        head = bytes(damaged[:pt.HEADER_SIZE])
+        pt.parse_header(head, "t")
         shard = f"{table[pt.HEADER_SIZE + (at - pt.HEADER_SIZE) // 64 * 64]:02x}"
-        offset, length = pt.shard_span(slots, shard)
+        offset, length, _ = pt.shard_span(head, shard, "t")
         with pytest.raises(CorruptData):
-            pt.parse_shard(bytes(damaged[offset:offset + length]), slots, shard, "t")
+            pt.parse_shard(bytes(damaged[offset:offset + length]), head, shard, "t")
 
 
 def test_truncated_or_other_format_is_refused():
