@@ -29,7 +29,7 @@ from .objects import (KIND_CODES, Erasure, ErasurePlan, PersonIndex,
 from .erased import MAX_PERSON, erasures, keyed_person  # noqa: F401 - MAX_PERSON: the API
 from .proposals import delete_proposal
 from .keys import (DATASETS, LOG, PENDING, PERSONS, STAGING_AGE, index_key, log_key, pack_key,
-                   parse_proposal_key, pending_key, person_shard, person_table_key)
+                   parse_proposal_key, pending_key, person_shard)
 from .reviews import check_token, confirm_token
 
 # -- finding a person's data ------------------------------------------------------------------
@@ -42,10 +42,10 @@ def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
     indexed = set()  # packs whose index of this shard was read
     listed = store.person_files()
     for pid, files in sorted(listed.items()):
-        if files.table is None or shard not in files.table:
+        if not files.names(shard, table_only=True):
             continue
         try:
-            rows = store.person_table_shard(person_table_key(pid, files.table), shard)
+            rows = store.person_table_shard(files.table, shard)
         except CasError:
             continue  # gone (its pack was just rewritten), or damaged: the pack is read below
         indexed.add(pid)
@@ -67,8 +67,7 @@ def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
     # cas recorded them) is read whole instead: an erasure never skips data it cannot see.
     for pid in store.pack_ids():
         files = listed.get(pid)
-        if files is not None and (pid in indexed or shard not in (files.table or set())
-                                  | (files.records or set())):
+        if files is not None and (pid in indexed or not files.names(shard)):
             continue
         try:
             for digest in store.person_objects(pid, person):

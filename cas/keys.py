@@ -197,37 +197,54 @@ def person_shards_key(pid: str, shards: Iterable[str]) -> str:
     """The record of which person index files pack `pid` has. Its name carries the same set as
     a 256-bit map (bit s set for shard s), so that one listing tells an erasure every pack's
     shards without reading a record per pack."""
+    return f"{SHARDS}{pid}.{shard_map(shards):064x}"
+
+
+def shard_map(shards: Iterable[str]) -> int:
+    """A set of shards as the 256-bit map a person table's or person-shards record's key
+    carries."""
     bits = 0
     for shard in shards:
         bits |= 1 << int(shard, 16)
-    return f"{SHARDS}{pid}.{bits:064x}"
+    return bits
 
 
 def parse_person_shards_key(key) -> tuple[str, set[str]] | None:
     """(pack id, shards) of a person-shards key, or None if `key` is not one."""
-    return _pack_and_shards(key, SHARDS)
+    return _with_shards(split_map_key(key, SHARDS))
 
 
 def person_table_key(pid: str, shards: Iterable[str]) -> str:
     """The person table of pack `pid` (cas/person_table.py), named with the map of the shards
     it has rows in, as a person-shards record is."""
-    return PERSON_TABLES + person_shards_key(pid, shards)[len(SHARDS):]
+    return f"{PERSON_TABLES}{pid}.{shard_map(shards):064x}"
 
 
 def parse_person_table_key(key) -> tuple[str, set[str]] | None:
     """(pack id, shards) of a person table key, or None if `key` is not one."""
-    return _pack_and_shards(key, PERSON_TABLES)
+    return _with_shards(split_map_key(key, PERSON_TABLES))
 
 
-def _pack_and_shards(key, prefix: str) -> tuple[str, set[str]] | None:
+def split_map_key(key, prefix: str) -> tuple[str, int] | None:
+    """(pack id, map) of a key `<prefix><pack id>.<map>` (a person table's or a person-shards
+    record's), or None: what a reader of many keys needs without a set per key."""
     tail = _tail(key, prefix)
     if tail is None:
         return None
     pid, _, bitmap = tail.partition(".")
     if not _is_hex(pid, 64) or not _is_hex(bitmap, 64):
         return None
-    bits = int(bitmap, 16)
-    return pid, {f"{s:02x}" for s in range(256) if bits >> s & 1}
+    return pid, int(bitmap, 16)
+
+
+_SHARD_NAMES = [f"{s:02x}" for s in range(256)]
+
+
+def _with_shards(found: tuple[str, int] | None) -> tuple[str, set[str]] | None:
+    if found is None:
+        return None
+    pid, bits = found
+    return pid, {_SHARD_NAMES[s] for s in range(bits.bit_length()) if bits >> s & 1}
 
 
 # -- datasets -------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from .errors import Aborted, CasError, CorruptData, DigestMismatch, NotFound
 # (PERSONS, person_shards_key and parse_person_shards_key are imported from here by others)
 from .keys import (PACKS, PERSON_TABLES, PERSONS, SHARDS, index_key,  # noqa: F401
                    multi_index_key, pack_key, parse_index_key, parse_multi_index_key,
-                   parse_pack_key, parse_person_shards_key, parse_person_table_key,
-                   person_index_key, person_shard, person_shards_key, person_table_key)
+                   parse_pack_key, parse_person_shards_key, person_index_key, person_shard,
+                   person_shards_key, person_table_key, split_map_key)
 from .objects import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, decode_object,
                       encode_object, parse_record_file)
 
@@ -50,12 +50,23 @@ _read_person = msgspec.json.Decoder(_PersonOnly).decode
 
 
 class PersonFiles(NamedTuple):
-    """The person index files a pack has, as listed: the shards its person table names, and
-    those its person-shards record names (a pack written before person tables); None for
-    neither."""
+    """The person index files a pack has, as listed: the key of its person table, and that of
+    its person-shards record (a pack written before person tables); None for neither. Each
+    key ends with the map of the shards its files list people in."""
 
-    table: set[str] | None
-    records: set[str] | None
+    table: str | None
+    records: str | None
+
+    def names(self, shard: str, table_only: bool = False) -> bool:
+        """Whether its files (its person table alone, with `table_only`) list people in
+        `shard`."""
+        bit = 1 << int(shard, 16)
+        return any(key is not None and int(key[-64:], 16) & bit
+                   for key in (self[:1] if table_only else self))
+
+    def record_shards(self) -> set[str]:
+        """The shards of its person index records (written before person tables)."""
+        return parse_person_shards_key(self.records)[1] if self.records is not None else set()
 
 
 class Rewrite(NamedTuple):
@@ -595,13 +606,12 @@ class ObjectStore:
         from their bytes, and only provenance objects keep what the index said."""
         rows: list[tuple[str, str]] = []
         if files.table is not None:
-            key = person_table_key(pid, files.table)
             try:
                 rows += [row for part in person_table.parse_table(
-                    self.backend.get(key), key)[1].values() for row in part]
+                    self.backend.get(files.table), files.table)[1].values() for row in part]
             except (NotFound, CorruptData, DigestMismatch):
                 pass
-        for shard in sorted(files.records or ()):
+        for shard in sorted(files.record_shards()):
             key = person_index_key(shard, pid)
             try:
                 record = parse_record_file(self.backend.get(key), PersonIndex, key)
@@ -624,15 +634,13 @@ class ObjectStore:
         listing of the person tables and one of the person-shards records."""
         wanted = None if pids is None else set(pids)
         found: dict[str, list] = {}
-        for prefix, parse, at in ((PERSON_TABLES, parse_person_table_key, 0),
-                                  (SHARDS, parse_person_shards_key, 1)):
+        for at, prefix in enumerate((PERSON_TABLES, SHARDS)):
             for key in self.backend.list(prefix):
                 if wanted is not None and key[len(prefix):len(prefix) + 64] not in wanted:
-                    continue  # (parsing every pack's map cost more than the listing)
-                parsed = parse(key)
+                    continue
+                parsed = split_map_key(key, prefix)
                 if parsed is not None:
-                    slot = found.setdefault(parsed[0], [None, None])
-                    slot[at] = (slot[at] or set()) | parsed[1]
+                    found.setdefault(parsed[0], [None, None])[at] = key
         return {pid: PersonFiles(*slot) for pid, slot in found.items()}
 
     def drop_pack(self, pid: str, shards: Iterable[str] = ()) -> None:
@@ -655,15 +663,14 @@ class ObjectStore:
             backend.delete(index_key(pid))
             backend.delete(pack_key(pid))
             files = listed.get(pid, PersonFiles(None, None))
-            for table in {frozenset(shards if files.table is None else files.table),
-                          frozenset(shards)}:
-                backend.delete(person_table_key(pid, table))
+            for key in {files.table, person_table_key(pid, shards)} - {None}:
+                backend.delete(key)
             if files.table is None or files.records is not None:  # written before tables
-                named = files.records or set()
+                named = files.record_shards()
                 for shard in sorted(shards | named):
                     backend.delete(person_index_key(shard, pid))
-                for record in {frozenset(named), frozenset(shards)}:
-                    backend.delete(person_shards_key(pid, record))
+                for key in {files.records, person_shards_key(pid, shards)} - {None}:
+                    backend.delete(key)
         self.refresh()
 
 
