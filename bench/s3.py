@@ -64,6 +64,7 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="cas-bench-s3-")
+    os.makedirs(out, exist_ok=True)  # (--out may name a directory not made yet)
     os.environ.setdefault("CAS_CACHE_DIR", os.path.join(out, "cache"))
     server = None
     if not os.environ.get("AWS_ENDPOINT_URL"):

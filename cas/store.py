@@ -624,7 +624,10 @@ class ObjectStore:
         """The rows of one shard of a person table: its header, then those rows (two range
         reads, each checked). NotFound if it is gone; CorruptData if damaged."""
         head = self.backend.get_range(key, 0, person_table.HEADER_SIZE)
-        person_table.parse_header(head, key)
+        found = split_map_key(key, PERSON_TABLES)
+        if found is None or person_table.parse_header(head, key) != found[0]:
+            raise CorruptData(f"{key} is not the person table of the pack its name says",
+                              key=key)
         offset, length, _ = person_table.shard_span(head, shard, key)
         rows = self.backend.get_range(key, offset, length) if length else b""
         return person_table.parse_shard(rows, head, shard, key)

@@ -215,3 +215,23 @@ def test_a_mirror_copies_tables_and_refuses_a_damaged_one(tmp_path):
     assert key in refused.value.message
     dst = LocalBackend(str(tmp_path / "dst"))
     assert not dst.exists(key) and not dst.exists(f"packs/{new}.idx")
+
+
+def test_a_table_under_another_packs_name_is_not_trusted(tmp_path, as_operator, small_packs):
+    """A table whose header names another pack (copied or renamed by hand) is damage: fsck says
+    so, and an erasure reads the pack itself."""
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=people(200))
+    found = tables(repo.backend)
+    holders = sorted(pid for pid, (_, rows) in found.items()
+                     if any(p == repo.store.person_digest("user-3") for p, _ in rows))
+    other = next(pid for pid in sorted(found) if pid != holders[0])
+    key = found[holders[0]][0]
+    data = repo.backend.get(found[other][0])
+    repo.backend.delete(key)
+    repo.backend.put_if_absent(key, data)  # the other pack's table, under this pack's name
+    assert key in {p.where for p in repo.fsck().problems if p.severity == "error"}
+    preview = cas.open(str(tmp_path)).erase("user-3")
+    want = {cas.encode_case(c).case_id for c in people(200) if c.get("person") == "user-3"}
+    assert set(preview["cases"]) == want
