@@ -564,8 +564,8 @@ def _check_person_table(st: _State, key: str) -> None:
         st.error(key, "person table does not match its key")
         return
     # (a table lists every shard: one it has no rows in lists no one there)
-    _check_person_rows(st, key, pid, {f"{s:02x}": set(shards.get(f"{s:02x}", ()))
-                                      for s in range(256)})
+    _check_person_rows(st, key, pid, {shard: set(shards.get(shard, ()))
+                                      for shard in K.SHARD_NAMES})
 
 
 def _check_person_record(st: _State, key: str) -> None:

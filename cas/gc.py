@@ -22,11 +22,10 @@ from .errors import Aborted, CasError, NotFound
 from .objects import CassetteLog, Proposal, RunImport, TreeLeaf, TreeNode, parse_record_file
 from .proposals import delete_proposal, sealed_by
 from .datasets import live_versions
-from .keys import (DATASETS, ERASURES, PACKS, PERSONS, import_key, index_key, pack_key,
-                   parse_cassette_log_key, parse_log_key, parse_multi_index_key,
-                   parse_person_index_key,
-                   parse_person_shards_key, parse_person_table_key,
-                   split_dataset_key)
+from .keys import (DATASETS, ERASURES, PACKS, PERSON_TABLES, PERSONS, SHARDS, import_key,
+                   index_key, pack_key, parse_cassette_log_key, parse_log_key,
+                   parse_multi_index_key, parse_person_index_key, split_dataset_key,
+                   split_map_key)
 from .refs import read_log_from
 
 REWRITE_AT = 0.5  # a pack is rewritten once at least this share of its bytes is garbage
@@ -306,8 +305,8 @@ def _person_pack(key: str) -> str:
     """The pack a person table (`persons/packs/<pack>.<map>`), person index file
     (`persons/<shard>/<pack>`) or person-shards record (`persons/shards/<pack>.<map>`) belongs
     to."""
-    for parse in (parse_person_table_key, parse_person_shards_key):
-        found = parse(key)
+    for prefix in (PERSON_TABLES, SHARDS):
+        found = split_map_key(key, prefix)
         if found is not None:
             return found[0]
     index = parse_person_index_key(key)

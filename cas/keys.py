@@ -237,14 +237,14 @@ def split_map_key(key, prefix: str) -> tuple[str, int] | None:
     return pid, int(bitmap, 16)
 
 
-_SHARD_NAMES = [f"{s:02x}" for s in range(256)]
+SHARD_NAMES = [f"{s:02x}" for s in range(256)]  # every shard, in order
 
 
 def _with_shards(found: tuple[str, int] | None) -> tuple[str, set[str]] | None:
     if found is None:
         return None
     pid, bits = found
-    return pid, {_SHARD_NAMES[s] for s in range(bits.bit_length()) if bits >> s & 1}
+    return pid, {SHARD_NAMES[s] for s in range(bits.bit_length()) if bits >> s & 1}
 
 
 # -- datasets -------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ from typing import Iterable
 
 from blake3 import blake3
 
+from .digest import PERSON_PREFIX, from_bytes
 from .errors import CorruptData, DigestMismatch, UnsupportedFormat
+from .keys import SHARD_NAMES
 
 MAGIC = b"CASW"
 FORMAT = 1
@@ -45,7 +47,7 @@ def format_table(pid: str, persons: dict[bytes, Iterable[str]]) -> tuple[bytes, 
     head = HEAD.pack(MAGIC, FORMAT, bytes.fromhex(pid)) + b"".join(slots)
     head += blake3(head).digest()
     data = head + body
-    return data + blake3(data).digest(), {f"{row[0]:02x}" for row in rows}
+    return data + blake3(data).digest(), {SHARD_NAMES[row[0]] for row in rows}
 
 
 def parse_header(head: bytes, where: str) -> str:
@@ -94,7 +96,7 @@ def parse_shard(rows: bytes, head: bytes, shard: str, where: str) -> list[tuple[
             raise CorruptData(f"{where}: row {at // ROW_SIZE} of shard {shard} is out of "
                               "place", key=where)
         prev = row
-        out.append((f"pk:{row[:32].hex()}", f"b3:{row[32:].hex()}"))
+        out.append((PERSON_PREFIX + row[:32].hex(), from_bytes(row[32:])))
     return out
 
 
@@ -106,15 +108,14 @@ def parse_table(data: bytes, where: str) -> tuple[str, dict[str, list[tuple[str,
     if got != data[-SUM_SIZE:]:
         raise DigestMismatch(data[-SUM_SIZE:].hex(), got.hex(), where)
     pid = parse_header(data, where)
-    spans = [shard_span(data, f"{s:02x}", where) for s in range(256)]  # (checks the order)
+    spans = [shard_span(data, shard, where) for shard in SHARD_NAMES]  # (checks the order)
     rows = (len(data) - HEADER_SIZE - SUM_SIZE) // ROW_SIZE
     if len(data) != HEADER_SIZE + rows * ROW_SIZE + SUM_SIZE or \
             spans[255][0] + spans[255][1] != HEADER_SIZE + rows * ROW_SIZE:
         raise CorruptData(f"{where}: size does not match the rows its shard table counts",
                           key=where)
     shards = {}
-    for s, (offset, length, check) in enumerate(spans):
-        shard = f"{s:02x}"
+    for shard, (offset, length, check) in zip(SHARD_NAMES, spans):
         if length:
             shards[shard] = parse_shard(data[offset:offset + length], data, shard, where)
         elif check != _check(b""):
