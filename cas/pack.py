@@ -258,9 +258,13 @@ class IndexReader:
     def __len__(self) -> int:
         return self.fanout[255]
 
-    def lookup(self, digest: bytes) -> tuple[str, Entry] | None:
+    def lookup(self, digest: bytes, confirm: bool = True) -> tuple[str, Entry] | None:
+        """The pack holding `digest` and its entry, or None. `confirm=False` is for a caller
+        that reads the object from that pack next: a pack is deleted after its index (gc, an
+        erasure), so a mapped index's stale hit fails that read, and the call that would
+        confirm it is saved."""
         found = self._find(digest)
-        if found is not None:
+        if found is not None and confirm:
             self.confirm()
         return found
 
@@ -335,11 +339,13 @@ class IndexReader:
             ordinal = 0
         return self._packs[ordinal], Entry(digest, offset, length, kind)
 
-    def lookup_many(self, digests: list[bytes]) -> dict[bytes, tuple[str, Entry]]:
+    def lookup_many(self, digests: list[bytes],
+                    confirm: bool = True) -> dict[bytes, tuple[str, Entry]]:
         """Where each of `digests` (sorted) is, of those this index holds: one read of the
         digest column between the first and the last, one of their rows (a page of a
         version's ids lies close together in the sorted column). Falls back to one lookup
-        each when the span between them is much wider than their number."""
+        each when the span between them is much wider than their number. `confirm` as in
+        `lookup`."""
         if not digests:
             return {}
         fanout = self.fanout
@@ -348,7 +354,7 @@ class IndexReader:
         hi = fanout[last[0]]
         if hi - lo > SCAN_BELOW + 16 * len(digests):
             out = {d: found for d in digests if (found := self._find(d)) is not None}
-            if out:
+            if out and confirm:
                 self.confirm()  # once for the batch, as the one read below is confirmed once
             return out
         at = self._digests_at
@@ -375,7 +381,8 @@ class IndexReader:
                 raise CorruptData(f"{self.key}: row names pack {ordinal} of "
                                   f"{len(self._packs)}", key=self.key)
             out[d] = self._packs[ordinal], Entry(d, fields[0], fields[1], fields[2])
-        self.confirm()
+        if confirm:
+            self.confirm()
         return out
 
     def all_digests(self) -> set[bytes]:

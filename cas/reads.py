@@ -47,6 +47,12 @@ def items(ctx, name: str, number: int, after: str | None = None,
 
     `limit` is 1..MAX_PAGE (500); anything else is refused, never clamped. `after` need not
     be a member: the page starts strictly after it in id order."""
+    return _page(ctx, name, number, after, limit)[1]
+
+
+def _page(ctx, name: str, number: int, after: str | None,
+          limit: int) -> tuple[VersionRecord, ItemsPage]:
+    """`items`, with the record of the version it read."""
     checks.page_limit(limit)
     checks.digest_text(after, "cursor", optional=True)
     record = active(ctx, name, number, "listing its cases")
@@ -54,7 +60,7 @@ def items(ctx, name: str, number: int, after: str | None = None,
     ids = ctx.trie().page(record.content_digest, after, limit + 1)
     more = len(ids) > limit
     ids = ids[:limit]
-    return ItemsPage(ids, ids[-1] if more else None)
+    return record, ItemsPage(ids, ids[-1] if more else None)
 
 
 def _member(ctx, name: str, number: int, case_id: str, what: str):
@@ -186,6 +192,7 @@ class CaseSummary(NamedTuple):
 class DetailedItemsPage(NamedTuple):
     items: list[CaseSummary]
     next_cursor: str | None
+    version: VersionRecord  # the version listed, ACTIVE when the page was read
 
     @property
     def has_more(self) -> bool:
@@ -288,10 +295,10 @@ def _summarized(ids: list[str], cases: list, runs: dict[str, str]) -> list[CaseS
 def items_detailed(ctx, name: str, number: int, after: str | None = None,
                    limit: int = 100) -> DetailedItemsPage:
     """`items`, with each case's run id, tenant and outcome: the page's cases are read in one
-    batch, and the provenance once per page."""
-    page = items(ctx, name, number, after=after, limit=limit)
-    record = datasets.version(ctx, name, number)
-    return DetailedItemsPage(summaries(ctx, record, page.items), page.next_cursor)
+    batch, and the provenance once per page. The page carries the version's record (ACTIVE
+    when read: a retired version is refused)."""
+    record, page = _page(ctx, name, number, after, limit)
+    return DetailedItemsPage(summaries(ctx, record, page.items), page.next_cursor, record)
 
 
 def diff_detailed(ctx, name: str, old: int, new: int, cursor: str | None = None,

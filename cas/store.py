@@ -135,18 +135,20 @@ class ObjectStore:
             found = self._person_digests[person] = person_digest(person, self.person_key)
         return found
 
-    def locate(self, digest: str,
-               gone: frozenset[str] = frozenset()) -> tuple[str, packfmt.Entry] | None:
+    def locate(self, digest: str, gone: frozenset[str] = frozenset(),
+               confirm: bool = True) -> tuple[str, packfmt.Entry] | None:
         """Where an object is, or None once a whole pass over a fresh listing of the indexes
         found it nowhere (a pass cut short by an index that was replaced does not count).
-        An index's answer naming a pack in `gone` (keys) is passed over."""
+        An index's answer naming a pack in `gone` (keys) is passed over. `confirm=False` is
+        for a caller that reads the object from its pack next (IndexReader.lookup); an
+        answer of None is confirmed either way."""
         raw = to_bytes(digest)
         fresh = self._indexes is None
         for _ in range(LOCATE_ATTEMPTS):
             indexes = self.indexes()
             try:
                 for i, idx in enumerate(indexes):
-                    found = idx.lookup(raw)
+                    found = idx.lookup(raw, confirm)
                     if found is not None and pack_key(found[0]) not in gone:
                         if i:  # move to front: objects read together tend to share a pack
                             indexes.insert(0, indexes.pop(i))
@@ -195,7 +197,7 @@ class ObjectStore:
                 return cached
         gone: frozenset[str] = frozenset()
         for attempt in range(3):
-            found = self.locate(digest, gone)
+            found = self.locate(digest, gone, confirm=False)  # the read below confirms
             if found is None:
                 # A lookup reads a few bytes of each index and cannot see a flipped byte in
                 # them: before answering "absent", check the indexes whole (once each).
@@ -237,7 +239,7 @@ class ObjectStore:
                 rest = [d for d in wanted if d not in found]
                 if not rest:
                     break
-                located = idx.lookup_many(rest)
+                located = idx.lookup_many(rest, confirm=False)  # read below
                 if located:
                     answered.add(idx.key)
                     found.update(located)

@@ -112,7 +112,7 @@ def items(ctx: Context, args: tuple[str, ...], cursor: str | None, limit: int) -
     name, number, _ = split_version_args("items", args, ("DATASET VERSION", "DATASET@VERSION"))
     repo = ctx.repo()
     page = repo.items_detailed(name, number, after=cursor, limit=limit)
-    version = version_summary(repo, repo.version(name, number))
+    version = version_summary(repo, page.version, "ACTIVE")  # a retired one is refused
     ctx.emit({"version": version, "items": [case_json(c) for c in page.items],
               "pagination": _pagination(page)},
              lambda: "\n".join(case_table([("", c) for c in page.items]) + _more(page)))

@@ -182,11 +182,12 @@ def split_version_args(command: str, args: tuple[str, ...], forms: tuple[str, st
     return name, version, rest
 
 
-def version_summary(repo, record) -> dict[str, Any]:
-    """The `version` object of read replies: which exact set this is, and its state."""
+def version_summary(repo, record, state: str | None = None) -> dict[str, Any]:
+    """The `version` object of read replies: which exact set this is, and its state (read
+    unless the caller's read already established it)."""
     return {"dataset": record.dataset, "number": record.number, "item_count": record.item_count,
             "content_digest": record.content_digest,
-            "state": repo.version_state(record.dataset, record.number)}
+            "state": state or repo.version_state(record.dataset, record.number)}
 
 
 def to_json(value: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 
@@ -93,3 +94,35 @@ def test_the_head_of_a_dataset_costs_three_storage_calls_locally(tmp_path):
     with pytest.raises(cas.CasError) as half:
         cas.Repository(repo.backend).head("evals")
     assert half.value.code == "NOT_FOUND"
+
+
+def test_a_cold_cas_items_page_reads_the_version_once(tmp_path, monkeypatch):
+    """`cas items` on a local repository, a fresh process: the version's record, its dataset
+    and its retirement are looked at once (the page carries the record it read; it made
+    three more reads of them), and no mapped index is confirmed with a call (each hit is
+    read from its pack next). 10 calls for a 100-case version, counted at the backend."""
+    from click.testing import CliRunner
+    from cas.backends.local import LocalBackend
+    from cas_cli.main import cli
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("evals", admission="direct")
+    repo.commit("evals", base=None, add=[{"input": i} for i in range(100)])
+    calls = []
+    for name in ("get", "get_range", "get_ranges", "exists", "list", "map"):
+        def counted(self, key, *args, _real=getattr(LocalBackend, name), _name=name):
+            calls.append((_name, key))
+            return _real(self, key, *args)
+        monkeypatch.setattr(LocalBackend, name, counted)
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "no-config.json"))
+    out = CliRunner().invoke(cli, ["--repo", str(tmp_path), "--json", "items", "evals@1"],
+                             catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    assert len(json.loads(out.output)["items"]) == 100
+    state = [k for _, k in calls if k.startswith("datasets/")]
+    assert state == ["datasets/evals/meta/0000000001", "datasets/evals/versions/0000000001",
+                     "datasets/evals/retired/0000000001"], calls
+    assert [n for n, k in calls if k.endswith(".idx")] == ["map"], calls
+    # the repository's config, the three above, the pack listing, the index mapped, the root
+    # and the 16 leaves (a call each: a level at a time), the listing of pending erasures and
+    # the page's 100 cases (one call)
+    assert len(calls) == 10, calls

@@ -392,6 +392,37 @@ def test_a_deleted_mapped_index_finds_nothing_one_digest_or_many(tmp_path):
     assert idx.lookup_many([b"\0" * 32]) == {} and idx.lookup(b"\0" * 32) is None
 
 
+def test_a_read_through_a_stale_mapped_index_costs_no_confirmation(tmp_path, monkeypatch):
+    """A read does not confirm a mapped index's hit with a call: it reads the pack next, and a
+    pack is deleted after its index, so a hit of a replaced pack fails that read and the
+    reader lists again. The kept objects are read from the new pack, one at a time or
+    together; a dropped one is absent. An index confirms its hits where nothing is read next
+    (`contains`)."""
+    import cas
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=[{"input": i} for i in range(40)])
+    dropped, *kept = repo.items("d", 1).items
+    repo.store.get_many_bytes(kept)  # maps the index
+    looks = []
+    real_exists = LocalBackend.exists
+    monkeypatch.setattr(LocalBackend, "exists",
+                        lambda self, key: looks.append(key) or real_exists(self, key))
+    expected = [cas.encode_case({"input": i}) for i in range(40)]
+    by_id = {e.case_id: e.data for e in expected}
+    assert [data for _, data in repo.store.get_many_bytes(kept)] == [by_id[c] for c in kept]
+    assert repo.store.get_bytes(kept[0])[1] == by_id[kept[0]]
+    assert not [k for k in looks if k.startswith(PACKS)], looks  # no confirmation of hits
+    other = cas.open(str(tmp_path))
+    pid = other.store.locate(dropped)[0][len(PACKS):-len(".pack")]
+    other.store.rewrite_pack(pid, {to_bytes(dropped)})
+    assert [data for _, data in repo.store.get_many_bytes(kept)] == [by_id[c] for c in kept]
+    assert repo.store.get_bytes(kept[1])[1] == by_id[kept[1]]
+    with pytest.raises(NotFound):
+        repo.store.get_bytes(dropped)
+    assert not repo.store.contains(dropped)
+
+
 def test_a_file_system_that_cannot_map_files_is_read_with_calls(tmp_path, monkeypatch):
     import cas
     import cas.backends.local as local
