@@ -126,9 +126,9 @@ def holders(ctx, cases) -> list:
     """Version records of every live version holding any of `cases`."""
     if not cases:
         return []
-    trie = ctx.trie()
-    return [v for v in datasets.live_versions(ctx)
-            if any(trie.contains(v.content_digest, c) for c in cases)]
+    versions = list(datasets.live_versions(ctx))
+    held = ctx.trie().holding([v.content_digest for v in versions], cases)
+    return [v for v, holds in zip(versions, held) if holds]
 
 
 def _holding_proposals(ctx, cases) -> list:
@@ -140,7 +140,7 @@ def _holding_proposals(ctx, cases) -> list:
 
     def holds(p) -> bool:
         try:
-            return any(trie.contains(p.proposed_root, c) for c in cases)
+            return trie.holding([p.proposed_root], cases)[0]
         except CasError:
             return True  # damaged (a tree node lost): it can never seal; delete it too
     return [(key, p) for key, p in _proposals(ctx) if p is None or holds(p)]

@@ -178,8 +178,41 @@ class Trie:
             if child is None:
                 return False
             node, depth = self.node(child.node), depth + 1
-        i = bisect_left(node.ids, case_id)
-        return i < len(node.ids) and node.ids[i] == case_id
+        return _has(node.ids, case_id)
+
+    def holding(self, roots: list[str], case_ids: list[str]) -> list[bool]:
+        """For each of `roots`, whether its set holds any of `case_ids`. All the roots are
+        walked together, a level at a time: a subtree they share (the versions of a dataset
+        share nearly all of theirs) is visited once, only along the paths of `case_ids`, and
+        the nodes a level needs are loaded together."""
+        ids = sorted(set(case_ids))
+        held: dict[tuple[str, int], bool] = {}  # (node, depth) -> holds one of ids
+        inner: list[tuple[tuple[str, int], list[tuple[str, int]]]] = []
+        # A node at a depth has one prefix, so the ids that reach it are the same whichever
+        # parent it is reached from: each (node, depth) is visited once.
+        level = {(root, 0): ids for root in roots}
+        while level:
+            if self._load_many is not None:
+                self._load_many([d for d, _ in level if d not in self._made])
+            below: dict[tuple[str, int], list[str]] = {}
+            for (digest, depth), reaching in level.items():
+                node = self.node(digest)
+                if isinstance(node, TreeLeaf):
+                    held[(digest, depth)] = any(_has(node.ids, c) for c in reaching)
+                    continue
+                children = {c.nibble: c.node for c in node.children}
+                groups: dict[tuple[str, int], list[str]] = {}
+                for c in reaching:
+                    child = children.get(nibble(c, depth))
+                    if child is not None:
+                        groups.setdefault((child, depth + 1), []).append(c)
+                inner.append(((digest, depth), list(groups)))
+                for key, group in groups.items():
+                    below.setdefault(key, group)
+            level = below
+        for key, kids in reversed(inner):  # a level's children are decided before it
+            held[key] = any(held[k] for k in kids)
+        return [held[(root, 0)] for root in roots]
 
     def iterate(self, root: str, after: str | None = None) -> Iterator[str]:
         """Ids in ascending order, starting strictly after `after` when given."""
@@ -310,6 +343,11 @@ class Trie:
                 break
             digest, depth = child.node, depth + 1
         return Proof(root=root, case_id=case_id, nodes=nodes)
+
+
+def _has(ids: list[str], case_id: str) -> bool:
+    i = bisect_left(ids, case_id)
+    return i < len(ids) and ids[i] == case_id
 
 
 def _changed(a: TreeNode, b: TreeNode, first: int) -> list[tuple[int, str, str]]:

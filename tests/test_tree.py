@@ -289,6 +289,33 @@ def test_contains_matches_membership_and_count_is_right(pool, seed):
 
 
 @SETTINGS
+@given(id_pools(), st.integers(0, 2**32), st.integers(1, 6))
+def test_holding_is_membership_of_any_for_each_root(pool, seed, versions):
+    """`holding(roots, ids)` answers, for each root, whether its set holds one of `ids`: the
+    same as `contains` asked for each id, over versions that share subtrees (each made from
+    the last by `apply`), with members, non-members and near misses asked at once; shared
+    nodes are loaded once, a level's nodes together."""
+    rnd = random.Random(seed)
+    nodes = Nodes()
+    writer = nodes.writer()
+    roots = [writer.build(sorted(subset(rnd, pool, rnd.random())))]
+    for _ in range(versions - 1):
+        held = [x for x in pool if writer.contains(roots[-1], x)]
+        gone = rnd.sample(held, min(len(held), rnd.randrange(0, 5)))
+        new = rnd.sample(pool, min(len(pool), rnd.randrange(0, 5)))
+        roots.append(writer.apply(roots[-1], sorted(set(new) - set(held)), sorted(gone)))
+    roots.append(EMPTY_ROOT)
+    asked = rnd.sample(pool, min(len(pool), rnd.randrange(0, 4))) + other_ids(rnd, pool, 3)
+    batches = []
+    trie = Trie(nodes.load, load_many=batches.append)
+    nodes.loads = 0
+    got, loads = trie.holding(roots, asked), nodes.loads
+    assert got == [any(nodes.reader().contains(r, c) for c in asked) for r in roots]
+    assert loads == len({d for batch in batches for d in batch})  # each node once
+    assert all(len(set(batch)) == len(batch) for batch in batches)
+
+
+@SETTINGS
 @given(id_pools(), st.integers(0, 2**32), st.lists(st.integers(1, 300), min_size=1, max_size=8))
 def test_pages_concatenated_equal_the_sorted_set(pool, seed, limits):
     rnd = random.Random(seed)
