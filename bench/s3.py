@@ -5,7 +5,8 @@
 Starts a private SeaweedFS (`weed` from tests/requirements-seaweedfs.txt) on 127.0.0.1 unless
 AWS_ENDPOINT_URL is set (then `--bucket` names an existing bucket). Prints times, request counts
 and bytes, with the targets: S3 ingest within 3x of local; one-case seals at a constant request
-count whatever the dataset size.
+count whatever the dataset size; and the requests of each read command (a detailed page, a
+case, the head, a diff) from a fresh open with an empty local cache, at both sizes.
 """
 
 from __future__ import annotations
@@ -54,6 +55,29 @@ def seal_ones(location: str, base: int, seals: int, seed: int, writer_bytes: lis
     return times, counts
 
 
+def read_requests(location: str, n_seals: int) -> dict[str, Counter]:
+    """Requests of each read command from a freshly opened repository with an empty local
+    cache (a new process on a new machine): a detailed page of 100 cases (`cas items`), one
+    case (`cas case`), the head (`repo.head`) and the diff of the first and last one-case
+    seals."""
+    out = {}
+    first = cas.open(location).items("bench", 1, limit=1).items[0]
+    reads = {
+        "items page": lambda r: r.items_detailed("bench", 1, limit=100),
+        "case": lambda r: r.case("bench", 1, first),
+        "head": lambda r: r.head("bench"),
+        "diff": lambda r: r.diff("bench", 2, 1 + n_seals),
+    }
+    for name, read in reads.items():
+        with tempfile.TemporaryDirectory(prefix="cas-bench-cold-") as cache:
+            os.environ["CAS_CACHE_DIR"] = cache
+            repo = cas.open(location)
+            before = Counter(requests(repo))
+            read(repo)
+            out[name] = requests(repo) - before
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -86,12 +110,15 @@ def main() -> int:
             seal_local, _ = seal_ones(local, 1, args.seals, args.seed, [])
             seal_s3, seal_counts = seal_ones(remote, 1, args.seals, args.seed, [])
             per_seal = [sum(c.values()) for c in seal_counts]
+            cache = os.environ["CAS_CACHE_DIR"]
+            reads = read_requests(remote, args.seals)
+            os.environ["CAS_CACHE_DIR"] = cache
             rows.append((label, n, t_local, t_s3, ingest_requests, seal_local, seal_s3,
-                         per_seal, seal_counts[-1]))
+                         per_seal, seal_counts[-1], reads))
         print(f"cas S3 benchmark: {args.n} cases, {args.seals} one-case seals per size; "
               f"work dir {out}")
         print(f"{'':28}{'local':>12}{'SeaweedFS':>12}{'ratio':>8}   target")
-        for label, n, t_local, t_s3, reqs, sl, ss, per_seal, last in rows:
+        for label, n, t_local, t_s3, reqs, sl, ss, per_seal, last, reads in rows:
             ratio = t_s3 / t_local
             verdict = "PASS" if ratio <= 3 else "MISS"
             print(f"ingest {n:>9,} cases      {t_local:>10.2f}s{t_s3:>11.2f}s{ratio:>8.2f}   "
@@ -102,6 +129,9 @@ def main() -> int:
             print(f"  requests per seal         min {min(per_seal)} median "
                   f"{statistics.median(per_seal)} max {max(per_seal)}; last: "
                   f"{dict(sorted(last.items()))}")
+            for name, counted in reads.items():
+                print(f"  requests, cold {name:<10} {sum(counted.values()):>4}  "
+                      f"{dict(sorted(counted.items()))}")
         small, large = rows[0][7], rows[1][7]
         same = max(large) - max(small)
         print(f"requests per one-case seal, {args.small:,} vs {args.n:,} cases: "

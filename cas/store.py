@@ -225,13 +225,26 @@ class ObjectStore:
         return kind, data
 
     def get_many_bytes(self, digests: list[str]) -> list[tuple[str, bytes]]:
-        """(kind, bytes) of each of `digests`, verified, in their order: located together (a
-        few index reads for all of them, not several per object) and read with one request
-        per run of nearby objects in a pack. An object not found that way (an index or pack
-        replaced meanwhile) is read alone, with get_bytes' errors."""
-        if self.cache_dir or len(digests) < 2:
-            return [self.get_bytes(d) for d in digests]
-        wanted = sorted({to_bytes(d) for d in digests})
+        """(kind, bytes) of each of `digests`, verified, in their order: those in the local
+        cache from it, the others located together (a few index reads for all of them, not
+        several per object) and read with one request per run of nearby objects in a pack
+        (then cached). An object not found that way (an index or pack replaced meanwhile) is
+        read alone, with get_bytes' errors."""
+        have: dict[str, tuple[str, bytes]] = {}
+        if self.cache_dir:
+            for digest in set(digests):
+                cached = self._read_cache(digest)
+                if cached is not None:
+                    have[digest] = cached
+        rest = [d for d in dict.fromkeys(digests) if d not in have]
+        if len(rest) > 1:
+            have.update(self._read_together(rest))
+        return [have.get(d) or self.get_bytes(d) for d in digests]
+
+    def _read_together(self, digests: list[str]) -> dict[str, tuple[str, bytes]]:
+        """(kind, bytes) of those of `digests` found in one pass over the indexes and read,
+        verified (and cached, with a cache); the others are left out."""
+        wanted = sorted(to_bytes(d) for d in digests)
         found: dict[bytes, tuple[str, packfmt.Entry]] = {}
         answered = set()
         try:
@@ -246,18 +259,15 @@ class ObjectStore:
         except NotFound:
             found = {}  # an index was replaced since it was listed: the careful path
         self._answered = answered
-        read = self._read_located(found)
-        out = []
-        for digest in digests:
-            item = read.get(to_bytes(digest))
-            if item is None:
-                out.append(self.get_bytes(digest))
-                continue
-            kind, data = item
+        out = {}
+        for raw, (kind, data) in self._read_located(found).items():
+            digest = from_bytes(raw)
             got = digest_of(kind, data)
             if got != digest:
-                raise DigestMismatch(digest, got, pack_key(found[to_bytes(digest)][0]))
-            out.append(item)
+                raise DigestMismatch(digest, got, pack_key(found[raw][0]))
+            if self.cache_dir:
+                self._write_cache(digest, kind, data)
+            out[digest] = kind, data
         return out
 
     def _batch_order(self, indexes: list[packfmt.IndexReader]) -> list[packfmt.IndexReader]:

@@ -331,6 +331,38 @@ def test_a_page_is_read_with_a_few_requests(packed):
     assert len(calls) * 10 < one_by_one - len(calls), (len(calls), one_by_one - len(calls))
 
 
+def test_a_page_not_in_the_local_cache_is_read_together_then_cached(packed, tmp_path):
+    """With a local object cache (a remote repository), the objects of a batch that are not
+    cached are located and read together, as without one (a cold page on S3 was a request
+    per object), then cached: read again, the batch costs no request at all; one evicted
+    from the cache is fetched alone."""
+    store, digests = packed
+    calls = []
+    backend = store.backend
+
+    class Counting:
+        def __getattr__(self, name):
+            attr = getattr(backend, name)
+            if callable(attr):
+                return lambda *a: calls.append(name) or attr(*a)
+            return attr
+    page = sorted(digests)[:100]
+    expected = [store.get_bytes(d) for d in page]
+    plain = ObjectStore(Counting())
+    assert plain.get_many_bytes(page) == expected
+    uncached = len(calls)
+    calls.clear()
+    cache = str(tmp_path / "cache")
+    cached = ObjectStore(Counting(), cache_dir=cache)
+    assert cached.get_many_bytes(page) == expected
+    assert len(calls) == uncached < 30, calls  # not one request (or more) per object
+    calls.clear()
+    again = ObjectStore(Counting(), cache_dir=cache)
+    assert again.get_many_bytes(page + page[:3]) == expected + expected[:3] and calls == []
+    os.remove(again._cache_path(page[5]))
+    assert again.get_many_bytes(page) == expected and 0 < len(calls) < 10  # fetched alone
+
+
 def test_two_threads_caching_one_object_at_once_both_succeed(tmp_path, monkeypatch):
     """The local object cache of a remote repository writes a temporary file, then renames it:
     two threads of one process caching the same object must not share that file (found in the
