@@ -85,8 +85,9 @@ def _classify(ctx, digests: dict[str, set[str]]) -> tuple[list[str], list[str], 
     finds, means a damaged index: refused, never counted as absent (the erasure would leave
     it behind)."""
     cases, runs, provenance, cassettes = [], [], [], []
+    where = ctx.store.locate_many(digests)
     for digest in sorted(digests):
-        located = ctx.store.locate(digest)
+        located = where.get(digest)
         if located is None:
             located = _in_pack_index(ctx, digest, digests[digest])
         if located is None:
@@ -361,12 +362,8 @@ def purge(ctx, drop: set[str], lease: leases.Held | None = None) -> tuple[int, i
     rewritten = dropped = written = 0
     raw_drop = {to_bytes(d) for d in drop}
     for _ in range(5):
-        ctx.store.refresh()
-        packs = set()
-        for digest in sorted(drop):
-            located = ctx.store.locate(digest)
-            if located is not None:
-                packs.add(located[0][len("packs/"):-len(".pack")])
+        packs = {key[len("packs/"):-len(".pack")]
+                 for key, _ in ctx.store.locate_many(drop).values()}
         if not packs:
             break
         for pid in sorted(packs):

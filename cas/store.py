@@ -170,6 +170,31 @@ class ObjectStore:
         raise Aborted(f"the packs kept being replaced while looking for {digest}; retry",
                       reason="PACKS_CHANGING", digest=digest)
 
+    def locate_many(self, digests: Iterable[str]) -> dict[str, tuple[str, packfmt.Entry]]:
+        """Where each of `digests` is (pack key, entry), of those stored, by one pass over a
+        fresh listing of the indexes (a batch lookup each) with every index still there at
+        its end: what `locate` answers for each of them, without a listing (and a pass)
+        per object that is absent. A pass cut short by an index replaced meanwhile is
+        repeated."""
+        wanted = sorted({to_bytes(d) for d in digests})
+        for _ in range(LOCATE_ATTEMPTS):
+            self.refresh()
+            found: dict[bytes, tuple[str, packfmt.Entry]] = {}
+            try:
+                for idx in self.indexes():
+                    rest = [d for d in wanted if d not in found]
+                    if not rest:
+                        break
+                    found.update(idx.lookup_many(rest))
+                if len(found) < len(wanted):
+                    for idx in self.indexes():  # a mapped index deleted since answered nothing
+                        idx.confirm()
+            except NotFound:  # gc or an erasure replaced a pack since we listed
+                continue
+            return {from_bytes(d): (pack_key(pid), entry) for d, (pid, entry) in found.items()}
+        raise Aborted("the packs kept being replaced while looking objects up; retry",
+                      reason="PACKS_CHANGING")
+
     def verify_indexes(self) -> None:
         """Check every index searched, whole (checksum, order, fan-out table), once per
         process: a damaged index must be DATA_LOSS, never read as the absence of an object."""

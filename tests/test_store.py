@@ -455,6 +455,36 @@ def test_a_read_through_a_stale_mapped_index_costs_no_confirmation(tmp_path, mon
     assert not repo.store.contains(dropped)
 
 
+def test_locate_many_answers_as_locate_does_with_one_listing(tmp_path, monkeypatch):
+    """`locate_many` gives what `locate` gives for each digest (present ones where they are,
+    absent ones left out) from one fresh listing of the indexes, however many are absent
+    (`locate` lists again for each absent one it is asked about after the first), and a pack
+    replaced since an earlier listing is found anew."""
+    import cas
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    for k in range(3):  # several packs
+        repo.commit("d", base=k or None, add=[{"input": f"{k}/{i}"} for i in range(20)])
+    present = repo.items("d", 3, limit=60).items
+    absent = [digest_of("case", b"nothing %d" % i) for i in range(10)]
+    store = cas.open(str(tmp_path)).store
+    expected = {d: store.locate(d) for d in present}
+    assert all(store.locate(d) is None for d in absent)
+    lists = []
+    real_list = LocalBackend.list
+    monkeypatch.setattr(LocalBackend, "list", lambda self, prefix="": lists.append(prefix)
+                        or real_list(self, prefix))
+    assert store.locate_many(present + absent) == expected
+    assert lists == [PACKS]
+    other = cas.open(str(tmp_path))
+    dropped = present[0]
+    pid = other.store.locate(dropped)[0][len(PACKS):-len(".pack")]
+    other.store.rewrite_pack(pid, {to_bytes(dropped)})
+    got = store.locate_many(present)
+    assert dropped not in got and set(got) == set(present[1:])
+    assert all(store.backend.exists(key) for key, _ in got.values())
+
+
 def test_a_file_system_that_cannot_map_files_is_read_with_calls(tmp_path, monkeypatch):
     import cas
     import cas.backends.local as local
