@@ -6,6 +6,8 @@ Run by hand (not a timed test):
     python bench/erasure.py --million       # N = 100k and 1M, the issue's comparison (about 4 min)
     python bench/erasure.py --with-runs     # also N recorded runs, each reviewed
     python bench/erasure.py --out DIR       # keep the work files in DIR (default: a new /tmp dir)
+    python bench/erasure.py --out DIR --reuse --baseline ../old   # the repositories a run with
+        # --keep built in DIR, erased by this tree and by another checkout in turn, each round
 
 For every N a fresh repository is built (untimed): one dataset whose version 1 holds
 N - 99 x 50 cases (`engine.py`'s generator, committed from JSON Lines), then 99 small versions
@@ -254,10 +256,11 @@ def child_erase(repo_dir: str, profile: str = "") -> dict[str, Any]:
             "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
 
-def run_child(*argv: str) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *argv],
-                       capture_output=True, text=True, env=env)
+def run_child(*argv: str, tree: str = ROOT) -> dict[str, Any]:
+    """A child of `tree`'s own copy of this script (its cas, its bench), in a neutral cwd."""
+    env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, os.path.join(tree, "bench", "erasure.py"), "--child",
+                        *argv], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     if p.returncode != 0:
         raise RuntimeError(f"child {argv} failed:\n{p.stderr}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -324,6 +327,17 @@ def clone(src: str, dst: str) -> None:
     new files and rename; erasure unlinks), so erasing in the copy leaves the original intact."""
     shutil.rmtree(dst, ignore_errors=True)
     subprocess.run(["cp", "-al", src, dst], check=True)
+
+
+def measure_baseline(n: int, built_dir: str, out: str, args, log) -> float:
+    """Preview + erase by the --baseline tree's own child, in a fresh copy (then removed)."""
+    repo_dir = os.path.join(out, f"erasure-{n}-baseline")
+    clone(built_dir, repo_dir)
+    settle()
+    got = run_child("erase", repo_dir, "", tree=os.path.abspath(args.baseline))
+    shutil.rmtree(repo_dir, ignore_errors=True)
+    log(f"  N={label(n)} baseline: preview {fmt_s(got['preview'])}, erase {fmt_s(got['erase'])}")
+    return got["preview"] + got["erase"]
 
 
 def measure(n: int, built_dir: str, out: str, k: int, args, log) -> dict[str, Any]:
@@ -424,6 +438,12 @@ def report(results: list[dict[str, Any]], args, elapsed: float, out: str) -> str
         g = b / a if a else float("inf")
         row(name, *(fmt(get(r)) for r in results), f"{g:.2f}x",
             target=target if name in gated else "", ok=(g <= TOLERANCE) if name in gated else None)
+    if args.baseline:
+        base = [r["baseline"] for r in results]
+        row(f"preview + erase, baseline {args.baseline} (same rounds)", *map(fmt_s, base),
+            f"{base[-1] / base[0]:.2f}x" if len(base) > 1 else "")
+        row("preview + erase, this tree / baseline",
+            *(f"{r['total'] / r['baseline']:.2f}x" for r in results), "")
     row("correct (below)", *("yes" if correct(r) else "NO" for r in results), "",
         target="all", ok=all(correct(r) for r in results))
 
@@ -481,6 +501,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true",
                    help="cProfile the confirmed erase (its time is then inflated)")
     p.add_argument("--json", dest="json_out", help="also write raw results as JSON here")
+    p.add_argument("--reuse", action="store_true",
+                   help="erase copies of the repositories an earlier run with --keep built in "
+                        "--out (same options), instead of building them again")
+    p.add_argument("--baseline", metavar="TREE",
+                   help="another checkout of cas (a git worktree): each round also erases a "
+                        "copy with that tree's own bench/erasure.py, and the report compares")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -513,16 +539,29 @@ def main(argv: list[str] | None = None) -> int:
     for n in sizes:  # every size gets its own repository, built from nothing (untimed)
         log(f"N={n}: building")
         built_dir = os.path.join(out, f"erasure-{n}-built")
+        facts = built_dir + ".json"  # what verify needs of the build, for --reuse
+        if args.reuse and os.path.isdir(built_dir) and os.path.exists(facts):
+            with open(facts) as f:
+                built[n] = (built_dir, json.load(f))
+            log("  reused the repository built before")
+            continue
         built[n] = (built_dir, build(n, paths[n], built_dir, args, log))
+        with open(facts, "w") as f:
+            json.dump(built[n][1], f)
     runs: dict[int, list[dict]] = {n: [] for n in sizes}
+    baseline: dict[int, list[float]] = {n: [] for n in sizes}
     for k in range(args.repeat):  # interleaved, so drift in the machine's load hits every size
         for n in sizes:
             runs[n].append(measure(n, built[n][0], out, k, args, log))
             if k < args.repeat - 1:
                 shutil.rmtree(runs[n][-1]["repo_dir"], ignore_errors=True)
+            if args.baseline:
+                baseline[n].append(measure_baseline(n, built[n][0], out, args, log))
     results = []
     for n in sizes:
         results.append(finish(n, built[n][1], runs[n], args, log))
+        if args.baseline:
+            results[-1]["baseline"] = statistics.median(baseline[n])
         if not args.keep:
             shutil.rmtree(runs[n][-1]["repo_dir"], ignore_errors=True)
             shutil.rmtree(built[n][0], ignore_errors=True)

@@ -28,6 +28,7 @@ LEAF_CACHE = 256   # tree leaves kept in memory (each holds up to 64 ids)
 READ_GAP = 64 << 10  # objects of a pack this close together are read in one request
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
 PERSON_DIGESTS_KEPT = 1 << 16  # keyed digests of people a store remembers (a few MB)
+TABLE_SHARDS_KEPT = 1 << 12  # person table shards whose rows a store remembers
 # Packs that maintain themselves (docs/format.md 8.1): once a writer sees this many pack
 # indexes that no multi-pack index covers, it merges them into one; once there are this many
 # multi-pack indexes too, it merges every pack index into one. A lookup then searches a few
@@ -86,6 +87,8 @@ class ObjectStore:
         # erasure finds them without reading the repository (cas/erasure.py).
         self.person_key = person_key
         self._person_digests: dict[str, str] = {}
+        # The rows of person table shards read (an erasure looks its person up three times)
+        self._table_shards: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._indexes: list[packfmt.IndexReader] | None = None
         self._verified: set[str] = set()  # index keys checked whole (verify_indexes)
         self._answered: set[str] = set()  # index keys that held objects of the last batch
@@ -660,6 +663,9 @@ class ObjectStore:
     def person_table_shard(self, key: str, shard: str) -> list[tuple[str, str]]:
         """The rows of one shard of a person table: its header, then those rows (two range
         reads, each checked). NotFound if it is gone; CorruptData if damaged."""
+        kept = self._table_shards.get((key, shard))
+        if kept is not None:  # a table never changes under its name (its pack's id and map)
+            return kept
         head = self.backend.get_range(key, 0, person_table.HEADER_SIZE)
         found = split_map_key(key, PERSON_TABLES)
         if found is None or person_table.parse_header(head, key) != found[0]:
@@ -667,7 +673,11 @@ class ObjectStore:
                               key=key)
         offset, length, _ = person_table.shard_span(head, shard, key)
         rows = self.backend.get_range(key, offset, length) if length else b""
-        return person_table.parse_shard(rows, head, shard, key)
+        parsed = person_table.parse_shard(rows, head, shard, key)
+        if len(self._table_shards) >= TABLE_SHARDS_KEPT:
+            self._table_shards.clear()
+        self._table_shards[(key, shard)] = parsed
+        return parsed
 
     def person_files(self, pids: Iterable[str] | None = None) -> dict[str, PersonFiles]:
         """Pack id -> the person index files it has, for `pids` (every pack if None), by one
