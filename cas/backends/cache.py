@@ -7,6 +7,7 @@ cached by digest one layer up (`cas.store`).
 
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Iterator
 
@@ -55,7 +56,26 @@ class CachingBackend:
 
     @staticmethod
     def _cached(key: str) -> bool:
-        return isinstance(key, str) and key.startswith("packs/") and key.endswith(".idx")
+        # pack indexes and multi-pack indexes: both named by content, both ending with the
+        # BLAKE3 of what precedes it
+        return isinstance(key, str) and key.startswith("packs/") and \
+            key.endswith((".idx", ".midx"))
+
+    def map(self, key: str):
+        """A cached index mapped into memory, as LocalBackend.map maps a local one: probes
+        then cost neither a request nor a call, and what a lookup finds is confirmed against
+        the remote (the local copy outlives the remote index). None for any other key."""
+        if not self._cached(key):
+            return None
+        try:
+            with open(self._ensure(key), "rb") as f:
+                if not os.fstat(f.fileno()).st_size:
+                    return b""
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileNotFoundError:  # deleted by a concurrent `delete`, as in `get`
+            return self._fetch(key)
+        except (OSError, ValueError):
+            return None  # a file system that cannot map files: read it with calls
 
     def get(self, key: str) -> bytes:
         if self._cached(key):
