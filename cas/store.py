@@ -87,7 +87,7 @@ class ObjectStore:
         # erasure finds them without reading the repository (cas/erasure.py).
         self.person_key = person_key
         self._person_digests: dict[str, str] = {}
-        # The rows of person table shards read (an erasure looks its person up three times)
+        # The rows of person table shards read: a confirmed erasure looks its person up twice
         self._table_shards: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._indexes: list[packfmt.IndexReader] | None = None
         self._verified: set[str] = set()  # index keys checked whole (verify_indexes)
