@@ -1,7 +1,8 @@
 """A local cache in front of a remote backend for immutable pack indexes.
 
-Pack indexes are named by content and never change, so a local copy can never go stale. A
-lookup then costs local reads instead of one request per binary-search probe. Object bytes are
+Pack indexes and multi-pack indexes are named by content and never change, so a local copy can
+never go stale (only outlive the remote one). Mapped, a lookup then costs no call instead of
+one request per binary-search probe. Object bytes are
 cached by digest one layer up (`cas.store`).
 """
 
