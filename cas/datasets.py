@@ -152,6 +152,6 @@ def live_versions(ctx) -> Iterator[VersionRecord]:
         for number in ctx.refs.version_numbers(name):
             if number not in deleted:
                 try:
-                    yield ctx.refs.read_version(name, number)
+                    yield ctx.refs.read_listed_version(name, number)
                 except NotFound:
                     continue  # deleted since the listing

@@ -182,7 +182,7 @@ def preview(ctx, person: str) -> tuple[dict[str, Any], ErasurePlan]:
     run_ids = sorted(ctx.store.get(d, Run).run_id for d in runs)
     versions, citing_scores, citing_experiments = [], [], []
     for v in held:
-        state = retirement.version_state(ctx, v.dataset, v.number)
+        state = retirement.state_of(ctx, v.dataset, v.number)  # (v was just listed)
         versions.append({"dataset": v.dataset, "number": v.number, "state": state,
                          "item_count": v.item_count, "content_digest": v.content_digest})
     for name in sorted({v.dataset for v in held}):

@@ -28,9 +28,13 @@ def check_dataset_name(name: str) -> str:
     return name
 
 
+LISTED_VERSIONS_KEPT = 1 << 16  # version records a log remembers for read_listed_version
+
+
 class RefsLog:
     def __init__(self, backend) -> None:
         self.backend = backend
+        self._listed: dict[tuple[str, int], VersionRecord] = {}
 
     # -- versions -------------------------------------------------------------------------
     def read_version(self, dataset: str, number: int) -> VersionRecord:
@@ -46,6 +50,20 @@ class RefsLog:
             raise NotFound(f"dataset {dataset!r} has no version {number}",
                            dataset=dataset, version=number) from None
         return parse_record_file(data, VersionRecord, key)
+
+    def read_listed_version(self, dataset: str, number: int) -> VersionRecord:
+        """`read_version` of a version the caller has just listed and found not deleted,
+        from memory when this log read it before: a record never changes under its key (a
+        deleted version's number and a deleted dataset's name are never used again), and
+        whether it still exists is the caller's listing to say. A walk over every version
+        (an erasure makes up to four) then reads each record once."""
+        kept = self._listed.get((dataset, number))
+        if kept is None:
+            kept = self.read_version(dataset, number)
+            if len(self._listed) >= LISTED_VERSIONS_KEPT:
+                self._listed.clear()
+            self._listed[(dataset, number)] = kept
+        return kept
 
     def head(self, dataset: str) -> int:
         """The newest version that is not deleted (0 if none): the base a writer builds on.

@@ -95,7 +95,14 @@ def retirement(ctx, name: str, number: int) -> VersionRetirement | None:
 
 def version_state(ctx, name: str, number: int) -> str:
     """`ACTIVE`, or `RETIRED` once the version can no longer be honoured (for ever)."""
-    return RETIRED if retirement(ctx, name, number) is not None else ACTIVE
+    datasets.version(ctx, name, number)
+    return state_of(ctx, name, number)
+
+
+def state_of(ctx, name: str, number: int) -> str:
+    """`version_state` of a version the caller has just read or listed (its existence is not
+    looked at again)."""
+    return RETIRED if ctx.refs.read_retirement(name, number) is not None else ACTIVE
 
 
 def active(ctx, name: str, number: int, what: str) -> VersionRecord:

@@ -539,3 +539,33 @@ def test_fsck_checks_retirement_and_person_index_records(repo):
     errors = [p for p in repo.fsck().problems if p.severity == "error"]
     assert [(p.where, p.message) for p in errors] == [
         (pkey, f"lists b3:{'0' * 64}, which pack {pid} does not hold")]
+
+
+def test_an_erasure_reads_each_version_record_once(tmp_path):
+    """An erasure walks every live version several times (its preview, then before and after
+    waiting for writers); the records it has listed are read once per repository, since a
+    record never changes under its key. A version deleted since is still left out: the
+    listing says what exists, the memory only what a record holds."""
+    from cas.backends.local import LocalBackend
+    from cas.datasets import live_versions
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("d", admission="direct")
+    for k in range(6):
+        repo.commit("d", base=k or None, add=[{"input": f"c{k}", "person": ALICE if k == 3
+                                              else BOB}])
+    gets = []
+
+    class Counting(LocalBackend):
+        def get(self, key):
+            gets.append(key)
+            return super().get(key)
+
+    counted = cas.Repository(Counting(repo.backend.root))
+    preview = counted.erase(ALICE)
+    done = counted.erase(ALICE, preview["confirm_token"])
+    assert [(v.dataset, v.number) for v in done.retired] == [("d", n) for n in (4, 5, 6)]
+    records = [k for k in gets if "/versions/" in k]
+    assert sorted(records) == sorted(set(records)) and len(set(records)) == 6, records
+    counted.delete_version("d", 2)
+    assert [v.number for v in live_versions(counted.context)] == [1, 3, 4, 5, 6]
+    assert counted.fsck().ok
