@@ -123,21 +123,22 @@ def _in_pack_index(ctx, digest: str, packs: set[str]):
     return None
 
 
-def holders(ctx, cases) -> list:
-    """Version records of every live version holding any of `cases`."""
+def holders(ctx, cases, trie=None) -> list:
+    """Version records of every live version holding any of `cases` (`trie`: one asked
+    before, which walks again only what it has not seen)."""
     if not cases:
         return []
     versions = list(datasets.live_versions(ctx))
-    held = ctx.trie().holding([v.content_digest for v in versions], cases)
+    held = (trie or ctx.trie()).holding([v.content_digest for v in versions], cases)
     return [v for v, holds in zip(versions, held) if holds]
 
 
-def _holding_proposals(ctx, cases) -> list:
+def _holding_proposals(ctx, cases, trie=None) -> list:
     """(key, proposal) of the staged proposals whose proposed set holds one of `cases`
     (sealing one would bring an erased case back, or build on a set that lost one)."""
     if not cases:
         return []
-    trie = ctx.trie()
+    trie = trie or ctx.trie()
 
     def holds(p) -> bool:
         try:
@@ -164,13 +165,15 @@ def _proposals(ctx):
 
 
 # -- preview and confirm ----------------------------------------------------------------------
-def preview(ctx, person: str) -> tuple[dict[str, Any], ErasurePlan]:
-    """What erasing `person` deletes and retires, and the plan a confirmation would carry out."""
+def preview(ctx, person: str, trie=None) -> tuple[dict[str, Any], ErasurePlan]:
+    """What erasing `person` deletes and retires, and the plan a confirmation would carry out
+    (`trie`: as in `holders`)."""
+    trie = trie or ctx.trie()
     keyed = keyed_person(ctx, person)
     cases, runs, _, cassettes = _classify(ctx, _indexed_objects(ctx, keyed))
     run_set = set(runs)
     reviews = _reviews_of(ctx, run_set)
-    held = holders(ctx, cases)
+    held = holders(ctx, cases, trie)
     # The completed erasures are part of the request: the same data imported again after an
     # erasure is a new erasure, never mistaken for a retry of the old one.
     done = sorted(k[len(LOG):] for k in ctx.backend.list(LOG))
@@ -178,7 +181,7 @@ def preview(ctx, person: str) -> tuple[dict[str, Any], ErasurePlan]:
                                     "reviews": reviews, "after": done,
                                     "versions": [[v.dataset, v.number] for v in held]})
     proposals = sorted("/".join(parse_proposal_key(key))
-                       for key, p in _holding_proposals(ctx, cases))
+                       for key, p in _holding_proposals(ctx, cases, trie))
     run_ids = sorted(ctx.store.get(d, Run).run_id for d in runs)
     versions, citing_scores, citing_experiments = [], [], []
     for v in held:
@@ -233,7 +236,8 @@ def erase(ctx, person: str, confirm_token: str | None = None, author: str | None
             with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),
                                 erasure=pending.id) as barrier:
                 return complete(ctx, pending, barrier, wait, progress)
-    shown, plan = preview(ctx, person)
+    trie = ctx.trie()  # the preview's walks are the completion's, mostly
+    shown, plan = preview(ctx, person, trie)
     if not check_token(confirm_token, plan.id):
         return shown
     if not shown["matched"]:
@@ -247,7 +251,7 @@ def erase(ctx, person: str, confirm_token: str | None = None, author: str | None
     with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),
                         erasure=plan.id) as barrier:
         ctx.backend.put_if_absent(pending_key(plan.id), format_record_file(plan))
-        return complete(ctx, plan, barrier, wait, progress)
+        return complete(ctx, plan, barrier, wait, progress, trie)
 
 
 def _read_plan(ctx, erasure_id: str) -> ErasurePlan | None:
@@ -268,12 +272,14 @@ def _read_record(ctx, key_of, type_, erasure_id: str):
 
 # -- carrying it out ---------------------------------------------------------------------------
 def complete(ctx, plan: ErasurePlan, barrier: leases.Held, wait: float | None = None,
-             progress=None) -> Erasure:
+             progress=None, trie=None) -> Erasure:
     """Carry out (or finish) a stored plan, under the erasure's lease `barrier`. Each step can
-    be repeated after a crash. `progress(stage, done, total)` hears of a wait for writers."""
+    be repeated after a crash. `progress(stage, done, total)` hears of a wait for writers;
+    `trie` is as in `holders`."""
     backend = ctx.backend
+    trie = trie or ctx.trie()
     # 1. Retire first: no version is ever active while it lacks a case.
-    _retire_holders(ctx, plan)
+    _retire_holders(ctx, plan, trie)
     # 2. Writers that started before the barrier may be storing the person's data right now
     #    (a promotion of their run, an import): wait until they are done, then find what they
     #    stored. Writers that started after it wait for this erasure instead (leases.py).
@@ -290,12 +296,12 @@ def complete(ctx, plan: ErasurePlan, barrier: leases.Held, wait: float | None = 
         ctx, _indexed_objects(ctx, plan.person))
     plan = _extend(ctx, plan, found_cases, found_runs)
     cases, runs = set(plan.cases), set(plan.runs)
-    retired = _retire_holders(ctx, plan)
+    retired = _retire_holders(ctx, plan, trie)
     # 4. Everything that holds the bytes: cases, runs, the cassettes of their cases, and
     #    provenance naming the cases: the provenance (and cassettes) the person index lists
     #    under the person (wherever it is, also that of a deleted version or of a proposal gc
     #    collected), of staged proposals and of the retired versions.
-    proposals = _holding_proposals(ctx, plan.cases)
+    proposals = _holding_proposals(ctx, plan.cases, trie)
     drop = cases | runs | set(found_provenance) | set(found_cassettes) | _naming_provenance(
         ctx, cases, {p.provenance for _, p in proposals if p is not None}
         | {v.provenance for v in retired})
@@ -313,7 +319,7 @@ def complete(ctx, plan: ErasurePlan, barrier: leases.Held, wait: float | None = 
     _redact(ctx, log_index.REVIEWS, runs)
     ctx.forget()  # the run and review indexes were read from records now redacted
     # 8. Versions sealed on a retired base while we worked, then the record, then the plan.
-    retired = _retire_holders(ctx, plan)
+    retired = _retire_holders(ctx, plan, trie)
     record = Erasure(id=plan.id, person=plan.person, cases=plan.cases, runs=plan.runs,
                      reviews=plan.reviews,
                      retired=[VersionRef(dataset=r.dataset, number=r.number) for r in retired],
@@ -389,10 +395,10 @@ def purge(ctx, drop: set[str], lease: leases.Held | None = None) -> tuple[int, i
     return rewritten, dropped, written
 
 
-def _retire_holders(ctx, plan: ErasurePlan) -> list:
+def _retire_holders(ctx, plan: ErasurePlan, trie=None) -> list:
     """Retire every live version holding an erased case; returns all such versions (those
     already retired by then keep their first retirement)."""
-    held = holders(ctx, plan.cases)
+    held = holders(ctx, plan.cases, trie)
     for v in held:
         retirement.write_erased(ctx.backend, v, plan.id, plan.author, plan.started_at)
     return held

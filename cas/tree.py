@@ -46,6 +46,8 @@ class Trie:
         self._emitted: set[str] = set()
         self._streaming = False  # build(): leaves are emitted as made, not kept
         self.nodes_emitted = 0
+        # holding(): the ids last asked about and, per (node, depth), whether it holds one
+        self._holding: tuple[tuple[str, ...], dict[tuple[str, int], bool]] = ((), {})
 
     def node(self, digest: str) -> Node:
         made = self._made.get(digest)
@@ -184,13 +186,17 @@ class Trie:
         """For each of `roots`, whether its set holds any of `case_ids`. All the roots are
         walked together, a level at a time: a subtree they share (the versions of a dataset
         share nearly all of theirs) is visited once, only along the paths of `case_ids`, and
-        the nodes a level needs are loaded together."""
+        the nodes a level needs are loaded together. Asked again about the same ids (an
+        erasure asks up to five times), nodes are not walked again: what a node holds never
+        changes under its digest."""
         ids = sorted(set(case_ids))
-        held: dict[tuple[str, int], bool] = {}  # (node, depth) -> holds one of ids
+        if self._holding[0] != tuple(ids):
+            self._holding = (tuple(ids), {})
+        held = self._holding[1]  # (node, depth) -> holds one of ids
         inner: list[tuple[tuple[str, int], list[tuple[str, int]]]] = []
         # A node at a depth has one prefix, so the ids that reach it are the same whichever
         # parent it is reached from: each (node, depth) is visited once.
-        level = {(root, 0): ids for root in roots}
+        level = {(root, 0): ids for root in roots if (root, 0) not in held}
         while level:
             if self._load_many is not None:
                 self._load_many([d for d, _ in level if d not in self._made])
@@ -208,7 +214,8 @@ class Trie:
                         groups.setdefault((child, depth + 1), []).append(c)
                 inner.append(((digest, depth), list(groups)))
                 for key, group in groups.items():
-                    below.setdefault(key, group)
+                    if key not in held:
+                        below.setdefault(key, group)
             level = below
         for key, kids in reversed(inner):  # a level's children are decided before it
             held[key] = any(held[k] for k in kids)

@@ -310,9 +310,17 @@ def test_holding_is_membership_of_any_for_each_root(pool, seed, versions):
     trie = Trie(nodes.load, load_many=batches.append)
     nodes.loads = 0
     got, loads = trie.holding(roots, asked), nodes.loads
-    assert got == [any(nodes.reader().contains(r, c) for c in asked) for r in roots]
+    expected = [any(nodes.reader().contains(r, c) for c in asked) for r in roots]
+    assert got == expected
     assert loads == len({d for batch in batches for d in batch})  # each node once
     assert all(len(set(batch)) == len(batch) for batch in batches)
+    # Asked again about the same ids (in another order), the same trie walks nothing again;
+    # about other ids, it answers for those.
+    nodes.loads = 0
+    assert trie.holding(roots[::-1], asked[::-1]) == expected[::-1] and nodes.loads == 0
+    others = other_ids(rnd, pool, 2) + rnd.sample(pool, min(len(pool), 2))
+    assert trie.holding(roots, others) == [any(nodes.reader().contains(r, c) for c in others)
+                                           for r in roots]
 
 
 @SETTINGS
