@@ -123,22 +123,21 @@ def _in_pack_index(ctx, digest: str, packs: set[str]):
     return None
 
 
-def holders(ctx, cases, trie=None) -> list:
-    """Version records of every live version holding any of `cases` (`trie`: one asked
-    before, which walks again only what it has not seen)."""
+def holders(ctx, cases, trie) -> list:
+    """Version records of every live version holding any of `cases` (`trie`: the erasure's
+    one, which walks again only what it has not seen)."""
     if not cases:
         return []
     versions = list(datasets.live_versions(ctx))
-    held = (trie or ctx.trie()).holding([v.content_digest for v in versions], cases)
+    held = trie.holding([v.content_digest for v in versions], cases)
     return [v for v, holds in zip(versions, held) if holds]
 
 
-def _holding_proposals(ctx, cases, trie=None) -> list:
+def _holding_proposals(ctx, cases, trie) -> list:
     """(key, proposal) of the staged proposals whose proposed set holds one of `cases`
     (sealing one would bring an erased case back, or build on a set that lost one)."""
     if not cases:
         return []
-    trie = trie or ctx.trie()
 
     def holds(p) -> bool:
         try:
@@ -395,7 +394,7 @@ def purge(ctx, drop: set[str], lease: leases.Held | None = None) -> tuple[int, i
     return rewritten, dropped, written
 
 
-def _retire_holders(ctx, plan: ErasurePlan, trie=None) -> list:
+def _retire_holders(ctx, plan: ErasurePlan, trie) -> list:
     """Retire every live version holding an erased case; returns all such versions (those
     already retired by then keep their first retirement)."""
     held = holders(ctx, plan.cases, trie)

@@ -56,7 +56,7 @@ class RefsLog:
         from memory when this log read it before: a record never changes under its key (a
         deleted version's number and a deleted dataset's name are never used again), and
         whether it still exists is the caller's listing to say. A walk over every version
-        (an erasure makes up to four) then reads each record once."""
+        (an erasure makes several) then reads each record once."""
         kept = self._listed.get((dataset, number))
         if kept is None:
             kept = self.read_version(dataset, number)

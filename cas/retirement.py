@@ -95,8 +95,7 @@ def retirement(ctx, name: str, number: int) -> VersionRetirement | None:
 
 def version_state(ctx, name: str, number: int) -> str:
     """`ACTIVE`, or `RETIRED` once the version can no longer be honoured (for ever)."""
-    datasets.version(ctx, name, number)
-    return state_of(ctx, name, number)
+    return RETIRED if retirement(ctx, name, number) is not None else ACTIVE
 
 
 def state_of(ctx, name: str, number: int) -> str:
