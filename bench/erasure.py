@@ -20,9 +20,9 @@ Each erasure runs in a fresh hard-linked copy of the built repository (files are
 in place, so the copy is exact and the original stays intact), in a fresh child process that
 opens it, previews the erasure and confirms it (timed apart), and reports its peak RSS, its
 peak anonymous memory (sampled) and the storage calls each step made; --repeat copies per
-size, interleaved across sizes. Afterwards (untimed, on the last copy): fsck, which versions are retired, that version 90 still reads, and
-a byte search of every file under the repository for the markers, the person id and the erased
-cases' run ids. Target (issue 5): the cost follows the packs and versions that held the
+size, interleaved across sizes. Afterwards (untimed, on the last copy): fsck, which versions
+are retired, that version 90 still reads, and a byte search of every file under the repository
+for the markers, the person id and the erased cases' run ids. Target (issue 5): the cost follows the packs and versions that held the
 person's data, not N: largest / smallest N near 1x. See bench/README.md and docs/performance.md.
 """
 
