@@ -31,6 +31,12 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "bench")]
 import lifecycle  # noqa: E402
 
 
+def cli_dir(tree: str) -> str:
+    """A tree's command line: `cas_cli/`, or `cli/` in trees from before the layer folders."""
+    named = os.path.join(tree, "cas_cli")
+    return named if os.path.isdir(named) else os.path.join(tree, "cli")
+
+
 def promote_and_seal(cas_exe: str, repo: str, dataset: str, pythonpath: str, subjects: str,
                      key: str) -> float:
     env = dict(os.environ, PYTHONPATH=pythonpath)
@@ -58,18 +64,18 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.isfile(os.path.join(tree, "cas", "__init__.py")):
             p.error(f"{tree} holds no cas package")
         compileall.compile_dir(os.path.join(tree, "cas"), quiet=1)
-        compileall.compile_dir(os.path.join(tree, "cli"), quiet=1)
+        compileall.compile_dir(cli_dir(tree), quiet=1)
     work = tempfile.mkdtemp(prefix="cas-cli-pair-", dir="/tmp")
     repo = os.path.join(work, "repo")
     shutil.copytree(args.repo, repo, copy_function=os.link)
-    # Each tree's `cas` and its command line (the `cli` directory, installed as `cas_cli`: a
+    # Each tree's `cas` and its command line (installed as `cas_cli`: a
     # link of that name in front of the tree, or an editable install's finder would serve
     # this checkout's command line to both sides)
     paths = {}
     for j, (name, tree) in enumerate(trees.items()):
         shim = os.path.join(work, f"shim-{j}")
         os.makedirs(shim)
-        os.symlink(os.path.join(tree, "cli"), os.path.join(shim, "cas_cli"))
+        os.symlink(cli_dir(tree), os.path.join(shim, "cas_cli"))
         paths[name] = os.pathsep.join([shim, tree])
     times: dict[str, list[float]] = {name: [] for name in trees}
     try:

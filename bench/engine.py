@@ -190,12 +190,12 @@ def _complete(path: str, n: int) -> bool:
 
 # -- child processes: each measures one thing in a clean interpreter ----------------------
 def child_floor(jsonl: str) -> dict[str, Any]:
-    """Decode each line into cas.objects.Case, encode canonically, hash. No storage."""
+    """Decode each line into cas.format.records.Case, encode canonically, hash. No storage."""
     import msgspec
 
     from cas.digest import digest_of
-    from cas.encoding import encode
-    from cas.objects import Case
+    from cas.format.encoding import encode
+    from cas.format.records import Case
     dec = msgspec.json.Decoder(Case)
     n = 0
     t0 = time.perf_counter()
@@ -418,7 +418,7 @@ def bench_size(n: int, jsonl: str, out: str, args, rng: random.Random, log) -> d
     # (calls of every kind, bytes read, files mapped into memory: a local index is mapped
     # once, then sliced).
     def counted(op: Callable[[Any], Any]) -> tuple[int, int, int]:
-        from cas.backends.local import LocalBackend
+        from cas.storage.backends.local import LocalBackend
         r = cas.open(repo)
         be = r.backend
         calls = [0, 0, 0]

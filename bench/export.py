@@ -7,7 +7,7 @@ Run by hand (not a timed test):
 
 Cases are `bench/engine.py`'s (seeded, about 1.6 KB each); each size is committed as one
 version of its own dataset in a fresh local repository. Every figure is measured in this run,
-each in a fresh child process (median of --runs): the exports (`cas.exports.export_jsonl`,
+each in a fresh child process (median of --runs): the exports (`cas.interop.exports.export_jsonl`,
 `export_parquet` to a file), against two baselines over the same version — `read`: the same
 pages of ids and `repo.object_bytes` per case, one object at a time, nothing written (what an
 export did before pages were read together with `repo.objects_bytes`), and
@@ -66,7 +66,7 @@ def _naive(repo, name: str, out: str) -> int:
 
 def child(mode: str, location: str, name: str, out: str, trace: bool) -> dict[str, Any]:
     import cas
-    from cas import exports
+    from cas.interop import exports
     repo = cas.open(location)
     run = {"read": _read, "naive": _naive,
            "jsonl": lambda r, n, o: exports.export_jsonl(r, (n, 1), o).cases,

@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cas  # noqa: E402
-from cas import leases  # noqa: E402
-from cas.backends.local import LocalBackend  # noqa: E402
+from cas.storage import leases  # noqa: E402
+from cas.storage.backends.local import LocalBackend  # noqa: E402
 
 
 class Counting:

@@ -190,8 +190,8 @@ def part_a(jsonl: str, n: int, repo_dir: str, log) -> dict:
 def build_base(jsonl: str, n: int, chunk: int, repo_dir: str, how: str, log) -> dict:
     """An n-case dataset: import + review + promote + seal in chunks (or commit the cases)."""
     import cas
-    from cas.objects import Run
-    from cas.proposals import freeze
+    from cas.format.records import Run
+    from cas.repo.proposals import freeze
     new_repo(repo_dir)
     t0 = time.perf_counter()
     for start in range(0, n, chunk):
@@ -203,7 +203,7 @@ def build_base(jsonl: str, n: int, chunk: int, repo_dir: str, how: str, log) -> 
         log(f"  base: {start + len(ids)} runs ({time.perf_counter() - t0:.0f} s)")
     if how == "commit":
         r = cas.open(repo_dir)
-        from cas.runs import index as run_index
+        from cas.repo.runs import index as run_index
         cases = (freeze(r.store.get(d, Run), [])
                  for _, d in sorted(run_index(r.context).all().items()))
         r.commit(DATASET, base=None, add=cases, author=AUTHOR, message="base")
@@ -252,7 +252,7 @@ def part_b_warm(repo_dir: str, n: int, args, log, first: int = WARM,
     service that keeps the repository open pays per promotion."""
     import cas
     done = head_count(repo_dir)
-    from cas import reviews, runs
+    from cas.repo import reviews, runs
     r = cas.open(repo_dir)
     runs.index(r.context).refresh()
     reviews.index(r.context).refresh()
@@ -316,8 +316,8 @@ def cold_index_loads(repo_dir: str, runs: int = 5, ids: int = 10) -> dict:
     import random
 
     import cas
-    from cas import reviews
-    from cas import runs as run_log
+    from cas.repo import reviews
+    from cas.repo import runs as run_log
     known = sorted(run_log.index(cas.open(repo_dir).context).all())
     wanted = random.Random(7).sample(known, ids)
     out: dict[str, list] = {"keyed": [], "whole": []}
@@ -340,7 +340,7 @@ def store_shape(repo_dir: str) -> dict[str, int]:
     """What the writers' own upkeep (store.maintain) left: packs, how many are small, and the
     indexes a fresh process searches for an object."""
     import cas
-    from cas.store import SMALL_PACK
+    from cas.storage.store import SMALL_PACK
     repo = cas.open(repo_dir)
     packs = repo.store.pack_ids()
     small = sum(os.path.getsize(os.path.join(repo_dir, ".cas", "packs", f"{pid}.pack"))
@@ -354,8 +354,8 @@ def merge_indexes(repo_dir: str) -> int:
     go, store.maintain: this shows what one full merge adds to that). Readers then search one
     index instead of one per pack."""
     import cas
-    from cas import pack as packfmt
-    from cas.store import PACKS, multi_index_key
+    from cas.storage import pack as packfmt
+    from cas.storage.store import PACKS, multi_index_key
     backend = cas.open(repo_dir).backend
     keys = [k for k in backend.list(PACKS) if k.endswith(".idx")]
     data = packfmt.format_multi_index([backend.get(k) for k in keys])
@@ -371,9 +371,9 @@ GIT_ENV = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull
 
 def frozen(run: dict[str, Any]) -> tuple[str, bytes]:
     """(case id, canonical bytes) of the case a run becomes: the bytes cas stores."""
-    from cas.objects import encode_object
-    from cas.proposals import freeze
-    from cas.runs import parse_run
+    from cas.format.records import encode_object
+    from cas.repo.proposals import freeze
+    from cas.repo.runs import parse_run
     _, data, case_id = encode_object(freeze(parse_run(run, "$"), []))
     return case_id, data
 

@@ -1,4 +1,4 @@
-"""Suite runner overhead: what cas.runner adds per case over a bare asyncio loop.
+"""Suite runner overhead: what cas.evals.suites.runner adds per case over a bare asyncio loop.
 
 Run by hand (not a timed test):
 
@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import random  # noqa: E402
 
-from cas import runner  # noqa: E402
-from cas.cassettes import RECORD, REPLAY, Cassette  # noqa: E402
-from cas.suites import Suite, SuiteCase  # noqa: E402
+from cas.evals.suites import runner  # noqa: E402
+from cas.evals.cassettes import RECORD, REPLAY, Cassette  # noqa: E402
+from cas.evals.suites import Suite, SuiteCase  # noqa: E402
 
 
 async def trivial(case, *, run_id):
@@ -60,7 +60,7 @@ async def baseline(cases, concurrency: int) -> list:
 
 async def workers(cases, concurrency: int) -> list:
     """The tightest loop of the same bound: `concurrency` coroutines taking the next case (the
-    shape cas.runner uses), so runner - workers is the runner's own work per case."""
+    shape cas.evals.suites.runner uses), so runner - workers is the runner's own work per case."""
     out = [None] * len(cases)
     it = iter(enumerate(cases))
 

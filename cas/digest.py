@@ -8,7 +8,7 @@ import re
 
 from blake3 import blake3
 
-from .errors import InvalidArgument
+from cas.errors import InvalidArgument
 
 PREFIX = "b3:"
 HEX_LEN = 64
@@ -20,7 +20,7 @@ _DIGEST_RE = re.compile(r"b3:[0-9a-f]{64}\Z")
 # derived domains below, whose names hold a '-', can never equal a kind's domain.
 KIND_RE = re.compile(r"[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)*\Z")
 
-# The kinds are the record types' tags: cas.objects registers each one (register_kind) when
+# The kinds are the record types' tags: cas.format.records registers each one (register_kind) when
 # it defines them, so this module never lists kinds by hand and never imports the records.
 # The base hasher of each kind is built once: digest_of only copies it (the hot path).
 _BASE: dict[str, blake3] = {}

@@ -66,12 +66,12 @@ def _compile() -> None:
     that a process may read, whatever that variable says."""
     import compileall
     root = pathlib.Path(__file__).resolve().parent.parent
-    for package in ("cas", "cli", "web"):
+    for package in ("cas", "cas_cli", "cas_web"):
         compileall.compile_dir(str(root / package), quiet=1)
 
 
 import cas  # noqa: E402
-from cas.backends.memory import MemoryBackend  # noqa: E402
+from cas.storage.backends.memory import MemoryBackend  # noqa: E402
 from cas_cli.main import cli  # noqa: E402
 from lifecycle_helpers import OPERATOR, REVIEWER, jsonl, review, run_obj  # noqa: E402
 from seaweed import SeaweedServer  # noqa: E402
@@ -144,7 +144,7 @@ def as_operator(monkeypatch, tmp_path):
 
 @pytest.fixture
 def small_packs(monkeypatch):
-    monkeypatch.setattr("cas.store.PACK_MAX_BYTES", 20_000)
+    monkeypatch.setattr("cas.storage.store.PACK_MAX_BYTES", 20_000)
 
 
 @pytest.fixture

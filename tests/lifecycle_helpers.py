@@ -55,8 +55,8 @@ def import_checked(runs):
     """Runs an importer gave, each valid, imported into a fresh memory repository with no
     warning (no tool call hidden in a message step): (repo, RunImportResult)."""
     import cas
-    from cas.backends.memory import MemoryBackend
-    from cas.runs import parse_run
+    from cas.storage.backends.memory import MemoryBackend
+    from cas.repo.runs import parse_run
     for run in runs:
         parse_run(run, "$")
     repo = cas.Repository.create(MemoryBackend())

@@ -11,10 +11,10 @@ import msgspec
 import pytest
 
 import cas
-from cas import encoding
+from cas.format import encoding
 from cas.errors import CasError, CorruptData
-from cas.keys import meta_key, version_key
-from cas.objects import DatasetRecord, Provenance, format_record_file, parse_record_file
+from cas.format.keys import meta_key, version_key
+from cas.format.records import DatasetRecord, Provenance, format_record_file, parse_record_file
 from lifecycle_helpers import jsonl, keys, promote_and_seal, review, run_obj
 
 
@@ -114,7 +114,7 @@ def test_a_directly_committed_case_naming_a_person_is_erased_like_a_promoted_one
 def test_a_dataset_created_before_the_rule_reads_as_direct(mem):
     # the record as an older cas wrote it: no admission field (the vector's bytes)
     old = DatasetRecord(name="legacy", revision=1, author="a", edited_at="t")
-    assert b"admission" not in cas.encoding.encode(old)
+    assert b"admission" not in cas.format.encoding.encode(old)
     assert mem.refs.append_meta(old)
     stored = parse_record_file(mem.backend.get(meta_key("legacy", 1)), DatasetRecord, "m")
     assert (stored.admission, stored.admits) == (msgspec.UNSET, "direct")

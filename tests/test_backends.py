@@ -1,4 +1,4 @@
-"""The backend contract (cas.backends.Backend), one suite run against every backend.
+"""The backend contract (cas.storage.backends.Backend), one suite run against every backend.
 
 To add a backend, add one line to BACKENDS: a name and a factory that makes a fresh, empty
 backend from a private temporary directory and the pytest `request` (to reach other fixtures).
@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from cas.backends import check_key, get_ranges
-from cas.backends.cache import CachingBackend
-from cas.backends.local import LocalBackend
-from cas.backends.s3 import S3Backend
-from cas.backends.memory import MemoryBackend
+from cas.storage.backends import check_key, get_ranges
+from cas.storage.backends.cache import CachingBackend
+from cas.storage.backends.local import LocalBackend
+from cas.storage.backends.s3 import S3Backend
+from cas.storage.backends.memory import MemoryBackend
 from cas.errors import InvalidArgument, NotFound
 
 BACKENDS = {

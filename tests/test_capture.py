@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import capture
-from cas.backends.memory import MemoryBackend
-from cas.capture import CaptureEvent, CaptureRecord, LocalCaptureStore, ToolCall
+from cas.evals.capture import pipeline as capture
+from cas.storage.backends.memory import MemoryBackend
+from cas.evals.capture.pipeline import CaptureEvent, CaptureRecord, LocalCaptureStore, ToolCall
 
 ADA = "Ada <ada@example.com>"
 
@@ -434,7 +434,7 @@ def test_the_span_processor_turns_genai_agent_spans_into_events():
     capture.rule(lambda e: e.failed or e.tool_error, store="mem")
     capture.redactor(lambda r: r)
     provider = TracerProvider()
-    from cas.capture_otel import CaptureSpanProcessor
+    from cas.evals.capture.otel import CaptureSpanProcessor
     provider.add_span_processor(CaptureSpanProcessor())
     tracer = provider.get_tracer("test")
     msgs_in = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "refund 7"}]}])
@@ -464,7 +464,7 @@ def test_the_span_processor_turns_genai_agent_spans_into_events():
     assert [(t.name, t.failed, t.arguments, t.error) for t in r.tool_calls] == \
         [("refund", True, {"order": 7}, {"status": "error", "message": "order closed"})]
     assert capture.stats()["rejected"] == 1
-    from cas.capture_records import format_record
+    from cas.evals.capture.records import format_record
     assert b"SESSION-X" not in format_record(r) and b"USER-X" not in format_record(r)
 
 
@@ -475,7 +475,7 @@ def test_the_presidio_redactor_masks_what_presidio_detects(tmp_path):
     from presidio_analyzer import AnalyzerEngine
     from presidio_analyzer.nlp_engine import SpacyNlpEngine
 
-    from cas.capture_presidio import presidio_redactor
+    from cas.evals.capture.presidio import presidio_redactor
     spacy.blank("en").to_disk(tmp_path / "blank-en")
     engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": str(tmp_path / "blank-en")}])
     analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=["en"])
@@ -502,7 +502,7 @@ def test_the_span_processor_reads_the_older_conventions_span_events_too():
     messages as `gen_ai.*.message` span events: read as the otel-genai importer reads them."""
     from opentelemetry.sdk.trace import TracerProvider
 
-    from cas.capture_otel import CaptureSpanProcessor
+    from cas.evals.capture.otel import CaptureSpanProcessor
     store = ListStore()
     capture.register_store("mem", store)
     capture.rule(lambda e: True, store="mem")

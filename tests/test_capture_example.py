@@ -7,7 +7,8 @@ import importlib.util
 import pathlib
 
 import cas
-from cas import capture, evalset
+from cas.evals.capture import pipeline as capture
+from cas.evals import evalset
 
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "capture_loop.py"
 

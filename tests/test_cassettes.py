@@ -17,12 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import cassette_http, cassettes, encoding, runner
-from cas.backends.memory import MemoryBackend
-from cas.cassettes import (LIVE, RECORD, RECORD_MISSING, REPLAY, Cassette, CassetteBook,
-                           RecordedError, StaleCassette, UnusedExchanges)
-from cas.runner import COMPLETED, ERRORED, SuiteRunner
-from cas.suites import from_version
+from cas.evals.cassettes import http as cassette_http
+from cas.evals import cassettes
+from cas.format import encoding
+from cas.evals.suites import runner
+from cas.storage.backends.memory import MemoryBackend
+from cas.evals.cassettes import (LIVE, RECORD, RECORD_MISSING, REPLAY, Cassette, CassetteBook,
+                                 RecordedError, StaleCassette, UnusedExchanges)
+from cas.evals.suites.runner import COMPLETED, ERRORED, SuiteRunner
+from cas.evals.suites import from_version
 
 ADA = "Ada <ada@example.com>"
 pytest_plugins = ["pytester"]
@@ -459,7 +462,7 @@ def test_saving_refuses_a_case_outside_the_version_and_a_retired_version(repo):
 
 
 def test_a_suite_that_is_not_a_pin_needs_live_mode():
-    s = cas.suites.Suite("demo", "v1", [{"id": "c1", "input": 1, "tenant": "acme"}])
+    s = cas.evals.suites.Suite("demo", "v1", [{"id": "c1", "input": 1, "tenant": "acme"}])
     with pytest.raises(cas.FailedPrecondition) as e:
         CassetteBook(None, s.version, "x:y", REPLAY)
     assert e.value.reason == "SUITE_NOT_PINNED"
@@ -483,8 +486,8 @@ def test_fsck_checks_cassettes_and_gc_keeps_them(repo):
     [log] = cassettes.cassette_logs(repo, "evals")
     bogus = msgspec.structs.replace(log.entries[0], cassette="b3:" + "0" * 64)
     forged = msgspec.structs.replace(log, number=2, entries=[bogus])
-    from cas.keys import cassette_log_key
-    from cas.objects import format_record_file
+    from cas.format.keys import cassette_log_key
+    from cas.format.records import format_record_file
     repo.backend.put_if_absent(cassette_log_key("evals", 2), format_record_file(forged))
     problems = [p for p in repo.fsck().problems if p.severity == "error"]
     assert len(problems) == 1 and "is missing" in problems[0].message
@@ -520,7 +523,7 @@ def test_a_recording_kept_while_its_person_was_erased_is_refused_not_stored(repo
 
 def test_a_mirror_copies_the_cassettes(repo, tmp_path):
     run_version(repo, RECORD)
-    from cas import mirror
+    from cas.repo import mirror
     dst = MemoryBackend()
     mirror.mirror(repo.backend, dst)
     copy = cas.Repository(dst)
@@ -602,7 +605,7 @@ def test_the_plugin_fixture_records_then_replays(pytester, tmp_path, monkeypatch
 def test_cassettes_on_each_backend_mirror_and_erase(location, tmp_path, monkeypatch):
     """On a local directory and on S3 (SeaweedFS): recorded, replayed, mirrored to a local
     copy, and erased with their person in every byte of the repository."""
-    from cas import mirror
+    from cas.repo import mirror
     monkeypatch.setenv("CAS_USER", ADA)
     r = cas.init(location)
     r.create_dataset("evals", admission="direct")

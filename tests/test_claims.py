@@ -9,8 +9,8 @@ import time
 import pytest
 
 import cas
-from cas import claims
-from cas.backends.memory import MemoryBackend
+from cas.storage import claims
+from cas.storage.backends.memory import MemoryBackend
 
 # The numbered records claimed by create-if-absent: versions, citation logs, run imports,
 # review batches, settings revisions.

@@ -438,7 +438,7 @@ def test_console_script_help_is_fast_and_does_not_import_the_library():
     code = ("import sys; sys.argv=['cas','--help']\n"
             "from cas_cli.main import main\n"
             "try:\n    main()\nexcept SystemExit: pass\n"
-            "print('LOADED', 'cas.repository' in sys.modules, 'msgspec' in sys.modules)")
+            "print('LOADED', 'cas.repo.repository' in sys.modules, 'msgspec' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "Usage: cas" in out.stdout
     assert out.stdout.strip().endswith("LOADED False False")

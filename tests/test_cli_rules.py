@@ -5,7 +5,7 @@ Each test makes the library call and runs the command that makes it, and compare
 the same error object (`--json`), the same one-line message, the same result. They need three
 library calls the CLI now makes (moved out of the CLI): `Repository.commit` refusing
 `base=None` once the dataset has versions, `Repository.object_bytes(digest)` and
-`cas.mirror.copy(source, destination)`. Until those land these tests fail, and each failure
+`cas.repo.mirror.copy(source, destination)`. Until those land these tests fail, and each failure
 names the call that is missing.
 """
 
@@ -109,8 +109,8 @@ def test_cat_refuses_what_object_bytes_refuses(run, repo, digest, code):
 
 # -- (b) mirror: locations are the library's to check ---------------------------------------
 def mirror_copy():
-    from cas import mirror
-    return needs(mirror, "copy", "cas.mirror.copy(source, destination, progress=None)")
+    from cas.repo import mirror
+    return needs(mirror, "copy", "cas.repo.mirror.copy(source, destination, progress=None)")
 
 
 @pytest.mark.parametrize("source", ["nul\x00here", "no-repository-here"])

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import cas
-from cas.backends.local import LocalBackend
+from cas.storage.backends.local import LocalBackend
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -13,8 +13,8 @@ from lifecycle_helpers import jsonl, keys, review, run_obj, subject
 
 import cas
 from cas.errors import CasError
-from cas.keys import settings_key
-from cas.objects import Settings, format_record_file
+from cas.format.keys import settings_key
+from cas.format.records import Settings, format_record_file
 
 
 @pytest.fixture

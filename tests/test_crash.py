@@ -14,9 +14,9 @@ import time
 import pytest
 
 import cas
-from cas import store as storemod
-from cas.backends.memory import MemoryBackend
-from cas.tree import Trie
+from cas.storage import store as storemod
+from cas.storage.backends.memory import MemoryBackend
+from cas.storage.tree import Trie
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cas import encoding
+from cas.format import encoding
 from cas.errors import CasError, CorruptData, InvalidArgument, InvalidJSONValue
-from cas.objects import Case
+from cas.format.records import Case
 
 SETTINGS = settings(max_examples=150, deadline=None)
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas.backends.memory import MemoryBackend
-from cas.keys import admission_key, import_key
-from cas.objects import RunAdmission, parse_record_file
+from cas.storage.backends.memory import MemoryBackend
+from cas.format.keys import admission_key, import_key
+from cas.format.records import RunAdmission, parse_record_file
 from lifecycle_helpers import OPERATOR, jsonl, run_obj
 
 pytestmark = pytest.mark.usefixtures("as_operator")
@@ -110,7 +110,7 @@ def test_an_import_that_loses_its_number_admits_again_at_the_next(mem):
         backend.put_if_absent = real
     assert raced
     assert list(backend.list("runs/admissions/")) == [admission_key(2), admission_key(3)]
-    ours = parse_record_file(backend.get(import_key(3)), cas.objects.RunImport, "i")
+    ours = parse_record_file(backend.get(import_key(3)), cas.format.records.RunImport, "i")
     assert [e.run_id for e in ours.runs] == ["a-1"]
     assert mem.runs() == ["a-1", "b-1", "b-9"]
     assert mem.fsck().ok

@@ -13,7 +13,7 @@ import os
 import pytest
 
 import cas
-from cas.backends.memory import MemoryBackend
+from cas.storage.backends.memory import MemoryBackend
 from lifecycle_helpers import OPERATOR
 
 ALICE = "alice.moreau@example.org"   # the person erased
@@ -126,8 +126,8 @@ def repository_bytes(repo, location) -> dict[str, bytes]:
     """Every stored file: the repository directory (local) or every object under the prefix and
     the local cache directory (S3)."""
     files = {}
-    roots = [os.path.join(location, ".cas")] if not cas.backends.is_remote(location) else []
-    if cas.backends.is_remote(location):
+    roots = [os.path.join(location, ".cas")] if not cas.storage.backends.is_remote(location) else []
+    if cas.storage.backends.is_remote(location):
         for key in repo.backend.list(""):
             files[key] = repo.backend.get(key)
         roots.append(os.environ["CAS_CACHE_DIR"])
@@ -142,7 +142,7 @@ def repository_bytes(repo, location) -> dict[str, bytes]:
 def decoded_texts(data: bytes) -> list[str]:
     """The content of a file as text after decoding: each packed object's JSON re-serialised
     without escapes (so a string stored as \\u escapes is found too), or the JSON file's."""
-    from cas import pack as packfmt
+    from cas.storage import pack as packfmt
     texts = []
     if data[:4] == packfmt.PACK_MAGIC:
         for off, length, _ in packfmt.parse_pack(data):
@@ -546,8 +546,8 @@ def test_an_erasure_reads_each_version_record_once(tmp_path):
     waiting for writers); the records it has listed are read once per repository, since a
     record never changes under its key. A version deleted since is still left out: the
     listing says what exists, the memory only what a record holds."""
-    from cas.backends.local import LocalBackend
-    from cas.datasets import live_versions
+    from cas.storage.backends.local import LocalBackend
+    from cas.repo.datasets import live_versions
     repo = cas.init(str(tmp_path))
     repo.create_dataset("d", admission="direct")
     for k in range(6):

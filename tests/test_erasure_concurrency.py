@@ -15,7 +15,7 @@ import time
 import pytest
 
 import cas
-from cas.backends import backend_for
+from cas.storage.backends import backend_for
 from cas.errors import CasError
 
 ERASED, KEPT = "erin-6f1c", "kim-2b7d"

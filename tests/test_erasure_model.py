@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import cas
-from cas.backends.memory import MemoryBackend
-from cas.objects import VersionRef
+from cas.storage.backends.memory import MemoryBackend
+from cas.format.records import VersionRef
 
 REVIEWER = "Ada <ada@example.com>"
 # Distinctive ids: after an erasure no stored byte may contain them.
@@ -51,7 +51,7 @@ def person_run(person: str, i: int) -> dict:
 
 def run_case_id(run: dict) -> str:
     """The id of the case a run freezes to with no content withheld (written out here, not
-    taken from cas.proposals.freeze)."""
+    taken from cas.repo.proposals.freeze)."""
     keys = ("run_id", "started_at", "input", "output", "steps", "outcome", "metadata",
             "tenant", "person")
     return cas.encode_case({**{k: run[k] for k in keys}, "withheld": []}).case_id
@@ -640,7 +640,7 @@ def erase(repo, who):
     return repo.erase(who, repo.erase(who)["confirm_token"])
 
 
-# Regression (found by the machine): cas.erasure.complete deletes every proposal based on a
+# Regression (found by the machine): cas.repo.erasure.complete deletes every proposal based on a
 # version it retires, sealed ones included, and drops their provenance objects: the ACTIVE
 # version such a proposal sealed, which the erasure does not retire, loses its provenance
 # (provenance() raises NotFound, fsck reports it missing)
@@ -663,7 +663,7 @@ def test_an_erasure_keeps_the_provenance_of_a_version_it_does_not_retire(mem):
     assert report.ok, report.problems
 
 
-# Regression (found by the machine): cas.erasure.complete drops the provenance object of every
+# Regression (found by the machine): cas.repo.erasure.complete drops the provenance object of every
 # proposal it deletes; the same reviewed run promoted into two datasets gives the same
 # provenance object, so erasing someone else's case from the second dataset deletes the
 # provenance of the first, ACTIVE one
@@ -705,7 +705,7 @@ def test_recut_of_an_operator_retired_version_keeps_a_re_promoted_case(mem):
     assert mem.items("ds", v3.number).items == [case_id]      # got []
 
 
-# Regression (found by the machine): cas.erasure.erase: the token names only the preview's
+# Regression (found by the machine): cas.repo.erasure.erase: the token names only the preview's
 # content, and confirming a token of a completed erasure returns that record; a second erasure
 # whose preview equals the first (e.g. the same run imported again, not yet reviewed) erases
 # nothing
@@ -721,7 +721,7 @@ def test_a_second_erasure_with_the_same_preview_erases_again(mem):
     assert not any(b"alice-3f9e" in mem.backend.get(k) for k in mem.backend.list(""))
 
 
-# Regression (found by the machine): cas.proposals.preview: promoting an erased case again onto
+# Regression (found by the machine): cas.repo.proposals.preview: promoting an erased case again onto
 # the retired version that lost it lists the case both as added and as carried (carried_count +
 # added != item_count)
 def test_a_promotion_preview_does_not_carry_the_case_it_adds_again(mem):

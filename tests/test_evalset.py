@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import evalset
-from cas.backends.memory import MemoryBackend
-from cas.capture_records import CaptureRecord, RecordedTool
+from cas.evals import evalset
+from cas.storage.backends.memory import MemoryBackend
+from cas.evals.capture.records import CaptureRecord, RecordedTool
 from cas.errors import FailedPrecondition, InvalidArgument, NotFound, VersionConflict
 
 AUTHOR = "ada@example.com"

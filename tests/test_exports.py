@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import cas
-from cas import exports
+from cas.interop import exports
 
 EXAMPLE = pathlib.Path(__file__).parent.parent / "examples" / "cases.jsonl"
 AUTHOR = "Ada <ada@example.com>"
@@ -55,7 +55,7 @@ def refusal(exc):
 # -- cases() and to_pandas() ------------------------------------------------------------------
 def test_cases_yields_every_case_in_id_order_as_repo_case_reads_it(small):
     repo, pin = small
-    got = list(cas.exports.cases(repo, pin))
+    got = list(cas.interop.exports.cases(repo, pin))
     assert [i for i, _ in got] == all_ids(repo) and len(got) == 6
     assert all(case == repo.case("evals", 1, i) for i, case in got)
     assert list(exports.cases(repo, str(pin))) == got == list(exports.cases(repo, ("evals", 1)))
@@ -103,7 +103,7 @@ def test_cases_streams_it_yields_before_reading_the_version(mem, monkeypatch):
 
 def test_to_pandas_has_case_id_and_one_column_per_field(small):
     repo, pin = small
-    frame = cas.exports.to_pandas(repo, pin)
+    frame = cas.interop.exports.to_pandas(repo, pin)
     assert list(frame.columns) == ["case_id", "run_id", "started_at", "input", "output",
                                    "steps", "outcome", "metadata", "tenant", "person",
                                    "withheld"]

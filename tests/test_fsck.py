@@ -9,9 +9,9 @@ import re
 import pytest
 
 import cas
-from cas import pack as packfmt
-from cas.objects import TYPES, VersionRecord, parse_record_file_of
-from cas.store import index_key, pack_key
+from cas.storage import pack as packfmt
+from cas.format.records import TYPES, VersionRecord, parse_record_file_of
+from cas.storage.store import index_key, pack_key
 
 
 def build(path) -> cas.Repository:
@@ -48,7 +48,7 @@ def names_for(root: str, key: str) -> set[str]:
     elif not key.startswith("persons/packs/"):  # (a person table is named by its key alone)
         record = parse_record_file_of(data, tuple(TYPES.values()), key)
         names.add(cas.digest.digest_of(type(record).__struct_config__.tag,
-                                       cas.encoding.encode(record)))
+                                       cas.format.encoding.encode(record)))
         if isinstance(record, VersionRecord):
             names.add(record.content_digest)
     return names
@@ -216,9 +216,9 @@ def test_unexpected_key_reported(repo, key):
 
 
 def test_a_key_of_every_family_is_expected(tmp_path):
-    """The unexpected-key check follows the key layout (cas.keys.FAMILIES): a key of any
+    """The unexpected-key check follows the key layout (cas.format.keys.FAMILIES): a key of any
     family is checked as a record of it, never reported as unexpected, even when damaged."""
-    from cas.keys import FAMILIES
+    from cas.format.keys import FAMILIES
     repo = cas.init(str(tmp_path))
     examples = {"config": (), "person.shards": ("a" * 64, {"0f"}), "person.index": ("0f", "a" * 64),
                 "person.table": ("a" * 64, {"0f"}),
@@ -425,7 +425,7 @@ def test_deleting_a_settings_revision_is_a_gap(lifecycle):
 
 
 def test_a_missing_idempotency_claim_is_reported(lifecycle):
-    from cas.keys import idempotency_key
+    from cas.format.keys import idempotency_key
     repo = lifecycle
     sealed = repo.version("evals", 1).proposal
     assert repo.backend.delete(idempotency_key("evals", "k1"))
@@ -447,8 +447,8 @@ def _person_file_of(repo, person, case, layout):
     listing `case` (in its pack) under `person`: the pack's person table, or with layout
     "records" the person index record of its shard (a repository from before person tables,
     made by converting this one's)."""
-    from cas.objects import PersonIndex, parse_record_file
-    from cas.store import person_index_key, person_shard
+    from cas.format.records import PersonIndex, parse_record_file
+    from cas.storage.store import person_index_key, person_shard
     from person_files import tables, to_records
     pid = repo.store.locate(case)[0][len("packs/"):-len(".pack")]
     keyed = repo.store.person_digest(person)
@@ -462,7 +462,7 @@ def _person_file_of(repo, person, case, layout):
 
 
 def _write_person_file(repo, key, pid, rows, layout) -> str:
-    from cas.objects import PersonIndex, PersonObject, format_record_file
+    from cas.format.records import PersonIndex, PersonObject, format_record_file
     from person_files import write_table
     if layout == "table":
         return write_table(repo.backend, pid, rows)

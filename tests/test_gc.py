@@ -8,9 +8,9 @@ import time
 import pytest
 
 import cas
-from cas import leases
-from cas.backends.memory import MemoryBackend
-from cas.store import pack_key
+from cas.storage import leases
+from cas.storage.backends.memory import MemoryBackend
+from cas.storage.store import pack_key
 from test_erasure import (ALICE, ALICE_MARKERS, RETIRED, UNTOUCHED, FaultyBackend, InjectedFault,
                           _check_after_crash, _deleted_version_garbage, _seeded, assert_no_trace,
                           build, snapshot)
@@ -173,7 +173,7 @@ def test_a_lease_is_dead_once_expired_or_its_process_is_gone(local):
     ghost = leases.Lease(id="0" * 16, role=leases.WRITER, operation="commit",
                          host=leases._HOST, pid=int(child.stdout), started_at=leases.iso(0),
                          expires_at=leases.iso(time.time() + leases.TTL))
-    from cas.objects import format_record_file
+    from cas.format.records import format_record_file
     repo.backend.put_if_absent(leases.lease_key(leases.WRITER, ghost.id),
                                format_record_file(ghost))
     assert leases.live(repo) == {}
@@ -301,16 +301,16 @@ def test_a_long_batch_renews_its_lease_as_it_writes_packs(local, monkeypatch):
     repo.create_dataset("big", admission="direct")
     clock = [time.time()]
     repo.context.time = lambda: clock[0]
-    monkeypatch.setattr("cas.store.PACK_MAX_BYTES", 4_000)
+    monkeypatch.setattr("cas.storage.store.PACK_MAX_BYTES", 4_000)
     seen = []
-    real = cas.store.ObjectStore.write_person_index
+    real = cas.storage.store.ObjectStore.write_person_index
 
     def slow_pack(self, pid, persons):  # each pack "takes" half a lease's life
         clock[0] += leases.TTL / 2
         live = [r.expires_at for r in leases.live(repo).values() if r.role == leases.WRITER]
         seen.append((clock[0], live))
         return real(self, pid, persons)
-    monkeypatch.setattr(cas.store.ObjectStore, "write_person_index", slow_pack)
+    monkeypatch.setattr(cas.storage.store.ObjectStore, "write_person_index", slow_pack)
     rec = repo.commit("big", base=None, add=[{"input": "x" * 500 + str(i)} for i in range(60)])
     assert rec.item_count == 60 and len(seen) >= 5
     # at every pack the commit's lease was live, and by more than the margin a claim needs

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-import cas.importers
-from cas.importers import vcr
-from cas.importers.common import (CallJoiner, Options, derived_run_id, each_document,
-                                  finish_run, lookup, parse_documents, tool_arguments)
+import cas.interop.importers
+from cas.interop.importers import vcr
+from cas.interop.importers.common import (CallJoiner, Options, derived_run_id, each_document,
+                                          finish_run, lookup, parse_documents, tool_arguments)
 
 FAST = settings(max_examples=60, deadline=None)
 json_values = st.recursive(st.none() | st.booleans() | st.integers(-10, 10) | st.text(max_size=5),
@@ -145,17 +145,17 @@ def test_a_yaml_cassette_needs_no_more_than_pyyaml():
 
 def test_unknown_formats_and_containers_are_refused_naming_what_is_accepted():
     with pytest.raises(cas.InvalidArgument) as info:
-        cas.importers.convert(b"{}", "csv")
+        cas.interop.importers.convert(b"{}", "csv")
     assert info.value.reason == "UNKNOWN_FORMAT"
-    assert info.value.fields["accepted"] == ["auto", *cas.importers.FORMATS]
+    assert info.value.fields["accepted"] == ["auto", *cas.interop.importers.FORMATS]
     with pytest.raises(cas.InvalidArgument) as info:
-        cas.importers.convert(b"{}", "openai-chat", container="har")
+        cas.interop.importers.convert(b"{}", "openai-chat", container="har")
     assert info.value.reason == "UNKNOWN_CONTAINER" and info.value.fields["accepted"] == ["vcr"]
 
 
 def test_auto_refuses_what_no_format_reads():
     with pytest.raises(cas.InvalidArgument) as info:
-        cas.importers.convert(b'{"hello": "world"}', "auto", source="x.json")
+        cas.interop.importers.convert(b'{"hello": "world"}', "auto", source="x.json")
     assert info.value.reason == "FORMAT_UNKNOWN"
     assert info.value.message.startswith("x.json: no import format recognises it; accepted: ")
 
@@ -209,11 +209,11 @@ def test_a_recording_names_its_tenant_in_its_response_headers(traces, folder, na
     headers.openai-organization reads it; the run says which format and container it came
     from; and a cassette is detected by the format that reads its calls."""
     data = (traces / folder / name).read_bytes()
-    runs = cas.importers.convert(data, fmt, source=name, container="vcr",
+    runs = cas.interop.importers.convert(data, fmt, source=name, container="vcr",
                                  tenant_from="headers.openai-organization")
     assert runs and all(r["tenant"] == "test_openai_org_id" for r in runs)
     assert runs[0]["metadata"]["import"] == {"format": fmt, "container": "vcr"}
-    assert cas.importers.detect(data, name, container="vcr") == fmt
+    assert cas.interop.importers.detect(data, name, container="vcr") == fmt
 
 
 def test_auto_reads_a_cassette_whose_tool_called_another_api(traces):
@@ -221,8 +221,8 @@ def test_auto_reads_a_cassette_whose_tool_called_another_api(traces):
     the Responses format's: it reads most of the calls."""
     name = "langsmith-sdk__test_openai_agents_test_wrap_openai_nests_under_agent_trace.yaml"
     data = (traces / "openai-responses" / name).read_bytes()
-    assert cas.importers.detect(data, name, container="vcr") == "openai-responses"
-    runs = cas.importers.convert(data, "auto", source=name, container="vcr", tenant="t")
+    assert cas.interop.importers.detect(data, name, container="vcr") == "openai-responses"
+    runs = cas.interop.importers.convert(data, "auto", source=name, container="vcr", tenant="t")
     assert runs[0]["metadata"]["import"]["format"] == "openai-responses"
 
 
@@ -240,10 +240,10 @@ def test_auto_names_the_format_of_every_real_sample(traces):
         for path in sorted((traces / folder).iterdir()):
             container = "vcr" if path.suffix == ".yaml" else None
             data = path.read_bytes()
-            assert cas.importers.detect(data, path.name, container) == fmt, path.name
-            named = cas.importers.convert(data, fmt, source=path.name, container=container,
+            assert cas.interop.importers.detect(data, path.name, container) == fmt, path.name
+            named = cas.interop.importers.convert(data, fmt, source=path.name, container=container,
                                           tenant="t")
-            assert cas.importers.convert(data, "auto", source=path.name, container=container,
+            assert cas.interop.importers.convert(data, "auto", source=path.name, container=container,
                                          tenant="t") == named
             seen += 1
     assert seen == 55  # every file SOURCES.md lists
@@ -253,7 +253,7 @@ def test_auto_refuses_a_bare_conversation_two_formats_read():
     data = json.dumps([{"role": "user", "content": "hi"},
                        {"role": "assistant", "content": "hello"}]).encode()
     with pytest.raises(cas.InvalidArgument) as info:
-        cas.importers.convert(data, "auto", source="chat.json", tenant="t")
+        cas.interop.importers.convert(data, "auto", source="chat.json", tenant="t")
     assert info.value.reason == "FORMAT_AMBIGUOUS"
     assert info.value.fields["candidates"] == ["openai-chat", "anthropic"]
     assert info.value.message == ("chat.json: it could be any of openai-chat, anthropic; name "
@@ -287,7 +287,7 @@ def test_a_damaged_real_document_converts_or_is_refused_never_crashes(traces, fo
     """Real samples with members deleted or of the wrong type (what a truncated export or a
     format's other version gives): every importer converts them to valid runs or refuses them
     with a CasError, never with a Python exception."""
-    from cas.runs import parse_run
+    from cas.repo.runs import parse_run
     files = sorted(p for p in (traces / folder).iterdir() if p.suffix == ".json")
     if not files:
         return
@@ -295,7 +295,7 @@ def test_a_damaged_real_document_converts_or_is_refused_never_crashes(traces, fo
     for _ in range(damage):
         document = _mutated(document, rnd)
     try:
-        runs = cas.importers.convert(json.dumps(document).encode(), FOLDERS[folder],
+        runs = cas.interop.importers.convert(json.dumps(document).encode(), FOLDERS[folder],
                                      source="damaged.json", tenant="t")
     except cas.CasError:
         return

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-import cas.importers
-from cas.backends.memory import MemoryBackend
-from cas.importers import anthropic
-from cas.importers.common import Options
-from cas.runs import parse_run
+import cas.interop.importers
+from cas.storage.backends.memory import MemoryBackend
+from cas.interop.importers import anthropic
+from cas.interop.importers.common import Options
+from cas.repo.runs import parse_run
 
 FAST = settings(max_examples=60, deadline=None)
 SAMPLES = "anthropic-messages"
@@ -23,7 +23,7 @@ SAMPLES = "anthropic-messages"
 
 def convert(data, container=None, **options):
     options.setdefault("tenant", "t")
-    return cas.importers.convert(data, "anthropic", source="doc", container=container,
+    return cas.interop.importers.convert(data, "anthropic", source="doc", container=container,
                                  **options)
 
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from lifecycle_helpers import import_checked
 from cas.errors import InvalidArgument
-from cas.importers import convert, inspect_log
-from cas.importers.common import Options
+from cas.interop.importers import convert, inspect_log
+from cas.interop.importers.common import Options
 
 OPTS = Options(tenant="t")
 

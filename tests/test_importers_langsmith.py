@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from lifecycle_helpers import import_checked
 from cas.errors import InvalidArgument
-from cas.importers import convert, langsmith
-from cas.importers.common import Options
+from cas.interop.importers import convert, langsmith
+from cas.interop.importers.common import Options
 
 OPTS = Options(tenant="t")
 TRACE = "00000000-0000-0000-0000-000000000001"

@@ -8,19 +8,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-import cas.importers
-from cas.backends.memory import MemoryBackend
+import cas.interop.importers
+from cas.storage.backends.memory import MemoryBackend
 from cas.errors import InvalidArgument
-from cas.importers import openai_chat as oc
-from cas.importers import vcr
-from cas.importers.common import Options
-from cas.runs import parse_run
+from cas.interop.importers import openai_chat as oc
+from cas.interop.importers import vcr
+from cas.interop.importers.common import Options
+from cas.repo.runs import parse_run
 
 
 def convert(value, **flags):
     data = value if isinstance(value, bytes) else json.dumps(value).encode()
     flags.setdefault("tenant", "t")
-    return cas.importers.convert(data, "openai-chat", source="doc.json", **flags)
+    return cas.interop.importers.convert(data, "openai-chat", source="doc.json", **flags)
 
 
 def imported(runs):
@@ -62,7 +62,7 @@ def sample(traces, name, **flags):
     folder = "tau2" if name.startswith("tau2") else "openai-chat"
     flags.setdefault("container", "vcr" if name.endswith(".yaml") else None)
     flags.setdefault("tenant", "t")
-    return cas.importers.convert((traces / folder / name).read_bytes(), "openai-chat",
+    return cas.interop.importers.convert((traces / folder / name).read_bytes(), "openai-chat",
                                  source=name, **flags)
 
 
@@ -340,7 +340,7 @@ def test_cassette_without_chat_calls_is_refused(traces):
     data = (traces / "openai-responses" /
             "openinference__agent-framework__test_multiple_tools.yaml").read_bytes()
     with pytest.raises(InvalidArgument, match="no Chat Completions call") as exc:
-        cas.importers.convert(data, "openai-chat", source="r.yaml", container="vcr", tenant="t")
+        cas.interop.importers.convert(data, "openai-chat", source="r.yaml", container="vcr", tenant="t")
     assert exc.value.reason == "NOT_THIS_FORMAT"
 
 

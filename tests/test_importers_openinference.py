@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cas
-from cas import importers
-from cas.backends.memory import MemoryBackend
+from cas.interop import importers
+from cas.storage.backends.memory import MemoryBackend
 from cas.errors import InvalidArgument
 
 NAME = "openinference"

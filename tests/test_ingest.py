@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import ingest
-from cas.keys import PACKS, parse_multi_index_key
-from cas.pack import IndexReader
+from cas.repo import ingest
+from cas.format.keys import PACKS, parse_multi_index_key
+from cas.storage.pack import IndexReader
 from lifecycle_helpers import run_obj
 
 
@@ -113,7 +113,7 @@ def test_deterministic_whatever_the_split(tmp_path_factory, split_small, sizes, 
     repo = cas.init(str(d / "r"))
     repo.create_dataset("d", admission="direct")
     rec = commit_file(repo, "d", path)
-    mem = cas.Repository.create(cas.backends.memory.MemoryBackend())
+    mem = cas.Repository.create(cas.storage.backends.memory.MemoryBackend())
     mem.create_dataset("d", admission="direct")
     expected = mem.commit("d", base=None, add=cases)
     assert (rec.content_digest, rec.item_count) == (expected.content_digest, expected.item_count)
@@ -171,7 +171,7 @@ def test_a_helper_that_dies_leaves_the_rest_to_the_commit(tmp_path, split_small,
         with pytest.warns(RuntimeWarning, match=r"status 3 \(out of luck\)"):
             rec = commit_file(repo, "d", path)
     assert len(split_small) == 1
-    mem = cas.Repository.create(cas.backends.memory.MemoryBackend())
+    mem = cas.Repository.create(cas.storage.backends.memory.MemoryBackend())
     mem.create_dataset("d", admission="direct")
     assert rec.content_digest == mem.commit("d", base=None, add=cases).content_digest
     assert rec.item_count == 50 and repo.fsck().ok
@@ -183,7 +183,7 @@ def test_what_is_not_split(tmp_path, monkeypatch):
     monkeypatch.delenv("CAS_INGEST_PROCESSES", raising=False)
     path = write_cases(tmp_path / "cases.jsonl", [{"input": i} for i in range(50)])
     local = cas.init(str(tmp_path / "r")).backend
-    mem = cas.Repository.create(cas.backends.memory.MemoryBackend()).backend
+    mem = cas.Repository.create(cas.storage.backends.memory.MemoryBackend()).backend
     with open(path, "rb") as f:
         assert ingest.split_point(cas.read_cases_jsonl(f), local) is None  # below the size
         monkeypatch.setattr(ingest, "SPLIT_MIN_BYTES", 1)
@@ -216,7 +216,7 @@ def test_the_helper_does_not_outlive_the_commit(tmp_path):
     os.mkfifo(fifo)  # opening it blocks the helper until someone writes: no one will
     script = (
         "import os, signal, tempfile\n"
-        "from cas import ingest\n"
+        "from cas.repo import ingest\n"
         f"split = ingest.Split(location={repo.backend.root!r}, path={str(fifo)!r}, start=0,\n"
         "    source='x', person_key=None, erased={}, avoid_packs=[], max_bytes=1 << 20,\n"
         "    parent=os.getpid())\n"

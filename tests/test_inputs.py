@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import encoding
+from cas.format import encoding
 from cas.errors import CasError
 from cas import EncodedCase
-from cas.reviews import read_review_requests
-from cas.proposals import parse_subjects
+from cas.repo.reviews import read_review_requests
+from cas.repo.proposals import parse_subjects
 from cas_cli.main import EXIT_CODES, cli
 
 LIMIT = encoding.MAX_DEPTH

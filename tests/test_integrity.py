@@ -10,10 +10,10 @@ import time
 import pytest
 
 import cas
-from cas.backends import backend_for
-from cas import person_table
-from cas.keys import PERSON_TABLES, parse_person_table_key
-from cas.store import SHARDS, index_key, person_shard
+from cas.storage.backends import backend_for
+from cas.storage import person_table
+from cas.format.keys import PERSON_TABLES, parse_person_table_key
+from cas.storage.store import SHARDS, index_key, person_shard
 from person_files import to_records
 
 PERSON = "dana-4e1f"

@@ -19,9 +19,9 @@ import uuid
 import pytest
 
 import cas
-import cas.refs
-import cas.store
-from cas.backends import backend_for
+import cas.storage.refs
+import cas.storage.store
+from cas.storage.backends import backend_for
 from cas.errors import Aborted, CasError
 from test_crash import read_all_items as all_items
 
@@ -117,14 +117,14 @@ def op_commit_merging(repo, ann, dataset="ds", add=(X, {"input": "brand new"}), 
     """A commit whose writer merges the small packs into one and the pack indexes into a
     multi-pack index (the thresholds are lowered for it: the seed has a handful of packs), or
     the indexes alone when someone else is at work (store.maintain)."""
-    import cas.store
-    saved = cas.store.AUTO_MULTI_INDEX_AT, cas.store.MERGE_MULTI_INDEXES_AT
-    cas.store.AUTO_MULTI_INDEX_AT, cas.store.MERGE_MULTI_INDEXES_AT = 2, 1
+    import cas.storage.store
+    saved = cas.storage.store.AUTO_MULTI_INDEX_AT, cas.storage.store.MERGE_MULTI_INDEXES_AT
+    cas.storage.store.AUTO_MULTI_INDEX_AT, cas.storage.store.MERGE_MULTI_INDEXES_AT = 2, 1
     try:
         return repo.commit(dataset, base=repo.head(dataset), add=list(add), author="w",
                            retry=retry)
     finally:
-        cas.store.AUTO_MULTI_INDEX_AT, cas.store.MERGE_MULTI_INDEXES_AT = saved
+        cas.storage.store.AUTO_MULTI_INDEX_AT, cas.storage.store.MERGE_MULTI_INDEXES_AT = saved
 
 
 WRITERS = {"commit": op_commit, "promote+seal": op_promote_and_seal, "import": op_import,
@@ -306,21 +306,21 @@ def test_a_merging_writer_at_every_storage_call_of_another(where, rival, tmp_pat
     seeds = LocalSeeds(tmp_path) if where == "local" else S3Seeds(
         request.getfixturevalue("seaweed"), tmp_path, monkeypatch)
     merges: list[bool] = []
-    real = cas.store.ObjectStore.merge_packs
+    real = cas.storage.store.ObjectStore.merge_packs
 
     def counted(self, pids, lease):
         result = real(self, pids, lease)
         merges.append(result is not None)
         return result
-    monkeypatch.setattr(cas.store.ObjectStore, "merge_packs", counted)
+    monkeypatch.setattr(cas.storage.store.ObjectStore, "merge_packs", counted)
     lost_claims = []  # a writer's claim of a number another took first: it retries
-    claim = cas.refs.RefsLog.append_version
+    claim = cas.storage.refs.RefsLog.append_version
 
     def claimed(self, record):
         won = claim(self, record)
         lost_claims.append(not won)
         return won
-    monkeypatch.setattr(cas.refs.RefsLog, "append_version", claimed)
+    monkeypatch.setattr(cas.storage.refs.RefsLog, "append_version", claimed)
     other_cases = ({"input": "the other writer's"}, {"input": "and its second"})
     retry = rival == "ds"
     total = calls_of(seeds, lambda b: op_commit_merging(cas.Repository(b), seeds.ann))

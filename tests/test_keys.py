@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-import cas.cassettes
-from cas import keys as K
-from cas import leases
-from cas.backends import check_key
+import cas.evals.cassettes
+from cas.format import keys as K
+from cas.storage import leases
+from cas.storage.backends import check_key
 
 NAME = st.from_regex(r"[a-z0-9][a-z0-9._-]{0,24}", fullmatch=True).filter(lambda n: ".." not in n)
 NUMBER = st.integers(0, 9_999_999_999)
@@ -108,7 +108,7 @@ def test_parse_of_what_is_not_text_is_none(value):
 
 
 def test_the_moved_builders_are_the_ones_modules_import():
-    from cas import refs, store
+    from cas.storage import refs, store
     assert refs.version_key is K.version_key and store.pack_key is K.pack_key
     assert leases.lease_key is K.lease_key and store.SHARDS == K.SHARDS
     assert K.idempotency_key("d", "k") == K.claim_key(
@@ -140,7 +140,7 @@ def unclaimed(repo) -> list[str]:
 def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkeypatch):
     monkeypatch.setenv("CAS_USER", "Grace <grace@example.com>")
     monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
-    monkeypatch.setattr("cas.store.PACK_MAX_BYTES", 2_000)  # several packs: a multi-pack index
+    monkeypatch.setattr("cas.storage.store.PACK_MAX_BYTES", 2_000)  # several packs: a multi-pack index
     repo = cas.init(str(tmp_path / "repo"))
     repo.set_content_policy([], author="ops")
     repo.set_eligibility("dataset_eligibility", ["good", "reviewed"], author="ops")
@@ -156,9 +156,9 @@ def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkey
                 "k-2")                                                            # staged only
     repo.record_score(repo.pin("evals", 2), metric="acc", value=0.5)
     withdrawn = repo.record_score(repo.pin("evals", 2), metric="acc", value=0.25)
-    cas.scores.withdraw_batch(repo.context, "evals", withdrawn.batch, "wrong rubric")
+    cas.repo.scores.withdraw_batch(repo.context, "evals", withdrawn.batch, "wrong rubric")
     repo.create_experiment("evals", 2, "baseline")
-    cas.cassettes.save(repo, repo.pin("evals", 2), "x:y",
+    cas.evals.cassettes.save(repo, repo.pin("evals", 2), "x:y",
                        {repo.items("evals", 2).items[0]: []})                    # cassette.log
     repo.retire("evals", 1, "CONTAMINATED", "seen in a training mix")
     repo.commit("evals", base=2, add=[{"input": "later"}])                        # evals@3

@@ -1,4 +1,4 @@
-"""The registry of kinds (cas.objects builds it from the record Structs, cas.digest hashes by
+"""The registry of kinds (cas.format.records builds it from the record Structs, cas.digest hashes by
 it) and the domains of the derived identifiers (docs/format.md sections 3, 3.1 and 7)."""
 
 import pathlib
@@ -9,14 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cas import digest, objects
+from cas import digest
+from cas.format import records as objects
 from cas.errors import InvalidArgument
 
 DOC = (pathlib.Path(__file__).parent.parent / "docs" / "format.md").read_text()
 
 
 def record_structs() -> list[type]:
-    """Every Struct of cas.objects that carries a `kind` tag: the stored records."""
+    """Every Struct of cas.format.records that carries a `kind` tag: the stored records."""
     return [t for t in vars(objects).values()
             if isinstance(t, type) and issubclass(t, msgspec.Struct)
             and t.__struct_config__.tag_field == "kind" and t is not objects._Record]

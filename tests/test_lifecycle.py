@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import cas
-from cas.backends.memory import MemoryBackend
+from cas.storage.backends.memory import MemoryBackend
 from lifecycle_helpers import REVIEWER, jsonl, run_obj, subject
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")
@@ -53,7 +53,7 @@ def pool_run(run_id: str, variant: int) -> dict:
 
 
 def expected_case(run: dict, withheld: frozenset) -> dict:
-    """The frozen projection of a run, written out independently of cas.proposals.freeze."""
+    """The frozen projection of a run, written out independently of cas.repo.proposals.freeze."""
     steps = []
     for s in run["steps"]:
         s = dict(s)

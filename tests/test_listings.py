@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-import cas.reads as reads
-from cas import encoding, objects
+import cas.repo.reads as reads
+from cas.format import encoding, records as objects
 from cas.errors import CasError
 from cas_cli.main import cli
 from lifecycle_helpers import keys, promote_and_seal, review, run_obj
@@ -152,8 +152,8 @@ def test_resolve_by_prefix(repo):
 def test_ambiguous_prefix_is_refused_with_candidates(repo, monkeypatch):
     """Two ids sharing 8 hex digits are rare by chance: the version's tree is read through a
     test double holding forged ids (a prefix lookup reads only the tree)."""
-    from cas.objects import TreeLeaf
-    from cas.tree import Trie
+    from cas.format.records import TreeLeaf
+    from cas.storage.tree import Trie
     ids = ["b3:052f26e5" + "0" * 56, "b3:052f26e5" + "f" * 56, "b3:052f26e6" + "0" * 56]
     monkeypatch.setattr(repo.context, "trie", lambda emit=None: Trie(
         lambda d: TreeLeaf(ids=ids)))

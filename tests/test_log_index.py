@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import cas
-from cas import log_index, reviews, runs
-from cas.backends.memory import MemoryBackend
+from cas.storage import log_index
+from cas.repo import reviews, runs
+from cas.storage.backends.memory import MemoryBackend
 from cas.digest import log_index_key
 from cas.errors import CorruptData, UnsupportedFormat
 from lifecycle_helpers import REVIEWER, run_obj
@@ -102,7 +103,7 @@ def test_a_fresh_process_resolves_ids_in_a_few_small_reads():
         "0000000000-0000000032", "0000000032-0000000040"]
     # a covered segment left behind (a merge interrupted before its deletions) goes at gc
     record = backend.get("runs/imports/0000000005")
-    parsed = cas.objects.parse_record_file(record, cas.objects.RunImport, "r")
+    parsed = cas.format.records.parse_record_file(record, cas.format.records.RunImport, "r")
     left = log_index.format_segment(4, 5, log_index.rows_of(
         log_index.RUNS, 5, record, parsed, repo.store.person_key))
     backend.put_if_absent(f"indexes/runs/0000000004-0000000005.{left[-32:].hex()}", left)
@@ -188,7 +189,7 @@ def test_fsck_finds_a_segment_that_lacks_a_row():
 
 
 def test_a_mirror_copies_the_segments():
-    from cas.mirror import mirror
+    from cas.repo.mirror import mirror
     backend, copy = MemoryBackend(), MemoryBackend()
     repo = cas.Repository.create(backend)
     import_batches(repo, 4, 3)

@@ -16,9 +16,9 @@ import textwrap
 import pytest
 
 import cas
-from cas.backends import backend_for
-from cas.backends.local import LocalBackend
-from cas.mirror import mirror
+from cas.storage.backends import backend_for
+from cas.storage.backends.local import LocalBackend
+from cas.repo.mirror import mirror
 from faultproxy import FaultProxy
 from lifecycle_helpers import OPERATOR
 from test_erasure import ALICE_MARKERS as ERASURE_MARKERS, RETIRED, FaultyBackend
@@ -186,7 +186,7 @@ def sources(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("CAS_USER", OPERATOR)
     mp.setenv("CAS_CONFIG", str(root / "user-config.json"))
-    mp.setattr("cas.store.PACK_MAX_BYTES", 8_000)  # several packs, a multi-pack index
+    mp.setattr("cas.storage.store.PACK_MAX_BYTES", 8_000)  # several packs, a multi-pack index
     try:
         repo = cas.init(str(root / "before"))
         build(repo)
@@ -276,9 +276,9 @@ def test_fsck_tolerates_a_retirement_ahead_of_its_version(tmp_path):
 # -- erased bytes left at the destination by a killed mirror ----------------------------------
 _KILLER = textwrap.dedent("""
     import os, signal, sys
-    from cas.backends import backend_for
-    from cas.backends.local import LocalBackend
-    from cas.mirror import mirror
+    from cas.storage.backends import backend_for
+    from cas.storage.backends.local import LocalBackend
+    from cas.repo.mirror import mirror
     src, dst, suffix = sys.argv[1:4]
     real = os.link
     def link(a, b, *args, **kw):
@@ -325,7 +325,7 @@ def test_a_mirror_removes_erased_bytes_a_killed_mirror_left(tmp_path):
 
 
 def test_sweep_keeps_live_writers_and_removes_dead_ones(tmp_path):
-    from cas.backends import local
+    from cas.storage.backends import local
     backend = LocalBackend(str(tmp_path))
     backend.put_if_absent("k", b"v")
     staging = tmp_path / "~tmp"
@@ -348,8 +348,8 @@ def test_sweep_keeps_live_writers_and_removes_dead_ones(tmp_path):
 def test_mirror_follows_an_erasure(tmp_path):
     src = cas.init(str(tmp_path / "a"))
     build_for_erasure(src)
-    from cas.backends import backend_for
-    from cas.mirror import mirror
+    from cas.storage.backends import backend_for
+    from cas.repo.mirror import mirror
     dst_backend = backend_for(str(tmp_path / "b"), create=True)
     mirror(src.backend, dst_backend)
     assert any(ALICE.encode() in d for d in repository_bytes(cas.open(str(tmp_path / "b")),
@@ -390,7 +390,7 @@ def test_interrupted_mirror_resumes(tmp_path, seaweed, monkeypatch):
         local.commit("evals", base=v or None, add=cases(10, f"v{v}"))
     with FaultProxy(seaweed.endpoint) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
-        monkeypatch.setattr("cas.backends.s3.BACKOFF_S", 0.001)
+        monkeypatch.setattr("cas.storage.backends.s3.BACKOFF_S", 0.001)
         url = seaweed.url()
         puts = []
 

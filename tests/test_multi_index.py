@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import leases
-from cas.backends.memory import MemoryBackend
+from cas.storage import leases
+from cas.storage.backends.memory import MemoryBackend
 from cas.errors import CasError
-from cas.pack import Entry, IndexReader, format_index, format_multi_index, parse_multi_index
-from cas.store import PACKS
+from cas.storage.pack import Entry, IndexReader, format_index, format_multi_index, parse_multi_index
+from cas.storage.store import PACKS
 
 
 def cases(n, tag="c"):
@@ -82,7 +82,7 @@ def test_a_remote_repositorys_multi_pack_index_is_cached_mapped_and_confirmed(tm
     and mapped, as pack indexes are: a cold read of an S3 repository made a range request
     per probe of it (64 of a cold diff's 124 requests at 100k cases). A copy kept after the
     remote index is gone is confirmed, so a lookup never trusts it."""
-    from cas.backends.cache import CachingBackend
+    from cas.storage.backends.cache import CachingBackend
 
     class Counting(MemoryBackend):
         def __init__(self):
@@ -157,7 +157,7 @@ def searched(repo) -> list:
 
 def test_writers_merge_uncovered_pack_indexes_once_they_pass_the_threshold(tmp_path,
                                                                            monkeypatch):
-    monkeypatch.setattr("cas.store.SMALL_PACK", 0)  # no pack counts as small: indexes only
+    monkeypatch.setattr("cas.storage.store.SMALL_PACK", 0)  # no pack counts as small: indexes only
     repo = cas.init(str(tmp_path))
     repo.create_dataset("d", admission="direct")
     for n in range(40):  # one small pack per commit
@@ -205,9 +205,9 @@ def test_writers_merge_small_packs_into_one_when_no_one_else_is_at_work(tmp_path
 
 
 def test_multi_indexes_are_merged_in_turn_and_gc_drops_the_superseded(tmp_path, monkeypatch):
-    monkeypatch.setattr("cas.store.SMALL_PACK", 0)
-    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 2)
-    monkeypatch.setattr("cas.store.MERGE_MULTI_INDEXES_AT", 3)
+    monkeypatch.setattr("cas.storage.store.SMALL_PACK", 0)
+    monkeypatch.setattr("cas.storage.store.AUTO_MULTI_INDEX_AT", 2)
+    monkeypatch.setattr("cas.storage.store.MERGE_MULTI_INDEXES_AT", 3)
     repo = cas.init(str(tmp_path))
     repo.create_dataset("d", admission="direct")
     for n in range(12):
@@ -222,7 +222,7 @@ def test_multi_indexes_are_merged_in_turn_and_gc_drops_the_superseded(tmp_path, 
     assert sorted(multi_keys(repo.backend)) == sorted(r.key for r in readers if r.multi)
     fresh = cas.open(str(tmp_path))
     assert fresh.fsck().ok and len(fresh.items("d", 12, limit=500).items) == 24
-    monkeypatch.setattr("cas.store.SMALL_PACK", 4 << 20)
+    monkeypatch.setattr("cas.storage.store.SMALL_PACK", 4 << 20)
     merged = cas.open(str(tmp_path)).gc(grace=0)  # now the small packs are merged into one
     assert merged.packs_rewritten == 12 and multi_keys(repo.backend) == []
     fresh = cas.open(str(tmp_path))
@@ -230,7 +230,7 @@ def test_multi_indexes_are_merged_in_turn_and_gc_drops_the_superseded(tmp_path, 
 
 
 def test_a_damaged_pack_index_is_never_merged(tmp_path, monkeypatch):
-    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 3)
+    monkeypatch.setattr("cas.storage.store.AUTO_MULTI_INDEX_AT", 3)
     repo = cas.init(str(tmp_path))
     repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=cases(2, "a"))
@@ -248,7 +248,7 @@ def test_a_damaged_pack_index_is_never_merged(tmp_path, monkeypatch):
 def test_a_damaged_small_pack_is_never_merged(tmp_path, monkeypatch):
     """A merge reads and verifies every pack before it writes: one damaged pack stops it, and
     nothing is deleted (or indexed over packs the merge might have left half deleted)."""
-    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 3)
+    monkeypatch.setattr("cas.storage.store.AUTO_MULTI_INDEX_AT", 3)
 
     def two_commits(where):
         repo = cas.init(str(where))
@@ -285,7 +285,7 @@ def test_a_writer_never_indexes_a_pack_its_own_merge_removed(location, monkeypat
     """A batch that flushes again after its own maintenance merged its first pack away (a
     commit retried on a new head does) must not publish a multi-pack index naming that pack:
     readers would look there for its objects and find the pack gone (CI: DATA_LOSS)."""
-    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 3)
+    monkeypatch.setattr("cas.storage.store.AUTO_MULTI_INDEX_AT", 3)
     repo = cas.init(location)
     repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=cases(2, "a"))
@@ -335,7 +335,7 @@ def test_a_commit_retried_after_its_writer_merged_packs_stays_readable(location,
     """The run CI caught: a commit's first attempt passes the threshold and merges every small
     pack, including its own; a rival seals the same number first; the retry on the new head
     flushes again. Every case of both versions stays readable and fsck stays clean."""
-    monkeypatch.setattr("cas.store.AUTO_MULTI_INDEX_AT", 3)
+    monkeypatch.setattr("cas.storage.store.AUTO_MULTI_INDEX_AT", 3)
     repo = cas.init(location)
     repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=cases(2, "a"))

@@ -8,8 +8,8 @@ import io
 import pytest
 
 import cas
-from cas import erasure
-from cas.backends.memory import MemoryBackend
+from cas.repo import erasure
+from cas.storage.backends.memory import MemoryBackend
 from lifecycle_helpers import jsonl, promote_and_seal, review, run_obj
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")

@@ -10,10 +10,10 @@ from blake3 import blake3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cas.backends.memory import MemoryBackend
+from cas.storage.backends.memory import MemoryBackend
 from cas.errors import CasError, CorruptData, DigestMismatch, UnsupportedFormat
-from cas.pack import (DIGEST_LEN, DIGESTS_AT, SCAN_BELOW, Entry, IndexReader, format_index,
-                      format_pack, pack_id, parse_index, parse_pack, _slot)
+from cas.storage.pack import (DIGEST_LEN, DIGESTS_AT, SCAN_BELOW, Entry, IndexReader, format_index,
+                              format_pack, pack_id, parse_index, parse_pack, _slot)
 
 SETTINGS = settings(max_examples=80, deadline=None)
 

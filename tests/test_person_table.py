@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import person_table as pt
+from cas.storage import person_table as pt
 from cas.errors import CasError, CorruptData
-from cas.keys import (PERSON_TABLES, PERSONS, SHARDS, parse_person_index_key,
-                      parse_person_shards_key, parse_person_table_key, person_table_key)
+from cas.format.keys import (PERSON_TABLES, PERSONS, SHARDS, parse_person_index_key,
+                             parse_person_shards_key, parse_person_table_key, person_table_key)
 from person_files import tables, to_records
 
 PID = "55" * 32
@@ -142,7 +142,7 @@ def test_every_pack_gets_one_table_and_no_record_per_shard(location, small_packs
 
 
 def test_an_erasure_reads_two_ranges_of_each_table_with_the_shard(tmp_path, as_operator):
-    from cas.backends.local import LocalBackend
+    from cas.storage.backends.local import LocalBackend
     repo = cas.init(str(tmp_path))
     repo.create_dataset("d", admission="direct")
     for k in range(3):
@@ -206,8 +206,8 @@ def test_a_repository_from_before_tables_is_erased_checked_and_collected(locatio
 
 
 def test_a_mirror_copies_tables_and_refuses_a_damaged_one(tmp_path):
-    from cas.backends.local import LocalBackend
-    from cas.mirror import mirror
+    from cas.storage.backends.local import LocalBackend
+    from cas.repo.mirror import mirror
     repo = cas.init(str(tmp_path / "src"))
     repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=people(10))

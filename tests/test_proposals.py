@@ -155,7 +155,7 @@ def test_removal_refusals_store_nothing(staged):
 
 
 def test_preview_carries_a_first_page_of_a_large_base(staged, monkeypatch):
-    from cas import proposals
+    from cas.repo import proposals
     repo, anns = staged
     promote_and_seal(repo, anns, ["r-0", "r-1", "r-2"], "k1")
     monkeypatch.setattr(proposals, "CARRIED_PAGE", 2)
@@ -417,12 +417,12 @@ def test_withheld_arguments_and_results_take_what_importers_kept_of_them(repo):
 def test_the_metadata_of_an_imported_run_is_withheld_with_any_of_its_content(repo):
     """A converted run's metadata may repeat its conversation (a format's own records): a
     policy that withholds any content class withholds it too, and says so."""
-    import cas.importers
+    import cas.interop.importers
     chat = {"messages": [{"role": "user", "content": "my card is 4111 1111 1111 1111"},
                          {"role": "assistant", "content": "noted"}],
             "metadata": {"echo": "my card is 4111 1111 1111 1111"}}
     import json
-    (run,) = cas.importers.convert(json.dumps(chat).encode(), "openai-chat", tenant="t")
+    (run,) = cas.interop.importers.convert(json.dumps(chat).encode(), "openai-chat", tenant="t")
     assert run["metadata"]["import"] == {"format": "openai-chat", "container": None}
     repo.import_runs([run])
     ann = review(repo, run["run_id"])

@@ -8,8 +8,8 @@ import json
 import pytest
 
 import cas
-from cas.keys import meta_key
-from cas.backends.memory import MemoryBackend
+from cas.format.keys import meta_key
+from cas.storage.backends.memory import MemoryBackend
 
 
 class Counting:
@@ -102,7 +102,7 @@ def test_a_cold_cas_items_page_reads_the_version_once(tmp_path, monkeypatch):
     three more reads of them), and no mapped index is confirmed with a call (each hit is
     read from its pack next). 10 calls for a 100-case version, counted at the backend."""
     from click.testing import CliRunner
-    from cas.backends.local import LocalBackend
+    from cas.storage.backends.local import LocalBackend
     from cas_cli.main import cli
     repo = cas.init(str(tmp_path))
     repo.create_dataset("evals", admission="direct")

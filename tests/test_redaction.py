@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import redaction
-from cas.redaction import RULES, credential_kind, luhn, scrub, scrub_text
+from cas.format import redaction
+from cas.format.redaction import RULES, credential_kind, luhn, scrub, scrub_text
 
 SETTINGS = settings(max_examples=100, deadline=None)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import cas
-from cas.backends.memory import MemoryBackend
-from cas.objects import DatasetRecord, VersionRecord, format_record_file
-from cas.refs import RefsLog, check_dataset_name, meta_key, version_key
-from cas.tree import EMPTY_ROOT
+from cas.storage.backends.memory import MemoryBackend
+from cas.format.records import DatasetRecord, VersionRecord, format_record_file
+from cas.storage.refs import RefsLog, check_dataset_name, meta_key, version_key
+from cas.storage.tree import EMPTY_ROOT
 
 
 class LaggingBackend:

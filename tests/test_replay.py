@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import encoding
-from cas.replay import parse_run_document
+from cas.format import encoding
+from cas.evals.replay import parse_run_document
 from cas_cli.main import cli
 
 ADA = "Ada <ada@example.com>"
@@ -1032,7 +1032,7 @@ def test_same_bytes_in_two_separate_processes(organised, tmp_path):
                                           ids["with"], "--plan", plan, "--json"])
     assert in_process.stdout.encode() == outputs[0]
     # and the library's canonical bytes, from a fresh process
-    lib = ("import sys, cas; from cas import encoding; repo = cas.open(sys.argv[1]); "
+    lib = ("import sys, cas; from cas.format import encoding; repo = cas.open(sys.argv[1]); "
            "r = cas.replay_item(repo, 'evals', int(sys.argv[2]), sys.argv[3], "
            "open(sys.argv[4], 'rb').read()); sys.stdout.buffer.write(encoding.encode(r))")
     procs = [subprocess.run([sys.executable, "-c", lib, location, str(number), ids["with"], plan],
@@ -1048,10 +1048,10 @@ def test_diff_item_replays_or_diffs_a_given_run_and_refuses_a_plan_with_it(organ
     _, repo, number, ids = organised
     case = repo.case("evals", number, ids["with"])
     stub_all = {"default_effect": "external"}
-    assert cas.replay.diff_item(repo, "evals", number, ids["with"], stub_all) == \
+    assert cas.evals.replay.diff_item(repo, "evals", number, ids["with"], stub_all) == \
         cas.diff_runs(case, cas.replay_case(case, stub_all))
     same = json.dumps(msgspec.to_builtins(case)).encode()
-    assert cas.replay.diff_item(repo, "evals", number, ids["with"], against=same).identical
+    assert cas.evals.replay.diff_item(repo, "evals", number, ids["with"], against=same).identical
     with pytest.raises(cas.InvalidArgument) as info:
-        cas.replay.diff_item(repo, "evals", number, ids["with"], stub_all, against=same)
+        cas.evals.replay.diff_item(repo, "evals", number, ids["with"], stub_all, against=same)
     assert info.value.reason == "PLAN_UNUSED"

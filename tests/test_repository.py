@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import cas
-from cas import objects
-from cas.backends.local import LocalBackend
-from cas.backends.memory import MemoryBackend
-from cas.refs import version_key
+from cas.format import records as objects
+from cas.storage.backends.local import LocalBackend
+from cas.storage.backends.memory import MemoryBackend
+from cas.storage.refs import version_key
 
 # -- case generation: small dicts, drawn from a small space so re-adds and equal sets happen ---
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(-3, 3),
@@ -292,7 +292,7 @@ class S3RepositoryMachine(RepositoryMachine):
     server = None  # set by test_repository_on_s3
 
     def make_backend(self):
-        from cas.backends import remote_backend
+        from cas.storage.backends import remote_backend
         return remote_backend(self.server.url())
 
 
@@ -554,7 +554,7 @@ def test_same_case_is_one_case_id(repo):
     report = repo.fsck()
     assert report.ok
     case_objects = [e for idx in repo.store.indexes()
-                    for e in cas.store.packfmt.parse_index(repo.backend.get(idx.key))[1]
+                    for e in cas.storage.store.packfmt.parse_index(repo.backend.get(idx.key))[1]
                     if e.kind == objects.KIND_CODES["case"]]
     assert len(case_objects) == 2
 

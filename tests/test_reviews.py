@@ -12,8 +12,8 @@ import json
 import pytest
 
 import cas
-from cas import userconfig
-from cas.backends.memory import MemoryBackend
+from cas.repo import userconfig
+from cas.storage.backends.memory import MemoryBackend
 from lifecycle_helpers import REVIEWER, jsonl, keys, run_obj
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")
@@ -216,7 +216,7 @@ def test_review_add_judges_several_runs_and_names_each_saved_review(run, tmp_pat
 def test_the_reviews_of_a_run_are_found_by_run_not_by_scanning():
     """The review index keeps the reviews of each run (a promotion asks for them run by run):
     the same answer as filtering every review, oldest first, as batches land."""
-    from cas import reviews as reviews_module
+    from cas.repo import reviews as reviews_module
     repo = cas.Repository.create(MemoryBackend())
     repo.import_runs(io.BytesIO(jsonl(*(run_obj(f"r-{i}", i) for i in range(6)))))
     for rnd, label in enumerate(("good", "bad", "good")):

@@ -23,10 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import encoding, runner
-from cas.backends.memory import MemoryBackend
-from cas.runner import COMPLETED, ERRORED, INCOMPLETE, Run, SuiteRunner
-from cas.suites import Suite, from_version, read_jsonl, write_jsonl
+from cas.format import encoding
+from cas.evals.suites import runner
+from cas.storage.backends.memory import MemoryBackend
+from cas.evals.suites.runner import COMPLETED, ERRORED, INCOMPLETE, Run, SuiteRunner
+from cas.evals.suites import Suite, from_version, read_jsonl, write_jsonl
 from cas_cli.main import EXIT_CODES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -316,7 +317,7 @@ def test_artefacts_every_result_is_incomplete_before_the_first_case_runs(tmp_pat
 def _blocking_module(tmp_path: Path) -> None:
     (tmp_path / "blocking.py").write_text(
         "import asyncio, os, pathlib\n"
-        "from cas.runner import Run\n"
+        "from cas.evals.suites.runner import Run\n"
         "async def executor(case, *, run_id):\n"
         "    if case.input.get('block'):\n"
         "        pathlib.Path(os.environ['MARKS'], case.id).write_text('started')\n"
@@ -600,7 +601,7 @@ def suite_file(tmp_path):
     write_jsonl(path, Suite("demo", "v1", [{"id": f"c{i}", "input": {"n": i}, "tenant": "acme"}
                                            for i in range(4)]))
     (tmp_path / "mine.py").write_text(
-        "from cas.runner import Run\n"
+        "from cas.evals.suites.runner import Run\n"
         "def flaky(case, *, run_id):\n"
         "    if case.input['n'] == 1:\n"
         "        raise ValueError('no luck')\n"

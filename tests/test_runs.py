@@ -14,8 +14,8 @@ import re
 import pytest
 
 import cas
-from cas import runs as runs_mod
-from cas.backends.memory import MemoryBackend
+from cas.repo import runs as runs_mod
+from cas.storage.backends.memory import MemoryBackend
 from lifecycle_helpers import jsonl, keys, promote_and_seal, review, run_obj
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")
@@ -191,7 +191,7 @@ def test_an_import_that_lands_during_an_import_is_checked_too(theirs):
         result = mine.import_runs([run_obj("r-1", 1), run_obj("r-2", 2)])
         assert result == (["r-2"], 1)
     # each run id is in exactly one import record
-    from cas.objects import RunImport, parse_record_file
+    from cas.format.records import RunImport, parse_record_file
     ids = [e.run_id for k in backend.list("runs/imports/")
            for e in parse_record_file(backend.get(k), RunImport, k).runs]
     assert sorted(ids) == sorted(set(ids))

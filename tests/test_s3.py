@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 import cas
-from cas.backends import backend_for
-from cas.backends.s3 import S3Backend, aws_settings, parse_url
+from cas.storage.backends import backend_for
+from cas.storage.backends.s3 import S3Backend, aws_settings, parse_url
 from cas_cli.main import cli
 from faultproxy import FaultProxy
 
@@ -99,7 +99,7 @@ def test_persistent_write_failure_is_a_clear_error_and_changes_nothing(proxied, 
     repo.commit("evals", base=None, add=cases(5))
     before = sorted(S3Backend(url).list(""))
     proxy.plan = lambda method, path, n: "503" if method == "PUT" else None
-    monkeypatch.setattr("cas.backends.s3.BACKOFF_S", 0.001)
+    monkeypatch.setattr("cas.storage.backends.s3.BACKOFF_S", 0.001)
     runner = CliRunner()
     src = cases(1, "new")[0]
     result = runner.invoke(cli, ["--repo", url, "--json", "commit", "evals", "--base", "1",
@@ -193,7 +193,7 @@ def test_range_past_the_end_is_empty_under_a_prefix_named_range(seaweed):
 @pytest.mark.parametrize("fault", ["503", "reset"])
 def test_outage_on_a_range_read_is_unavailable_under_a_prefix_named_range(seaweed, monkeypatch,
                                                                           fault):
-    monkeypatch.setattr("cas.backends.s3.READ_BACKOFF_S", 0.001)
+    monkeypatch.setattr("cas.storage.backends.s3.READ_BACKOFF_S", 0.001)
     with FaultProxy(seaweed.endpoint) as proxy:
         backend = _range_backend(seaweed, proxy.endpoint)
         assert backend.put_if_absent("packs/p.pack", bytes(range(200)))
@@ -231,7 +231,7 @@ def test_a_failed_range_read_inside_the_object_is_unavailable_whatever_its_text(
 def test_outage_in_a_repository_named_range_is_unavailable_not_data_loss(seaweed, monkeypatch,
                                                                          tmp_path):
     import uuid
-    monkeypatch.setattr("cas.backends.s3.READ_BACKOFF_S", 0.001)
+    monkeypatch.setattr("cas.storage.backends.s3.READ_BACKOFF_S", 0.001)
     monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
     with FaultProxy(seaweed.endpoint) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
@@ -258,8 +258,8 @@ def test_closed_port_names_the_endpoint_and_bucket(seaweed, tmp_path, monkeypatc
     endpoint = f"http://127.0.0.1:{port}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("cas.backends.s3.BACKOFF_S", 0.001)
-    monkeypatch.setattr("cas.backends.s3.READ_BACKOFF_S", 0.001)
+    monkeypatch.setattr("cas.storage.backends.s3.BACKOFF_S", 0.001)
+    monkeypatch.setattr("cas.storage.backends.s3.READ_BACKOFF_S", 0.001)
     url = "s3://closed-bucket/team/evals"
     runner = CliRunner()
     for args in (["init", url], ["--repo", url, "dataset", "list"], ["--repo", url, "fsck"]):

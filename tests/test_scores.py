@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas import scores as scoresmod
-from cas.backends.memory import MemoryBackend
-from cas.objects import (DatasetTombstone, Fence, Score, ScoreBatch, VersionTombstone,
-                         format_record_file)
-from cas.refs import deleted_key, score_batch_key, tombstone_key, version_key
+from cas.repo import scores as scoresmod
+from cas.storage.backends.memory import MemoryBackend
+from cas.format.records import (DatasetTombstone, Fence, Score, ScoreBatch, VersionTombstone,
+                                format_record_file)
+from cas.storage.refs import deleted_key, score_batch_key, tombstone_key, version_key
 from cas_cli.main import EXIT_CODES
 
 ZERO = "b3:" + "0" * 64

@@ -10,9 +10,9 @@ import threading
 import pytest
 
 import cas
-from cas import scores as scoresmod
-from cas.keys import withdrawal_key
-from cas.objects import ScoreWithdrawal, format_record_file
+from cas.repo import scores as scoresmod
+from cas.format.keys import withdrawal_key
+from cas.format.records import ScoreWithdrawal, format_record_file
 from cas_cli.main import EXIT_CODES
 
 ADA = "Ada <ada@example.com>"

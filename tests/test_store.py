@@ -6,13 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cas import pack as packfmt
-from cas.backends.local import LocalBackend
-from cas.backends.memory import MemoryBackend
+from cas.storage import pack as packfmt
+from cas.storage.backends.local import LocalBackend
+from cas.storage.backends.memory import MemoryBackend
 from cas.digest import digest_of, to_bytes
 from cas.errors import CasError, CorruptData, DigestMismatch, NotFound
-from cas.objects import Case, TreeChild, TreeLeaf, TreeNode, encode_object
-from cas.store import PACKS, ObjectStore, index_key, pack_key
+from cas.format.records import Case, TreeChild, TreeLeaf, TreeNode, encode_object
+from cas.storage.store import PACKS, ObjectStore, index_key, pack_key
 
 
 def make_case(i: int, size: int = 0) -> Case:
@@ -378,7 +378,7 @@ def test_two_threads_caching_one_object_at_once_both_succeed(tmp_path, monkeypat
             store._write_cache(digest, kind, data)
         real_replace(src, dst)
 
-    monkeypatch.setattr("cas.store.os.replace", racing_replace)
+    monkeypatch.setattr("cas.storage.store.os.replace", racing_replace)
     store._write_cache(digest, kind, data)
     assert nested and store._read_cache(digest) == (kind, data)
 
@@ -487,7 +487,7 @@ def test_locate_many_answers_as_locate_does_with_one_listing(tmp_path, monkeypat
 
 def test_a_file_system_that_cannot_map_files_is_read_with_calls(tmp_path, monkeypatch):
     import cas
-    import cas.backends.local as local
+    import cas.storage.backends.local as local
 
     def refuse(*args, **kwargs):
         raise OSError(19, "No such device")

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from test_redaction import around, placed, secrets, sensitive_part
 
 import cas
-from cas import suites
-from cas.suites import Suite, SuiteCase, path_component_problem, read_jsonl, write_jsonl
+from cas.evals import suites
+from cas.evals.suites import Suite, SuiteCase, path_component_problem, read_jsonl, write_jsonl
 
 EXAMPLE = pathlib.Path(__file__).parent.parent / "examples" / "cases.jsonl"
 AUTHOR = "Ada <ada@example.com>"
@@ -338,7 +338,7 @@ def test_a_generated_secret_anywhere_in_a_case_never_reaches_the_file(data, kind
         write_jsonl(path, suite)
         with open(path, "rb") as f:
             written = f.read()
-    for form in (part.encode(), cas.encoding.encode(part)[1:-1]):  # as is, and JSON-escaped
+    for form in (part.encode(), cas.format.encoding.encode(part)[1:-1]):  # as is, and JSON-escaped
         assert form not in written
     for line in written.splitlines():
         assert all(part not in s for s in _all_strings(json.loads(line)))

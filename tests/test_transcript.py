@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-import cas.importers
-from cas.backends.memory import MemoryBackend
-from cas.objects import Case, Run
-from cas.proposals import withhold
-from cas.runs import parse_run
-from cas.transcript import Message, ToolCall, transcript
+import cas.interop.importers
+from cas.storage.backends.memory import MemoryBackend
+from cas.format.records import Case, Run
+from cas.repo.proposals import withhold
+from cas.repo.runs import parse_run
+from cas.format.transcript import Message, ToolCall, transcript
 from cas_cli.transcript_text import escape, render
 
 RUN = {"run_id": "r-1", "tenant": "acme", "person": "user-42",
@@ -328,7 +328,7 @@ def test_any_steps_give_a_transcript_keeping_every_name_and_text(subject):
 
 # -- real imported runs -------------------------------------------------------------------
 def imported(traces, folder, name, fmt, **flags):
-    runs = cas.importers.convert((traces / folder / name).read_bytes(), fmt, source=name,
+    runs = cas.interop.importers.convert((traces / folder / name).read_bytes(), fmt, source=name,
                                  tenant="t", **flags)
     repo = cas.Repository.create(MemoryBackend())
     repo.import_runs(runs)

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cas.digest import digest_of, to_bytes
-from cas.objects import TreeChild, TreeLeaf, TreeNode, encode_object
-from cas.tree import EMPTY_ROOT, LEAF_MAX, Proof, Trie, verify_proof
+from cas.format.records import TreeChild, TreeLeaf, TreeNode, encode_object
+from cas.storage.tree import EMPTY_ROOT, LEAF_MAX, Proof, Trie, verify_proof
 
 SETTINGS = settings(max_examples=40, deadline=None)
 BIG = LEAF_MAX * 16  # sets larger than this always have inner nodes

@@ -17,7 +17,8 @@ import msgspec
 import pytest
 from blake3 import blake3
 
-from cas import encoding, objects, tree
+from cas.format import encoding, records as objects
+from cas.storage import tree
 
 VECTORS = pathlib.Path(__file__).parent / "vectors" / "vectors.json"
 
@@ -309,13 +310,14 @@ def test_derived_vectors_agree_with_library():
     key = data["idempotency-claim-name"].decode()
     assert digest.idempotency_claim_name(key) == vec["idempotency-claim-name"]["output"]
     assert digest.digest_of("idempotency", key.encode())[3:] == digest.idempotency_claim_name(key)
-    from cas import runner
+    from cas.evals.suites import runner
     case = json.loads(vec["suite-run-id"]["input"])
     assert runner.run_id(*case) == vec["suite-run-id"]["output"]
-    from cas import cassettes
+    from cas.evals import cassettes
     assert cassettes.request_key(*json.loads(vec["cassette-request"]["input"])) == \
         vec["cassette-request"]["output"]
-    from cas import evalset, scores
+    from cas.evals import evalset
+    from cas.repo import scores
     inputs = json.loads(vec["evalset-regression"]["input"])
     named = type("F", (), {"__module__": "my_agent.evals", "__qualname__": "replay"})
     assert evalset.experiment_name(scores.as_pin(inputs["pin"]), named, None, "", [], 0.0) \

@@ -12,7 +12,7 @@ from lifecycle_helpers import jsonl, keys, review, run_obj
 from starlette.testclient import TestClient
 
 import cas
-from cas.backends.memory import MemoryBackend
+from cas.storage.backends.memory import MemoryBackend
 
 REVIEWER = "Ada <ada@example.com>"
 PERSON = "user-4711-secret"

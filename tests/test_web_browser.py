@@ -13,7 +13,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 import cas
-from cas.backends.memory import MemoryBackend
+from cas.storage.backends.memory import MemoryBackend
 from cas_web.app import create_app
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
@@ -27,7 +27,7 @@ def repo():
     with open(EXAMPLES / "runs.jsonl", "rb") as f:
         repo.import_runs(f, author=REVIEWER)
     with open(EXAMPLES / "reviews.jsonl", "rb") as f:
-        requests = cas.reviews.read_review_requests(f, "reviews.jsonl")
+        requests = cas.repo.reviews.read_review_requests(f, "reviews.jsonl")
     token = repo.add_reviews(requests, reviewer=REVIEWER)["confirm_token"]
     repo.add_reviews(requests, confirm_token=token, reviewer=REVIEWER)
     repo.create_dataset("support-evals", description="Reviewed support and ops agent runs",

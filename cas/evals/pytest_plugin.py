@@ -1,0 +1,180 @@
+"""The pytest plugin (entry point `pytest11`: enabled by installing cas; docs/suites.md).
+
+`@pytest.mark.cas_suite("DATASET@N#b3:...")` parametrises a test over the cases of that pinned
+version, one test per case, its id the case id; the `cas_case` fixture gives the case (a
+`cas.evals.suites.SuiteCase`, with the frozen case as `.frozen`). The pin is verified at collection:
+a missing, deleted or retired version, or a digest that does not match, fails the collection
+with the reason. `--cas-repo` (else CAS_REPO, else the nearest `.cas`) names the repository;
+`--cas-record EXPERIMENT` records each case's pass or fail as a boolean score `passed` of that
+experiment over the pinned version (created if missing).
+
+The `cas_cassette` fixture gives the case's cassette (a `cas.evals.cassettes.Cassette`) under the test
+(its node id without the parameters is the executor name), in the mode `--cas-cassette-mode`
+selects (else CAS_CASSETTE_MODE, else replay under CI, else record-missing). A test that
+passed but left recorded exchanges unused errors at teardown (strict); what passing tests
+recorded is stored when the session ends, one cassette log record per pin and test.
+
+A thin layer: it only calls the public API (`cas.open`, `verify_pin`, `cas.evals.suites`,
+`cas.evals.cassettes`, `cas.evals.suites.runner.record_scores_of`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+MARKER = "cas_suite"
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("cas", "cas: tests over the cases of a pinned version")
+    group.addoption("--cas-repo", default=None, metavar="LOCATION",
+                    help="the cas repository (default: CAS_REPO, else the nearest .cas)")
+    group.addoption("--cas-record", default=None, metavar="EXPERIMENT",
+                    help="record each case's pass or fail as the score `passed` of EXPERIMENT")
+    group.addoption("--cas-cassette-mode", default=None,
+                    choices=("replay", "record", "record-missing", "live"),
+                    help="how cas_cassette answers (default: CAS_CASSETTE_MODE, else replay "
+                         "under CI, else record-missing)")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}(pin): run the test once per case of the pinned version "
+                   "DATASET@N#b3:... (the cas_case fixture gives the case)")
+    config.stash[_STATE] = _State(config)
+
+
+class _State:
+    """The repository (opened once, when a marked test is first collected), and the outcome
+    of each case under each pin, for --cas-record."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self._repo = None
+        self.outcomes: dict[str, dict[str, bool]] = {}  # pin -> case id -> passed
+        self.books: dict[tuple[str, str], object] = {}  # (pin, test) -> CassetteBook
+
+    def book(self, pin: str, executor: str):
+        found = self.books.get((pin, executor))
+        if found is None:
+            from cas.evals.cassettes import LIVE, CassetteBook, resolve_mode
+            mode = resolve_mode(self.config.getoption("--cas-cassette-mode"))
+            found = self.books[(pin, executor)] = CassetteBook(
+                self.repo() if mode != LIVE else None, pin, executor, mode)
+        return found
+
+    def repo(self):
+        if self._repo is None:
+            import cas
+            location = (self.config.getoption("--cas-repo") or os.environ.get("CAS_REPO")
+                        or cas.find("."))
+            self._repo = cas.open(location)
+        return self._repo
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def _pin_of(marker, where: str) -> str:
+    if len(marker.args) != 1 or marker.kwargs or not isinstance(marker.args[0], str):
+        raise pytest.UsageError(f"{where}: @pytest.mark.{MARKER} takes one pin, "
+                                "\"DATASET@N#b3:<64 hex digits>\" (see `cas pin`)")
+    return marker.args[0]
+
+
+def pytest_generate_tests(metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if marker is None:
+        return
+    where = metafunc.definition.nodeid
+    pin = _pin_of(marker, where)
+    if "cas_case" not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{where}: a test marked {MARKER} takes the cas_case fixture")
+    from cas.errors import CasError
+    from cas.evals.suites import from_version
+    state = metafunc.config.stash[_STATE]
+    try:
+        repo = state.repo()
+        record = repo.verify_pin(pin)  # missing, deleted, retired or not matching: refused
+        suite = from_version(repo, record.dataset, record.number)
+    except CasError as exc:
+        raise pytest.Collector.CollectError(
+            f"{where}: the pin {pin!r} cannot be used: {exc.message} ({exc.code}"
+            + (f", {exc.reason})" if exc.reason else ")")) from None
+    cases = list(suite.cases)
+    metafunc.parametrize("cas_case", cases, ids=[c.id for c in cases])
+
+
+@pytest.fixture
+def cas_case(request):
+    """The case of a test marked cas_suite (its parametrisation)."""
+    raise pytest.UsageError(f"{request.node.nodeid}: the cas_case fixture needs "
+                            f"@pytest.mark.{MARKER}(\"DATASET@N#b3:...\")")
+
+
+_PASSED = pytest.StashKey[bool]()
+
+
+@pytest.fixture
+def cas_cassette(request, cas_case):
+    """The cassette of the case under this test (cas.evals.cassettes.Cassette): wrap the test's
+    model and tool calls with `cas_cassette.wrap(fn, name=...)`, or its HTTP with
+    `with cas.evals.cassettes.http.use(cas_cassette): ...`."""
+    marker = request.node.get_closest_marker(MARKER)
+    state = request.config.stash[_STATE]
+    book = state.book(marker.args[0], request.node.nodeid.split("[", 1)[0])
+    cassette = book.cassette(cas_case.id)
+    yield cassette
+    if request.node.stash.get(_PASSED, False):
+        from cas.errors import CasError
+        try:
+            cassette.check()
+        except CasError as exc:
+            pytest.fail(exc.message, pytrace=False)
+        book.keep(cas_case.id, cassette)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.stash[_PASSED] = report.passed
+    marker = item.get_closest_marker(MARKER)
+    callspec = getattr(item, "callspec", None)
+    if marker is None or callspec is None or "cas_case" not in callspec.params:
+        return report
+    outcomes = item.config.stash[_STATE].outcomes.setdefault(marker.args[0], {})
+    case_id = callspec.params["cas_case"].id
+    if report.when == "setup" and not report.passed:
+        outcomes[case_id] = False  # an error in setup is not a pass (a skip is not recorded)
+        if report.skipped:
+            outcomes.pop(case_id)
+    elif report.when == "call":
+        if report.skipped:
+            outcomes.pop(case_id, None)
+        else:
+            outcomes[case_id] = report.passed
+    return report
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    state = session.config.stash.get(_STATE, None)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for (pin, test), book in sorted(state.books.items() if state else ()):
+        saved = book.save()
+        if saved is not None and reporter is not None:
+            reporter.write_line(f"cas: recorded {len(saved.entries)} cassettes of {test} on "
+                                f"{pin}")
+    experiment = session.config.getoption("--cas-record")
+    if not experiment or state is None or not state.outcomes:
+        return
+    from cas.evals.suites.runner import record_scores_of
+    for pin, outcomes in state.outcomes.items():
+        scores = [{"metric": "passed", "value": passed, "item": case_id}
+                  for case_id, passed in sorted(outcomes.items())]
+        recorded = record_scores_of(state.repo(), pin, experiment, scores)
+        if reporter is not None:
+            reporter.write_line(f"cas: recorded {len(recorded)} scores of experiment "
+                                f"{experiment!r} on {pin}")

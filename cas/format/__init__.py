@@ -1,0 +1,9 @@
+"""L1, the format: how every stored byte is written and read. Pure: no I/O.
+
+- `encoding`: the one canonical codec (`encode`, JSON value checks).
+- `records`: every stored record as a frozen msgspec Struct, and the record-file envelope.
+- `keys`: the key layout, one format/parse pair per key family.
+- `cases`: the case codec: a case's canonical bytes and id, cases read from JSON Lines.
+- `transcript`: a run or case as turns and tool calls in reading order.
+- `redaction`: shape-based redaction of secrets and personal data in any JSON value.
+"""

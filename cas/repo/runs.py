@@ -1,0 +1,401 @@
+"""Recorded runs: validated JSON Lines import (all or nothing), lookup by run id (docs/runs.md)."""
+
+from __future__ import annotations
+
+from typing import IO, Any, Iterable, NamedTuple
+
+from cas.repo import checks
+from cas.storage import claims, leases, log_index
+from cas.format import encoding
+from cas.errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
+from cas.repo.erased import admitted_persons, erased_persons, refuse_erased
+from cas.format.records import (Run, RunAdmission, RunEntry, RunImport, encode_object,
+                                format_record_file, parse_record_file)
+from cas.format.keys import admission_key, import_key
+from cas.storage.refs import read_log_from
+
+# The metadata member an importer sets on every run it converts: the format (and container)
+# it came from. Such a run's other metadata may repeat its content (cas/proposals.py).
+IMPORT_KEY = "import"
+FIELDS = ("run_id", "tenant", "person", "started_at", "input", "output", "steps", "outcome",
+          "metadata")
+STEP_TYPES = ("message", "tool_call")
+MAX_LINE = 16 << 20  # a longer line is refused, never read into a record
+
+
+def _text(value: Any, where: str, *, optional: bool = False, limit: int = 512) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{where}: must be a non-empty string"
+                              + (" or null" if optional else ""))
+    problem = encoding.text_problem(value, limit)
+    if problem is not None:
+        raise InvalidArgument(f"{where}: must be at most {limit} printable characters; it "
+                              f"{problem}")
+    return value
+
+
+def parse_run(obj: Any, where: str) -> Run:
+    """Validate one run given as a decoded JSON object; errors name `where` and the field."""
+    if not isinstance(obj, dict):
+        raise InvalidArgument(f"{where}: a run must be a JSON object")
+    encoding.check_json(obj, where)  # and nested at most MAX_DEPTH levels
+    for required in ("run_id", "tenant", "steps"):
+        if required not in obj:
+            raise InvalidArgument(f"{where}.{required}: required field is missing")
+    run_id = _text(obj["run_id"], f"{where}.run_id", limit=256)
+    tenant = _text(obj["tenant"], f"{where}.tenant")
+    person = _text(obj.get("person"), f"{where}.person", optional=True)
+    started = _text(obj.get("started_at"), f"{where}.started_at", optional=True, limit=64)
+    steps = obj["steps"]
+    if not isinstance(steps, list):
+        raise InvalidArgument(f"{where}.steps: must be a list of steps")
+    for i, step in enumerate(steps):
+        _check_step(step, f"{where}.steps[{i}]")
+    metadata = obj.get("metadata", {})
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise InvalidArgument(f"{where}.metadata: must be a JSON object")
+    extra = {k: v for k, v in obj.items() if k not in FIELDS}
+    return Run(run_id=run_id, tenant=tenant, person=person, started_at=started,
+               input=obj.get("input"), output=obj.get("output"), steps=steps,
+               outcome=obj.get("outcome"), metadata=metadata, extra=extra)
+
+
+def _check_step(step: Any, where: str) -> None:
+    if not isinstance(step, dict):
+        raise InvalidArgument(f"{where}: a step must be a JSON object")
+    kind = step.get("type")
+    if kind not in STEP_TYPES:
+        raise InvalidArgument(f"{where}.type: must be one of {', '.join(STEP_TYPES)}, "
+                              f"not {encoding.describe(kind)}")
+    if kind == "message":
+        if not isinstance(step.get("role"), str) or not step["role"]:
+            raise InvalidArgument(f"{where}.role: a message needs a non-empty string role")
+    else:
+        _text(step.get("tool_name"), f"{where}.tool_name", limit=256)
+        if "arguments" in step and not isinstance(step["arguments"], (dict, list)):
+            raise InvalidArgument(f"{where}.arguments: must be a JSON object or array")
+
+
+def read_runs_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") -> list[Run]:
+    """Every run of a JSON Lines file, validated; the first bad line is refused by number."""
+    runs = []
+    for lineno, line in enumerate(encoding.lines_of(stream, source), 1):
+        if len(line) > MAX_LINE:
+            raise InvalidArgument(f"{source} line {lineno}: longer than {MAX_LINE} bytes")
+        if not line.strip():
+            continue
+        try:
+            runs.append(parse_run(encoding.parse_json(line), "$"))
+        except InvalidArgument as exc:
+            raise encoding.in_context(exc, f"{source} line {lineno}", line=lineno) from None
+    return runs
+
+
+class RunIndex:
+    """Run id -> digest of the stored run. Lookups go through the log's keyed index (a few
+    small reads in a fresh process); `all` reads every import record (once per process)."""
+
+    def __init__(self, backend, secret: bytes) -> None:
+        self.backend = backend
+        self.keyed = log_index.LogIndex(backend, log_index.RUNS, secret)
+        self._by_id: dict[str, str] = {}
+        self._loaded = 0  # import records read so far by `all`
+
+    def refresh(self) -> int:
+        """The number of the last import record (the records landed since are read)."""
+        return self.keyed.refresh()
+
+    def reload(self) -> None:
+        """Read every import record again (an erasure rewrites records already read)."""
+        self.keyed.reload()
+        self._by_id, self._loaded = {}, 0
+
+    def get(self, run_id: str) -> str | None:
+        return self.get_many([run_id]).get(run_id)
+
+    def get_many(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """Run id -> digest of those of `run_ids` that are recorded (the newest import wins:
+        an id comes back only after an erasure removed its first recording)."""
+        found = self.keyed.find_many("run-id", run_ids)
+        return {run_id: entries[-1][1].run for run_id, entries in found.items() if entries}
+
+    def all(self) -> dict[str, str]:
+        """Every run id -> digest, in import order."""
+        for n, record in read_log_from(self.backend, import_key, RunImport, self._loaded):
+            for entry in record.runs:
+                self._by_id[entry.run_id] = entry.run
+            self._loaded = n
+        return dict(self._by_id)
+
+
+class _Counts(NamedTuple):
+    new: list[str]       # run ids imported now
+    unchanged: int       # runs already stored with identical content
+
+
+class RunImportResult(_Counts):
+    """`(new, unchanged)`, and `warnings` beside them (kept out of the tuple, so code that
+    unpacks or compares the two counts reads them as before): e.g. tool calls hidden in message
+    steps (`hidden_tool_calls`)."""
+
+    warnings: list[str] = []
+
+
+# Members of a message's content (or of the message) that are tool calls or their replies in
+# another format: imported as cas's own schema they stay hidden inside a message step.
+_HIDDEN = {"tool_use": "anthropic", "tool_result": "anthropic", "server_tool_use": "anthropic",
+           "function_call": "openai-responses", "function_call_output": "openai-responses",
+           "tool_call": "otel-genai", "tool_call_response": "otel-genai"}
+
+
+def hidden_tool_calls(run: Run) -> str | None:
+    """The import format to use instead when `run`'s message steps hide tool calls: an
+    assistant message with `tool_calls`, a `role: "tool"` reply, or content blocks that are
+    another format's tool calls. None when its tool calls are steps of their own."""
+    for step in run.steps:
+        if step.get("type") != "message" or step.get("orphan_reply") is True:
+            continue  # (an importer keeps a reply that answers no call as a message)
+        if "tool_calls" in step or "function_call" in step or step.get("role") == "tool":
+            return "openai-chat"
+        content = step.get("content")
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and part.get("type") in _HIDDEN:
+                return _HIDDEN[part["type"]]
+    return None
+
+
+def _warnings(runs: list[Run]) -> list[str]:
+    out = []
+    for run in runs:
+        fmt = hidden_tool_calls(run)
+        if fmt is not None:
+            out.append(f"run {run.run_id!r}: its message steps hold tool calls that are not "
+                       f"tool_call steps; import the original with --format {fmt}")
+    return out
+
+
+def index(ctx) -> RunIndex:
+    """The context's run index (read once, then extended as the log grows)."""
+    return ctx.derived("runs", lambda: RunIndex(ctx.backend, ctx.store.person_key))
+
+
+PROGRESS_EVERY = 500  # runs between two progress reports
+
+
+def import_runs(ctx, source, author: str | None = None,
+                allow_erased_persons: Iterable[str] = (), progress=None) -> RunImportResult:
+    """Import runs from a binary JSON Lines stream (or a list of dicts): all or nothing.
+    An identical run again is a no-op; a known run id with other content is refused.
+
+    A new run naming a person an erasure deleted is refused (`PERSON_ERASED_BEFORE`), unless
+    the person is in `allow_erased_persons` (their new consent): then the import first records
+    a `run.admission` with the author, at the number its import record takes. An admission
+    holds for that import only.
+
+    Every conflict is found before anything is written; the import record that makes the
+    runs visible is written last, after the pack holding them. `progress(stage, done, total)`
+    hears how far the encoding of the runs is.
+    """
+    author = checks.author(author)
+    allowed = admitted_persons(ctx, allow_erased_persons)
+    if isinstance(source, (list, tuple)):
+        runs = [parse_run(obj, f"$[{i}]") for i, obj in enumerate(source)]
+    else:
+        name = getattr(source, "name", "input")
+        runs = read_runs_jsonl(source, name if isinstance(name, str) else "input")
+    runs_index = index(ctx)
+    runs_index.refresh()
+    seen: dict[str, tuple[str, Run]] = {}
+    for i, run in enumerate(runs):
+        if progress is not None and i % PROGRESS_EVERY == 0:
+            progress("encoding runs", i, len(runs))
+        digest = encode_object(run)[2]
+        prior = seen.get(run.run_id)
+        if prior is not None and prior[0] != digest:
+            raise InvalidArgument(f"run {run.run_id!r} appears twice with different content",
+                                  run_id=run.run_id)
+        seen[run.run_id] = (digest, run)
+    with leases.writing(ctx, "import") as lease:
+        # Read under the lease: an erasure that started earlier has finished by now (writers
+        # wait for it), and one that starts later erases what this import stores.
+        erased = erased_persons(ctx)
+        new, unchanged = _import_leased(ctx, lease, runs_index, seen, author, ctx.clock(),
+                                        _Admitting(ctx, erased, allowed))
+    result = RunImportResult(new, unchanged)
+    result.warnings = _warnings(runs)
+    return result
+
+
+class _Admitting(NamedTuple):
+    ctx: Any
+    erased: dict        # keyed person digest -> Erased
+    allowed: set[str]   # keyed digests the caller admits again
+
+    def persons(self, new: dict[str, tuple[str, Run]]) -> list[str]:
+        """The erased persons the runs `new` bring back (all admitted, or refused)."""
+        admitted = set()
+        if not self.erased:
+            return []
+        for run_id, (_, run) in sorted(new.items()):
+            if run.person is None:
+                continue
+            keyed = self.ctx.store.person_digest(run.person)
+            if keyed in self.allowed and keyed in self.erased:
+                admitted.add(keyed)
+            else:
+                refuse_erased(self.erased, keyed, run.person, f"run {run_id!r}",
+                                      run_id=run_id)
+        return sorted(admitted)
+
+
+def _admit(ctx, number: int, persons: list[str], author: str, now: str) -> bool:
+    """Record that import `number` admits `persons` again; False if that number's admission
+    is another import's (try the next number once its import record lands)."""
+    record = RunAdmission(number=number, persons=persons, author=author, admitted_at=now)
+    key = admission_key(number)
+    if ctx.backend.put_if_absent(key, format_record_file(record)):
+        return True
+    # The same admission left by this very import retried after a crash is reused.
+    try:
+        found = parse_record_file(ctx.backend.get(key), RunAdmission, key)
+    except NotFound:
+        return False
+    return (found.persons, found.author) == (persons, author)
+
+
+def _import_leased(ctx, lease, runs_index, seen, author, now,
+                   admitting: _Admitting) -> tuple[list[str], int]:
+    for _ in claims.attempts("a run import number"):
+        checked = runs_index.refresh()  # every import up to this number is checked below
+        new = {}
+        known = runs_index.get_many(seen)
+        for run_id, (digest, run) in seen.items():
+            stored = known.get(run_id)
+            if stored is None:
+                new[run_id] = (digest, run)
+            elif stored != digest:
+                raise FailedPrecondition(
+                    f"run {run_id!r} was already imported with different content; a run id "
+                    "names one recording", reason="RUN_ID_CONFLICT", run_id=run_id)
+        if not new:
+            return [], len(seen)
+        # Only new runs count: a run already stored (admitted before) brings nobody back.
+        admitted = admitting.persons(new)
+        with ctx.store.writer(lease) as writer:
+            for digest, run in new.values():
+                writer.add(run)
+        if runs_index.refresh() != checked:
+            continue  # an import landed since the check (or during it): check against it too
+        number = checked + 1
+        record = RunImport(number=number, author=author, imported_at=now,
+                           runs=[RunEntry(run_id=r, run=d) for r, (d, _) in sorted(new.items())])
+        lease.check()
+        # The admission comes first, naming the number the import record then claims.
+        if admitted and not _admit(ctx, number, admitted, author, now):
+            continue
+        data = format_record_file(record)
+        if ctx.backend.put_if_absent(import_key(number), data):
+            log_index.extend(ctx.backend, log_index.RUNS, ctx.store.person_key, number, data)
+            runs_index.refresh()
+            return sorted(new), len(seen) - len(new)
+        # another import took this number: re-check conflicts against it, then retry (an
+        # admission written for it stays, a notice for fsck; the next number gets its own)
+
+
+def runs(ctx) -> list[str]:
+    """Every recorded run id, sorted."""
+    return sorted(index(ctx).all())
+
+
+def get_run(ctx, run_id: str) -> Run:
+    """The recorded run `run_id`."""
+    if not isinstance(run_id, str):
+        raise InvalidArgument(f"a run id is a string, not {encoding.describe(run_id)}")
+    runs_index = index(ctx)
+    digest = runs_index.get(run_id)
+    if digest is not None:
+        ctx.refuse_erasing(digest, f"run {run_id!r}")
+        try:
+            return ctx.store.get(digest, Run)
+        except NotFound:
+            # An erasure (in another process) deleted the run and redacted the import record
+            # this index read: read the log again. A run the log still names is damage.
+            runs_index.reload()
+            digest = runs_index.get(run_id)
+            if digest is not None:
+                try:
+                    return ctx.store.get(digest, Run)
+                except NotFound:
+                    raise DataLoss(f"run {run_id!r} ({digest}) is recorded as imported but "
+                                   "its object is missing", run_id=run_id, digest=digest) from None
+    raise NotFound(f"no recorded run {run_id!r} (import it with `cas runs import`)",
+                   reason="RUN_NOT_FOUND", run_id=run_id)
+
+
+class RunsPage(NamedTuple):
+    runs: list[dict]          # summaries, in import order (ties by run id)
+    next_cursor: str | None   # the last run id of the page, to pass as `cursor`; None at the end
+
+
+MAX_RUNS_PAGE = 500
+
+
+def list_runs(ctx, tenant: str | None = None, since: str | None = None, limit: int = 100,
+              cursor: str | None = None) -> RunsPage:
+    """A page of recorded runs in import order (ties by run id), each summarised: run id,
+    tenant, started_at, the number of steps and of tool calls, the first user message
+    (trimmed). `since` compares `started_at` as ISO 8601 UTC text (a run without one does not
+    match); `cursor` is the last run id of the previous page."""
+    return page_of_runs(ctx, tenant, since, limit, cursor)
+
+
+def page_of_runs(ctx, tenant: str | None, since: str | None, limit: int, cursor: str | None,
+                 keep=None) -> RunsPage:
+    """`list_runs`, of the runs `keep(run_id)` accepts (the review queue's filter)."""
+    for value, what in ((tenant, "tenant"), (since, "since"), (cursor, "cursor")):
+        encoding.check_text(value, what, optional=True)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RUNS_PAGE:
+        raise InvalidArgument(f"limit must be a positive integer from 1 to {MAX_RUNS_PAGE}, not "
+                              f"{encoding.describe(limit)}", minimum=1, maximum=MAX_RUNS_PAGE)
+    ordered = list(index(ctx).all().items())
+    start = 0
+    if cursor is not None:
+        ids = [r for r, _ in ordered]
+        if cursor not in ids:
+            raise InvalidArgument(f"cursor {cursor!r} is not a recorded run id (pass the "
+                                  "next_cursor of the previous page)", reason="CURSOR_UNKNOWN")
+        start = ids.index(cursor) + 1
+    out: list[dict] = []
+    for run_id, digest in ordered[start:]:
+        if keep is not None and not keep(run_id):
+            continue
+        try:
+            run = ctx.store.get(digest, Run)
+        except NotFound:
+            continue  # erased since the index was read
+        if tenant is not None and run.tenant != tenant:
+            continue
+        if since is not None and not (isinstance(run.started_at, str) and run.started_at >= since):
+            continue
+        if len(out) == limit:
+            return RunsPage(out, out[-1]["run_id"])
+        out.append(summary(run))
+    return RunsPage(out, None)
+
+
+def summary(run: Run, width: int = 80) -> dict:
+    """What a listing shows of a run."""
+    first = next((s.get("content") for s in run.steps if s.get("type") == "message"
+                  and s.get("role") == "user"), None)
+    if first is not None and not isinstance(first, str):
+        first = encoding.encode(first).decode("utf-8", "replace")
+    if isinstance(first, str) and len(first) > width:
+        first = first[:width - 1] + "…"
+    return {"run_id": run.run_id, "tenant": run.tenant, "started_at": run.started_at,
+            "steps": len(run.steps),
+            "tool_calls": sum(1 for s in run.steps if s.get("type") == "tool_call"),
+            "first_user_message": first}

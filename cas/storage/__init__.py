@@ -1,0 +1,12 @@
+"""L2, storage: bytes in a flat key space, typed objects over them, the tree and the refs log.
+
+- `backends/`: the flat key space (local directory, memory, S3, a local cache of a remote).
+- `pack`: pack files, their sorted indexes with a fan-out table, multi-pack indexes.
+- `store`: the object store: typed objects by digest, written in packs, verified on read.
+- `person_table`: which objects of a pack name which person (one file per pack).
+- `log_index`: keyed indexes over the run-import and review logs.
+- `tree`: the Merkle tree over case ids (pure: takes a loader, does no I/O).
+- `refs`: the append-only refs log: version records and metadata revisions per dataset.
+- `leases`: who is writing, collecting garbage or erasing right now.
+- `claims`: bounded create-if-absent claim loops with backoff.
+"""

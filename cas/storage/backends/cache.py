@@ -1,0 +1,132 @@
+"""A local cache in front of a remote backend for immutable pack indexes.
+
+Pack indexes and multi-pack indexes are named by content and never change, so a local copy can
+never go stale (only outlive the remote one). Mapped, a lookup then costs no call instead of
+one request per binary-search probe. Object bytes are
+cached by digest one layer up (`cas.storage.store`).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Iterator
+
+from blake3 import blake3
+
+from cas.errors import DigestMismatch
+from cas.storage.backends import check_key
+
+
+def default_cache_root() -> str:
+    return (os.environ.get("CAS_CACHE_DIR")
+            or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                            "cas"))
+
+
+class CachingBackend:
+    CONCURRENT_CALLS = True  # safe to call from several threads (get_ranges)
+
+    def __init__(self, inner, cache_dir: str) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.cache_dir = cache_dir
+
+    def _local(self, key: str) -> str:
+        return os.path.join(self.cache_dir, *check_key(key).split("/"))
+
+    def _fetch(self, key: str) -> bytes:
+        """The index from the remote backend, checked: it ends with the BLAKE3 of everything
+        before it."""
+        data = self.inner.get(key)
+        if blake3(memoryview(data)[:-32]).digest() != data[-32:]:
+            raise DigestMismatch(data[-32:].hex(), blake3(memoryview(data)[:-32]).hexdigest(),
+                                 key)
+        return data
+
+    def _ensure(self, key: str) -> str:
+        path = self._local(key)
+        if not os.path.exists(path):
+            data = self._fetch(key)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.urandom(6).hex()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)  # a private cache file, so a plain rename is enough here
+        return path
+
+    @staticmethod
+    def _cached(key: str) -> bool:
+        # pack indexes and multi-pack indexes: both named by content, both ending with the
+        # BLAKE3 of what precedes it
+        return isinstance(key, str) and key.startswith("packs/") and \
+            key.endswith((".idx", ".midx"))
+
+    def map(self, key: str):
+        """A cached index mapped into memory, as LocalBackend.map maps a local one: probes
+        then cost neither a request nor a call, and what a lookup finds is confirmed against
+        the remote (the local copy outlives the remote index). None for any other key."""
+        if not self._cached(key):
+            return None
+        try:
+            with open(self._ensure(key), "rb") as f:
+                if not os.fstat(f.fileno()).st_size:
+                    return b""
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except FileNotFoundError:  # deleted by a concurrent `delete`, as in `get`
+            return self._fetch(key)
+        except (OSError, ValueError):
+            return None  # a file system that cannot map files: read it with calls
+
+    def get(self, key: str) -> bytes:
+        if self._cached(key):
+            try:
+                with open(self._ensure(key), "rb") as f:
+                    return f.read()
+            except FileNotFoundError:
+                # deleted by a concurrent `delete` between the check and the open: the remote
+                # says whether the index is still there (NotFound if it is gone)
+                return self._fetch(key)
+        return self.inner.get(key)
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        if self._cached(key):
+            try:
+                with open(self._ensure(key), "rb") as f:
+                    # Clamp to the file, as every backend does: seek refuses offsets past
+                    # 2**63, and read would allocate `length` bytes up front.
+                    size = os.fstat(f.fileno()).st_size
+                    if length <= 0 or offset >= size:
+                        return b""
+                    f.seek(offset)
+                    return f.read(min(length, size - offset))
+            except FileNotFoundError:  # as in `get`
+                data = self._fetch(key)
+                return b"" if length <= 0 or offset >= len(data) else \
+                    data[offset:offset + length]
+        return self.inner.get_range(key, offset, length)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        return self.inner.put_if_absent(key, data)
+
+    def replace(self, key: str, data: bytes) -> None:
+        self.inner.replace(key, data)  # never an index: those are named by content
+
+    def delete(self, key: str) -> bool:
+        try:
+            os.unlink(self._local(key))
+        except FileNotFoundError:
+            pass
+        return self.inner.delete(key)
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        return self.inner.list(prefix)
+
+    def exists(self, key: str) -> bool:
+        return self.inner.exists(key)
+
+    def modified(self, key: str) -> float:
+        return self.inner.modified(key)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)  # e.g. S3Backend.requests
