@@ -73,8 +73,8 @@ def _compile() -> None:
 import cas  # noqa: E402
 from cas.storage.backends.memory import MemoryBackend  # noqa: E402
 from cas_cli.main import cli  # noqa: E402
-from lifecycle_helpers import OPERATOR, REVIEWER, jsonl, review, run_obj  # noqa: E402
-from seaweed import SeaweedServer  # noqa: E402
+from support.lifecycle import OPERATOR, REVIEWER, jsonl, review, run_obj  # noqa: E402
+from support.seaweed import SeaweedServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

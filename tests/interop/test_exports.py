@@ -1,0 +1,313 @@
+"""Reads of a pinned version and exports: exact layouts, round trips, refusals, streaming."""
+
+import io
+import json
+import os
+import sys
+
+import pytest
+
+from support import ROOT
+import cas
+from cas.interop import exports
+
+EXAMPLE = ROOT / "examples" / "cases.jsonl"
+AUTHOR = "Ada <ada@example.com>"
+
+CHAT = {  # every step kind of the openai-chat mapping, in one case
+    "input": {"task": "t"}, "output": "done",
+    "steps": [
+        {"type": "message", "role": "system", "content": "be brief"},
+        {"type": "message", "role": "user", "content": "rename a", "name": "ada"},
+        {"type": "tool_call", "tool_name": "mv", "arguments": {"src": "a", "dst": "b"},
+         "result": None},
+        {"type": "tool_call", "tool_name": "ls", "id": "c-7", "error": {"code": 2}},
+        {"type": "message", "role": "assistant", "content": {"k": 1}},
+        {"type": "tool_call", "tool_name": "rm", "arguments": ["b"]},
+        {"type": "message", "role": "assistant", "content": "never reached"},
+    ],
+    "metadata": {"model": "m-1"},
+}
+
+
+@pytest.fixture
+def small(mem):
+    """Version evals@1: the five example cases and CHAT."""
+    mem.create_dataset("evals", admission="direct")
+    added = [e for e in cas.read_cases_jsonl(EXAMPLE.open("rb"))] + [cas.encode_case(CHAT)]
+    mem.commit("evals", base=None, add=added)
+    return mem, mem.pin("evals", 1)
+
+
+def all_ids(repo, name="evals", number=1):
+    out, cursor = [], None
+    while True:
+        page = repo.items(name, number, after=cursor, limit=500)
+        out += page.items
+        if (cursor := page.next_cursor) is None:
+            return out
+
+
+def refusal(exc):
+    return exc.value.code, exc.value.reason
+
+
+# -- cases() and to_pandas() ------------------------------------------------------------------
+def test_cases_yields_every_case_in_id_order_as_repo_case_reads_it(small):
+    repo, pin = small
+    got = list(cas.interop.exports.cases(repo, pin))
+    assert [i for i, _ in got] == all_ids(repo) and len(got) == 6
+    assert all(case == repo.case("evals", 1, i) for i, case in got)
+    assert list(exports.cases(repo, str(pin))) == got == list(exports.cases(repo, ("evals", 1)))
+
+
+def test_a_pin_that_does_not_match_or_is_no_pin_is_refused_at_the_call(small):
+    repo, pin = small
+    with pytest.raises(cas.FailedPrecondition) as exc:
+        exports.cases(repo, f"evals@1#b3:{'0' * 64}")
+    assert refusal(exc) == ("FAILED_PRECONDITION", "PIN_MISMATCH")
+    assert exc.value.fields["got"] == pin.content_digest
+    with pytest.raises(cas.InvalidArgument) as exc:
+        exports.cases(repo, "evals@1")
+    assert refusal(exc) == ("INVALID_ARGUMENT", "INVALID_PIN")
+    with pytest.raises(cas.NotFound):
+        exports.cases(repo, f"evals@2#{pin.content_digest}")
+
+
+def test_a_retired_version_is_refused_as_items_refuses_it(small):
+    repo, pin = small
+    repo.retire("evals", 1, "contaminated", "leaked", author=AUTHOR)
+    with pytest.raises(cas.FailedPrecondition) as read:
+        repo.items("evals", 1)
+    with pytest.raises(cas.FailedPrecondition) as exc:
+        exports.cases(repo, pin)  # at the call: no item has to be asked for
+    assert exc.value.to_json() == read.value.to_json()
+    assert exc.value.reason == "EVALUATION_DATASET_VERSION_RETIRED"
+
+
+def test_cases_streams_it_yields_before_reading_the_version(mem, monkeypatch):
+    mem.create_dataset("big", admission="direct")
+    mem.commit("big", base=None, add=[{"input": i} for i in range(1200)])
+    calls = {"objects_bytes": 0, "items": 0}
+    for name in calls:
+        def counted(*a, _real=getattr(mem, name), _name=name, **k):
+            calls[_name] += 1
+            return _real(*a, **k)
+        monkeypatch.setattr(mem, name, counted)
+    stream = exports.cases(mem, mem.pin("big", 1))
+    assert calls == {"objects_bytes": 0, "items": 1}  # checked at the call, nothing read yet
+    next(stream)
+    assert calls == {"objects_bytes": 1, "items": 1}  # one page of 500 read, not the version
+    assert sum(1 for _ in stream) == 1199 and calls == {"objects_bytes": 3, "items": 3}
+
+
+def test_to_pandas_has_case_id_and_one_column_per_field(small):
+    repo, pin = small
+    frame = cas.interop.exports.to_pandas(repo, pin)
+    assert list(frame.columns) == ["case_id", "run_id", "started_at", "input", "output",
+                                   "steps", "outcome", "metadata", "tenant", "person",
+                                   "withheld"]
+    assert list(frame["case_id"]) == all_ids(repo) and frame.attrs["cas.pin"] == str(pin)
+    for row in frame.to_dict("records"):
+        case_id = row.pop("case_id")
+        assert cas.encode_case(row).case_id == case_id
+
+
+def test_a_missing_extra_is_refused_naming_the_install_line(small, monkeypatch):
+    repo, pin = small
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now fails
+    with pytest.raises(cas.FailedPrecondition) as exc:
+        exports.to_pandas(repo, pin)
+    assert refusal(exc) == ("FAILED_PRECONDITION", "EXTRA_REQUIRED")
+    assert "pip install 'cas-datasets[pandas]'" in exc.value.message
+
+
+# -- JSON Lines -------------------------------------------------------------------------------
+def test_jsonl_is_a_header_then_canonical_case_lines(small):
+    repo, pin = small
+    out = io.BytesIO()
+    result = exports.export_jsonl(repo, pin, out)
+    assert result == exports.ExportResult("jsonl", str(pin), 6)
+    lines = out.getvalue().split(b"\n")
+    assert lines[0] == b'{"format":1,"pin":"%s"}' % str(pin).encode() and lines[-1] == b""
+    ids = all_ids(repo)
+    assert lines[1:-1] == [b'{"case":%s,"case_id":"%s"}' % (repo.object_bytes(i)[1],
+                                                             i.encode()) for i in ids]
+    head, rows = exports.read_jsonl(io.BytesIO(out.getvalue()))
+    assert head == {"format": 1, "pin": str(pin)}
+    assert [(cas.encode_case(c).case_id, i) for i, c in rows] == [(i, i) for i in ids]
+
+
+def test_jsonl_to_a_path_replaces_it_only_whole(small, tmp_path, monkeypatch):
+    repo, pin = small
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(b"old")
+    result = exports.export_jsonl(repo, pin, str(path))
+    assert result.path == str(path) and path.read_bytes().count(b"\n") == 7
+    def failing(digests):
+        raise cas.DataLoss("disk gone")  # after the header was written
+    monkeypatch.setattr(repo, "objects_bytes", failing)
+    path.write_bytes(b"old")
+    with pytest.raises(cas.DataLoss):
+        exports.export_jsonl(repo, pin, path)
+    assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["out.jsonl"]
+
+
+# -- Parquet and Hugging Face -----------------------------------------------------------------
+def test_parquet_schema_pin_row_groups_and_round_trip(small, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+    repo, pin = small
+    monkeypatch.setattr(exports, "ROW_GROUP", 4)
+    result = exports.export_parquet(repo, pin, tmp_path / "v.parquet")
+    assert result.cases == 6 and result.path == str(tmp_path / "v.parquet")
+    f = pq.ParquetFile(result.path)
+    assert f.metadata.num_row_groups == 2  # 4 + 2: written a group at a time
+    schema = f.schema_arrow
+    assert schema.metadata == {b"cas.pin": str(pin).encode(), b"cas.format": b"1",
+                               b"cas.case_format": b"1"}
+    assert [(x.name, str(x.type)) for x in schema] == [
+        ("case_id", "string"), ("run_id", "string"), ("started_at", "string"),
+        ("input", "string"), ("output", "string"), ("steps", "string"),
+        ("outcome", "string"), ("metadata", "string"), ("tenant", "string"),
+        ("person", "string"), ("withheld", "list<element: string>")]
+    rows = f.read().to_pylist()
+    assert [r["case_id"] for r in rows] == all_ids(repo)
+    for r in rows:  # JSON fields are JSON text: rebuilt by hand, then by the helper
+        case = {k: json.loads(v) if k in exports.JSON_FIELDS else v
+                for k, v in r.items() if k != "case_id"}
+        assert cas.encode_case(case).case_id == r["case_id"]
+        assert exports.case_from_row(r) == case
+
+
+def test_hf_dataset_holds_the_columns_and_the_pin_in_its_info(small, tmp_path):
+    import datasets
+    repo, pin = small
+    result = exports.export_hf(repo, str(pin), tmp_path / "hf")
+    ds = datasets.load_from_disk(result.path)
+    assert json.loads(ds.info.description) == {"format": 1, "pin": str(pin)}
+    assert ds.column_names == ["case_id", *exports.FIELDS] and result.cases == 6
+    assert [r["case_id"] for r in ds] == all_ids(repo)
+    assert all(cas.encode_case(exports.case_from_row(r)).case_id == r["case_id"] for r in ds)
+    assert sorted(os.listdir(tmp_path)) == ["hf"]  # the work directory is gone
+    with pytest.raises(cas.AlreadyExists):
+        exports.export_hf(repo, pin, tmp_path / "hf")
+
+
+@pytest.mark.parametrize("to", ["parquet", "hf"])
+def test_parquet_and_hf_need_a_path(small, to):
+    repo, pin = small
+    for out in (None, io.BytesIO()):
+        with pytest.raises(cas.InvalidArgument) as exc:
+            exports.export(repo, pin, to, out)
+        assert exc.value.reason == "OUTPUT_REQUIRED" and "-o PATH" in exc.value.message
+
+
+def test_an_unknown_format_is_refused_naming_the_accepted_ones(small):
+    repo, pin = small
+    with pytest.raises(cas.InvalidArgument) as exc:
+        exports.export(repo, pin, "csv", io.BytesIO())
+    assert exc.value.fields["accepted"] == ["jsonl", "parquet", "hf", "openai-chat"]
+    assert exc.value.message == ("unknown export format 'csv'; accepted: jsonl, parquet, hf, "
+                                 "openai-chat")
+
+
+# -- OpenAI chat ------------------------------------------------------------------------------
+def test_openai_chat_mapping_of_every_step_kind():
+    example, status = exports.openai_chat(json.loads(cas.encode_case(CHAT).data))
+    assert status == "truncated"  # at `rm`, whose result was not recorded
+    mv = {"id": "call_2", "type": "function",
+          "function": {"name": "mv", "arguments": '{"dst":"b","src":"a"}'}}
+    ls = {"id": "c-7", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    assert example == {"messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "rename a", "name": "ada"},
+        {"role": "assistant", "tool_calls": [mv]},
+        {"role": "tool", "tool_call_id": "call_2", "content": "null"},  # a recorded null
+        {"role": "assistant", "tool_calls": [ls]},
+        {"role": "tool", "tool_call_id": "c-7", "content": '{"code":2}'},  # the error
+        {"role": "assistant", "content": '{"k":1}'},
+    ], "tools": [{"type": "function", "function": {"name": "mv"}},
+                 {"type": "function", "function": {"name": "ls"}}]}
+    tools = [{"type": "function", "function": {"name": "mv", "parameters": {}}}]
+    example, status = exports.openai_chat({**CHAT, "metadata": {"tools": tools}})
+    assert example["tools"] == tools
+    assert exports.openai_chat({"steps": [CHAT["steps"][1]]}) == (None, "skipped")
+
+
+def test_openai_chat_export_keeps_the_conversations_in_id_order(small):
+    repo, pin = small
+    out = io.BytesIO()
+    result = exports.export_openai_chat(repo, pin, out)
+    # The example whose only tool call is unrecorded has no assistant turn left: skipped.
+    assert (result.cases, result.skipped, result.truncated) == (5, 1, 1)
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    expected = [exports.openai_chat(c)[0] for _, c in exports._rows(repo, pin)[1]]
+    assert lines == [e for e in expected if e is not None]
+    # Lossy: what is kept is the conversation, in order, not the case or its id.
+    weather = next(x for x in lines if "Lisbon" in x["messages"][0]["content"])
+    assert [m["role"] for m in weather["messages"]] == ["user", "assistant", "tool",
+                                                        "assistant"]
+    assert json.loads(weather["messages"][2]["content"]) == {"temp_c": 21, "sky": "sunny"}
+
+
+# -- the command ----------------------------------------------------------------------------
+@pytest.fixture
+def cli_repo(run):
+    assert run("init").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
+    r = run("--json", "commit", "evals", "--add", str(EXAMPLE))
+    assert r.exit_code == 0, r.output
+    return cas.open("."), json.loads(r.stdout)
+
+
+def test_cli_jsonl_to_stdout_in_every_spelling(run, cli_repo):
+    repo, _ = cli_repo
+    pin = repo.pin("evals", 1)
+    out = io.BytesIO()
+    exports.export_jsonl(repo, pin, out)
+    for args in (("evals", "1"), ("evals@1",), (str(pin),)):
+        r = run("export", *args, "--to", "jsonl")
+        assert r.exit_code == 0 and r.stdout_bytes == out.getvalue() and r.stderr == ""
+
+
+def test_cli_writes_a_file_and_reports_it(run, cli_repo, tmp_path):
+    repo, _ = cli_repo
+    pin = str(repo.pin("evals", 1))
+    r = run("--json", "export", "evals@1", "--to", "parquet", "-o", "v.parquet")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {"format": "parquet", "pin": pin, "cases": 5, "skipped": 0,
+                                    "truncated": 0, "path": str(tmp_path / "v.parquet")}
+    r = run("export", "evals", "1", "--to", "openai-chat", "-o", "chat.jsonl")
+    assert r.stdout == (f"exported 4 cases of {pin} to {tmp_path / 'chat.jsonl'} "
+                        "(1 skipped, 0 truncated)\n")
+
+
+def test_cli_refusals_write_nothing(run, cli_repo, tmp_path):
+    repo, _ = cli_repo
+    before = sorted(os.listdir(tmp_path))
+    r = run("--json", "export", "evals", "1", "--to", "csv", "-o", "x")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["accepted"] == list(
+        exports.FORMATS)
+    r = run("export", "evals", "1", "--to", "parquet")
+    assert r.exit_code == 2 and "-o PATH" in r.stderr
+    r = run("--json", "export", "evals", "--to", "jsonl")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "VERSION_REQUIRED"
+    r = run("export", f"evals@1#b3:{'0' * 64}", "--to", "jsonl", "-o", "x")
+    assert r.exit_code == 5 and "does not match" in r.stderr
+    repo.retire("evals", 1, "contaminated", "leaked", author=AUTHOR)
+    r = run("--json", "export", "evals@1", "--to", "hf", "-o", "x")
+    assert r.exit_code == 5 and r.stdout == ""
+    assert json.loads(r.stderr)["error"]["reason"] == "EVALUATION_DATASET_VERSION_RETIRED"
+    r = run("export", "evals@1", "--to", "jsonl")
+    assert r.exit_code == 5 and r.stdout == ""
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_a_jsonl_export_reimports_as_the_same_version(small):
+    repo, pin = small
+    out = io.BytesIO()
+    exports.export_jsonl(repo, pin, out)
+    lines = [json.dumps(json.loads(x)["case"]).encode() for x in out.getvalue().splitlines()[1:]]
+    repo.create_dataset("copy", admission="direct")
+    copy = repo.commit("copy", base=None, add=cas.read_cases_jsonl(lines))
+    assert copy.content_digest == pin.content_digest

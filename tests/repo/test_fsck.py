@@ -1,0 +1,515 @@
+"""fsck: flip one byte anywhere in a repository and fsck names it; every kind of damage is reported."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+
+import pytest
+
+import cas
+from cas.storage import pack as packfmt
+from cas.format.records import TYPES, VersionRecord, parse_record_file_of
+from cas.storage.store import index_key, pack_key
+
+
+def build(path) -> cas.Repository:
+    repo = cas.init(str(path))
+    repo.create_dataset("alpha", description="a", admission="direct")
+    repo.create_dataset("beta", admission="direct")
+    repo.edit_dataset("beta", tags=["t"])
+    big = [{"input": f"case-{i}", "output": {"n": i}} for i in range(90)]
+    repo.commit("alpha", base=None, add=big)  # more than a leaf holds: inner nodes
+    repo.commit("alpha", base=1, add=[{"input": "extra"}],
+                remove=repo.items("alpha", 1, limit=30).items)
+    repo.commit("alpha", base=2, add=[{"input": "third"}])
+    repo.commit("beta", base=None, add=[{"input": "b1"}, {"input": "b2"}])
+    repo.commit("beta", base=1, add=[{"input": "b3"}])
+    return repo
+
+
+def files(root: str) -> list[str]:
+    out = []
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            out.append(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/"))
+    return sorted(out)
+
+
+def names_for(root: str, key: str) -> set[str]:
+    """What a report may name for damage in `key`: the key, or a digest stored in it."""
+    data = open(os.path.join(root, key), "rb").read()
+    names = {key}
+    if key.endswith(".pack"):
+        names |= names_for(root, key[:-len(".pack")] + ".idx")
+    elif key.endswith(".idx"):
+        names |= {"b3:" + e.digest.hex() for e in packfmt.parse_index(data)[1]}
+    elif not key.startswith("persons/packs/"):  # (a person table is named by its key alone)
+        record = parse_record_file_of(data, tuple(TYPES.values()), key)
+        names.add(cas.digest.digest_of(type(record).__struct_config__.tag,
+                                       cas.format.encoding.encode(record)))
+        if isinstance(record, VersionRecord):
+            names.add(record.content_digest)
+    return names
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fsck")
+    repo = build(path)
+    report = repo.fsck()
+    assert report.ok, report.problems
+    assert (report.datasets, report.versions) == (2, 5)
+    return str(path), repo.backend.root
+
+
+def baseline(repo) -> set:
+    """The problems of the undamaged repository: only notices (see
+    test_repository.test_commit_writes_no_unreferenced_objects for why there are any)."""
+    report = cas.Repository(repo.backend).fsck()
+    assert report.ok, report.problems
+    return {(p.severity, p.where) for p in report.problems}
+
+
+def new_problems(repo, before: set) -> list:
+    report = cas.Repository(repo.backend).fsck()
+    return [(p.severity, p.where) for p in report.problems
+            if (p.severity, p.where) not in before]
+
+
+def test_clean_repository_is_ok(built):
+    path, _ = built
+    report = cas.open(path).fsck()
+    assert report.ok
+    # only tree nodes a commit wrote and a later step replaced, one notice per pack
+    assert all(p.severity == "notice" and p.where.startswith("packs/") and re.fullmatch(
+        r"\d+ unreferenced objects? \(\d+ bytes: (\d+ tree\.(leaf|node)(, |\)))+; `cas gc` .*",
+        p.message) for p in report.problems), report.problems
+    assert report.objects > 90 and report.packs == 5
+
+
+def test_flip_one_byte_in_every_file_is_named(built):
+    path, root = built
+    keys = files(root)
+    assert "config" in keys
+    assert sum(k.endswith(".pack") for k in keys) == 5 and sum(k.endswith(".idx") for k in keys) == 5
+    assert sum("/versions/" in k for k in keys) == 5 and sum("/meta/" in k for k in keys) == 3
+    rnd = random.Random(20240601)
+    clean = cas.open(path).fsck().problems
+    checked = 0
+    for key in keys:
+        file = os.path.join(root, key)
+        original = open(file, "rb").read()
+        allowed = names_for(root, key)
+        n = len(original)
+        positions = sorted({0, 1, n // 2, n - 2, n - 1} | {rnd.randrange(n) for _ in range(6)})
+        for pos in positions:
+            for mask in (0x01, rnd.randint(1, 255)):
+                damaged = bytearray(original)
+                damaged[pos] ^= mask
+                repo = cas.open(path)  # a fresh handle: no state from before the damage
+                with open(file, "wb") as f:
+                    f.write(damaged)
+                try:
+                    report = repo.fsck()
+                finally:
+                    with open(file, "wb") as f:
+                        f.write(original)
+                errors = [p for p in report.problems if p.severity == "error"]
+                assert errors, f"flip {mask:#x} at {pos} of {key} went unnoticed"
+                assert any(p.where in allowed for p in errors), (key, pos, errors)
+                checked += 1
+    assert checked > 300
+    assert cas.open(path).fsck().problems == clean
+
+
+def test_truncated_and_emptied_files_are_named(built):
+    path, root = built
+    for key in files(root):
+        file = os.path.join(root, key)
+        original = open(file, "rb").read()
+        allowed = names_for(root, key)
+        for damaged in (original[:-1], original[: len(original) // 2], b"", original + b"\0"):
+            repo = cas.open(path)
+            with open(file, "wb") as f:
+                f.write(damaged)
+            try:
+                report = repo.fsck()
+            finally:
+                with open(file, "wb") as f:
+                    f.write(original)
+            errors = [p for p in report.problems if p.severity == "error"]
+            assert any(p.where in allowed for p in errors), (key, len(damaged), errors)
+    assert cas.open(path).fsck().ok
+
+
+def _pack_of(repo, digest):
+    return repo.store.locate(digest)[0][len("packs/"):-len(".pack")]
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return build(tmp_path)
+
+
+def test_missing_index(repo):
+    root = repo.store.locate(repo.version("alpha", 1).content_digest)
+    pid = root[0][len("packs/"):-len(".pack")]
+    listed = {"b3:" + e.digest.hex()
+              for e in packfmt.parse_index(repo.backend.get(index_key(pid)))[1]}
+    assert repo.backend.delete(index_key(pid))
+    report = cas.Repository(repo.backend).fsck()
+    assert not report.ok
+    errors = [p for p in report.problems if p.severity == "error"]
+    assert any(p.where in listed and "missing" in p.message for p in errors), errors
+    assert any(p.where == pack_key(pid) and p.severity == "notice" for p in report.problems)
+
+
+def test_missing_pack(repo):
+    pid = _pack_of(repo, repo.version("beta", 2).content_digest)
+    assert repo.backend.delete(pack_key(pid))
+    report = cas.Repository(repo.backend).fsck()
+    assert not report.ok
+    assert any(p.where == index_key(pid) and p.severity == "error" for p in report.problems)
+
+
+def test_deleted_version_in_the_middle_is_a_gap(repo):
+    assert repo.backend.delete("datasets/alpha/versions/0000000002")
+    report = cas.Repository(repo.backend).fsck()
+    assert not report.ok
+    gap = [p for p in report.problems if p.where == "datasets/alpha/versions/"]
+    assert gap and gap[0].severity == "error" and "[2]" in gap[0].message
+
+
+def test_deleted_metadata_revision_is_a_gap(repo):
+    assert repo.backend.delete("datasets/beta/meta/0000000001")
+    report = cas.Repository(repo.backend).fsck()
+    assert any(p.where == "datasets/beta/meta/" and p.severity == "error" and "[1]" in p.message
+               for p in report.problems)
+
+
+def test_version_without_dataset_metadata(repo):
+    for key in list(repo.backend.list("datasets/beta/meta/")):
+        repo.backend.delete(key)
+    report = cas.Repository(repo.backend).fsck()
+    assert any(p.where == "datasets/beta/" and p.severity == "error" for p in report.problems)
+
+
+def test_version_record_moved_to_another_number(repo):
+    data = repo.backend.get("datasets/beta/versions/0000000002")
+    assert repo.backend.put_if_absent("datasets/beta/versions/0000000003", data)
+    report = cas.Repository(repo.backend).fsck()
+    assert any(p.where == "datasets/beta/versions/0000000003" and p.severity == "error"
+               for p in report.problems), report.problems
+
+
+@pytest.mark.parametrize("key", ["stray.txt", "packs/notes", "packs/abc.pack.bak",
+                                 "datasets/alpha/extra/0000000001",
+                                 "datasets/alpha/versions/latest", "datasets/alpha/versions/12",
+                                 "datasets/readme", "config.old"])
+def test_unexpected_key_reported(repo, key):
+    assert repo.backend.put_if_absent(key, b"hello")
+    report = cas.Repository(repo.backend).fsck()
+    assert not report.ok
+    assert any(p.where == key and p.severity == "error" for p in report.problems), report.problems
+
+
+def test_a_key_of_every_family_is_expected(tmp_path):
+    """The unexpected-key check follows the key layout (cas.format.keys.FAMILIES): a key of any
+    family is checked as a record of it, never reported as unexpected, even when damaged."""
+    from cas.format.keys import FAMILIES
+    repo = cas.init(str(tmp_path))
+    examples = {"config": (), "person.shards": ("a" * 64, {"0f"}), "person.index": ("0f", "a" * 64),
+                "person.table": ("a" * 64, {"0f"}),
+                "pack": ("b" * 64,), "pack.index": ("b" * 64,), "multi.index": ("c" * 64,),
+                "run.admission": (1,), "run.import": (1,), "review.batch": (1,),
+                "settings": (1,), "eligibility": (1,),
+                "dataset.tombstone": ("d",), "proposal": ("d", "ct-" + "e" * 32),
+                "idempotency": ("d", "f" * 64), "lease": ("gc", "0123"),
+                "erasure": ("ct-" + "1" * 32,), "erasure.plan": ("ct-" + "2" * 32,),
+                "log.index": ("runs", 0, 1, "3" * 64)}
+    keys = [f.format(*examples.get(f.name, ("d", 1))) for f in FAMILIES]  # ("d", 1): d@1
+    for key in keys:
+        repo.backend.put_if_absent(key, b"damaged")
+    unexpected = {p.where for p in repo.fsck().problems
+                  if p.message == "unexpected key in the repository"}
+    assert unexpected.isdisjoint(keys)
+    assert repo.backend.put_if_absent("datasets/d/unknown/0000000001", b"damaged")
+    assert "datasets/d/unknown/0000000001" in {
+        p.where for p in cas.Repository(repo.backend).fsck().problems
+        if p.message == "unexpected key in the repository"}
+
+
+def test_pack_without_index_is_only_a_notice(repo):
+    before = baseline(repo)
+    pack, _ = packfmt.format_pack([(1, b'{"format":1,"input":"orphan","kind":"case"}')])
+    pid = packfmt.pack_id(pack)
+    assert repo.backend.put_if_absent(pack_key(pid), pack)
+    report = cas.Repository(repo.backend).fsck()
+    assert report.ok
+    assert new_problems(repo, before) == [("notice", pack_key(pid))]
+    message = next(p.message for p in report.problems if p.where == pack_key(pid))
+    assert message.startswith("pack has no index") and "its 1 object (43 bytes)" in message
+
+
+def test_unreferenced_objects_are_notices(repo):
+    before = baseline(repo)
+    with repo.store.writer() as w:
+        digest = w.add(cas.Case(input="nobody refers to me"))
+    report = cas.Repository(repo.backend).fsck()
+    assert report.ok
+    pkey = repo.store.locate(digest)[0]
+    assert new_problems(repo, before) == [("notice", pkey)]
+    size = repo.store.locate(digest)[1].length
+    assert [p.message for p in report.problems if p.where == pkey] == [
+        f"1 unreferenced object ({size} bytes: 1 case); `cas gc` reclaims them once the pack "
+        "is older than the grace period (default 24h)"]
+
+
+class _FailingImportClaim:
+    """A backend whose run-import claim fails: an import interrupted after its pack landed."""
+
+    def __init__(self, inner):
+        self.inner, self.url = inner, inner.url
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def put_if_absent(self, key, data):
+        if key.startswith("runs/imports/"):
+            raise OSError("killed")
+        return self.inner.put_if_absent(key, data)
+
+
+def test_an_interrupted_import_is_one_notice_per_pack_not_one_per_run(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from cas_cli.main import cli
+    repo = cas.init(str(tmp_path))
+    runs = [{"run_id": f"r-{i}", "tenant": "t", "steps": []} for i in range(3000)]
+    with pytest.raises(OSError):
+        cas.Repository(_FailingImportClaim(repo.backend)).import_runs(runs)
+    report = cas.open(str(tmp_path)).fsck()
+    assert report.ok and report.unreferenced == 3000 and report.unreferenced_bytes > 3000 * 30
+    notices = [p for p in report.problems if p.severity == "notice"]
+    assert len(notices) == len(repo.store.pack_ids()) == 1, notices
+    assert notices[0].message.startswith(f"3000 unreferenced objects ({report.unreferenced_bytes}"
+                                          " bytes: 3000 run); `cas gc` reclaims them")
+    result = CliRunner().invoke(cli, ["--repo", str(tmp_path), "fsck"])
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"notice: {notices[0].where}: 3000 unref")
+    assert lines[1].endswith(": ok")
+    out = json.loads(CliRunner().invoke(cli, ["--repo", str(tmp_path), "--json", "fsck"]).stdout)
+    assert out["unreferenced"] == {"objects": 3000, "bytes": report.unreferenced_bytes}
+    assert len(out["problems"]) == 1
+
+
+def test_missing_config(repo):
+    handle = cas.Repository(repo.backend)
+    assert repo.backend.delete("config")
+    report = handle.fsck()
+    assert any(p.where == "config" and p.severity == "error" for p in report.problems)
+
+
+def test_progress_reports(repo):
+    calls = []
+    cas.Repository(repo.backend).fsck(progress=lambda *a: calls.append(a))
+    assert {c[0] for c in calls} >= {"packs", "versions"}
+
+
+# -- cross-checks: deletions that leave no gap in any numbering --------------------------------
+ALICE, BOB = "alice.moreau@example.org", "bob-17"
+
+
+def build_lifecycle(repo) -> cas.Repository:
+    """Runs of two people, one review batch, two sealed promotions and a staged one, two
+    settings revisions, an experiment a score names, and cases naming people committed directly."""
+    repo.import_runs([{"run_id": f"{who}-{i}", "tenant": "acme", "person": person,
+                       "input": f"{who} asks {i}", "output": i,
+                       "steps": [{"type": "tool_call", "tool_name": "crm",
+                                  "arguments": {"i": i}, "result": [i]}]}
+                      for who, person in (("alice", ALICE), ("bob", BOB)) for i in range(3)])
+    repo.set_content_policy(["metadata"])
+    repo.set_content_policy(["tool_results"])
+    reviewed = ["alice-0", "bob-0", "bob-1", "bob-2"]
+    req = [{"run_id": r, "metric": "dataset_eligibility", "label": "reviewed"} for r in reviewed]
+    anns = dict(zip(reviewed, repo.add_reviews(
+        req, confirm_token=repo.add_reviews(req)["confirm_token"])["annotation_ids"]))
+
+    def subjects(*runs):
+        return [{"subject_kind": "agent_run", "subject_ref": r, "review_annotation_id": anns[r]}
+                for r in runs]
+    repo.create_dataset("evals", admission="direct")
+    repo.seal("evals", repo.promote("evals", subjects("alice-0", "bob-0"), "k1")["confirm_token"])
+    repo.seal("evals", repo.promote("evals", subjects("bob-1"), "k2")["confirm_token"])
+    repo.promote("evals", subjects("bob-2"), "k3")  # staged, never sealed
+    repo.create_dataset("direct", admission="direct")
+    repo.commit("direct", base=None, add=[{"input": "a", "person": ALICE},
+                                          {"input": "b", "person": BOB}, {"input": "nobody"}])
+    repo.create_experiment("evals", 2, "baseline")
+    repo.record_score(repo.pin("evals", 2), metric="acc", value=0.5, experiment="baseline")
+    return repo
+
+
+@pytest.fixture
+def lifecycle(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
+    repo = build_lifecycle(cas.init(str(tmp_path / "repo")))
+    report = cas.Repository(repo.backend).fsck()
+    assert report.ok and not report.problems, report.problems
+    return repo
+
+
+def problems_of(repo, severity="error") -> list[tuple[str, str]]:
+    return [(p.where, p.message) for p in cas.Repository(repo.backend).fsck().problems
+            if p.severity == severity]
+
+
+def test_a_healthy_repository_stays_clean_through_erasure_and_gc(lifecycle):
+    repo = lifecycle
+    assert list(repo.backend.list("persons/"))  # there is a person index to check
+    repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])  # retires evals@1, @2 and direct@1
+    repo.seal("evals", repo.remove("evals", [], "k4")["confirm_token"])  # evals@3, active
+    assert problems_of(repo) == []
+    repo.gc(grace=0)
+    report = cas.Repository(repo.backend).fsck()
+    assert report.ok and problems_of(repo) == [], report.problems
+    assert all(p.where.startswith(("packs/", "datasets/evals/proposals/"))
+               for p in report.problems), report.problems
+
+
+def test_deleting_the_only_review_batch_is_an_error(lifecycle):
+    repo = lifecycle
+    assert list(repo.backend.list("reviews/")) == ["reviews/0000000001"]
+    assert repo.backend.delete("reviews/0000000001")
+    errors = problems_of(repo)
+    # the log index names the batch too
+    [(index, message)] = [(w, m) for w, m in errors if w.startswith("indexes/reviews/")]
+    assert "indexes records up to 1, which reviews/0000000001 is not" in message
+    errors.remove((index, message))
+    assert {w for w, _ in errors} == {"datasets/evals/versions/0000000001",
+                                      "datasets/evals/versions/0000000002"}, errors
+    assert all("which no review batch holds" in m for _, m in errors)
+    # the staged proposal names one too: a notice (sealing it would make it an error)
+    staged = [w for w, m in problems_of(repo, "notice") if "no review batch holds" in m]
+    assert len(staged) == 1 and "/proposals/" in staged[0]
+
+
+def test_a_run_import_deleted_and_its_runs_collected_is_an_error(lifecycle):
+    repo = lifecycle
+    assert repo.backend.delete("runs/imports/0000000001")
+    repo.gc(grace=0)  # nothing reaches the runs now: gc deletes them
+    errors = [(w, m) for w, m in problems_of(repo) if not (
+        w.startswith("indexes/runs/") and "which runs/imports/0000000001 is not" in m)]
+    assert len(errors) == 4 and all(w == "reviews/0000000001" and "which is missing" in m
+                                    for w, m in errors), errors
+
+
+def test_deleting_an_experiment_a_score_names_is_an_error(lifecycle):
+    repo = lifecycle
+    assert repo.backend.delete("datasets/evals/experiments/0000000001")
+    assert problems_of(repo) == [
+        ("datasets/evals/scores/0000000001#0",
+         "names experiment 'baseline', which dataset 'evals' does not have")]
+
+
+def test_deleting_a_settings_revision_is_a_gap(lifecycle):
+    repo = lifecycle
+    assert repo.backend.delete("settings/0000000001")
+    assert problems_of(repo) == [("settings/", "numbers are not contiguous from 1; missing [1]")]
+
+
+def test_a_missing_idempotency_claim_is_reported(lifecycle):
+    from cas.format.keys import idempotency_key
+    repo = lifecycle
+    sealed = repo.version("evals", 1).proposal
+    assert repo.backend.delete(idempotency_key("evals", "k1"))
+    assert problems_of(repo) == []  # a mirror in progress looks the same: a notice
+    notices = problems_of(repo, "notice")
+    assert [w for w, m in notices] == [f"datasets/evals/proposals/{sealed}"]
+    assert "sealed as version 1" in notices[0][1] and "claim of its key" in notices[0][1]
+    assert repo.backend.delete(idempotency_key("evals", "k3"))  # the staged proposal's
+    assert problems_of(repo) == []
+    assert sorted(m.split(":")[0] for _, m in problems_of(repo, "notice")) == [
+        f"sealed as version 1, but the idempotency claim of its key "
+        f"({idempotency_key('evals', 'k1')}) is missing",
+        f"staged proposal without the idempotency claim of its key "
+        f"({idempotency_key('evals', 'k3')})"]
+
+
+def _person_file_of(repo, person, case, layout):
+    """(key, rows (keyed person, digest), keyed person, pack id) of the person index file
+    listing `case` (in its pack) under `person`: the pack's person table, or with layout
+    "records" the person index record of its shard (a repository from before person tables,
+    made by converting this one's)."""
+    from cas.format.records import PersonIndex, parse_record_file
+    from cas.storage.store import person_index_key, person_shard
+    from support.person_files import tables, to_records
+    pid = repo.store.locate(case)[0][len("packs/"):-len(".pack")]
+    keyed = repo.store.person_digest(person)
+    if layout == "table":
+        key, rows = tables(repo.backend)[pid]
+        return key, rows, keyed, pid
+    assert to_records(repo.backend) and problems_of(repo) == []
+    key = person_index_key(person_shard(keyed), pid)
+    record = parse_record_file(repo.backend.get(key), PersonIndex, key)
+    return key, [(e.person, e.digest) for e in record.entries], keyed, pid
+
+
+def _write_person_file(repo, key, pid, rows, layout) -> str:
+    from cas.format.records import PersonIndex, PersonObject, format_record_file
+    from support.person_files import write_table
+    if layout == "table":
+        return write_table(repo.backend, pid, rows)
+    repo.backend.replace(key, format_record_file(PersonIndex(pack=pid, entries=[
+        PersonObject(person=p, digest=d) for p, d in sorted(rows)])))
+    return key
+
+
+@pytest.mark.parametrize("layout", ["table", "records"])
+def test_a_lost_or_damaged_person_index_is_an_error(lifecycle, layout):
+    repo = lifecycle
+    case = cas.encode_case({"input": "a", "person": ALICE}).case_id
+    key, _, keyed, pid = _person_file_of(repo, ALICE, case, layout)
+    original = repo.backend.get(key)
+    assert repo.backend.delete(key)
+    # (a record of the pack's shards, where there is one, may report it too)
+    errors = [(w, m) for w, m in problems_of(repo) if not w.startswith("persons/shards/")]
+    assert {w for w, _ in errors} == {key}, errors
+    assert any(m.startswith(f"missing: pack {pid} holds ") and
+               f"in shard {keyed[3:5]} (e.g. " in m for _, m in errors), errors
+    damaged = bytearray(original)
+    damaged[len(damaged) // 2] ^= 0x01
+    repo.backend.replace(key, bytes(damaged))
+    errors = [(w, m) for w, m in problems_of(repo) if not w.startswith("persons/shards/")]
+    assert {w for w, _ in errors} == {key} and any(m.startswith("unreadable: pack " + pid)
+                                                   for _, m in errors), errors
+    repo.backend.replace(key, original)
+    assert problems_of(repo) == []
+
+
+@pytest.mark.parametrize("layout", ["table", "records"])
+def test_a_missing_or_misattributed_person_index_entry_is_an_error(lifecycle, layout):
+    repo = lifecycle
+    case = cas.encode_case({"input": "a", "person": ALICE}).case_id
+    key, rows, keyed, pid = _person_file_of(repo, ALICE, case, layout)
+    original = repo.backend.get(key)
+    kept = [row for row in rows if row[1] != case]
+    assert len(kept) == len(rows) - 1
+    key = _write_person_file(repo, key, pid, kept, layout)
+    errors = problems_of(repo)
+    assert [w for w, _ in errors] == [key], errors
+    assert errors[0][1].startswith(f"does not list {case} of pack {pid} under its person {keyed}")
+    # the entry under another person (of the same shard): missing for one, wrong for the other
+    other = keyed[:5] + ("0" if keyed[5] != "0" else "1") + keyed[6:]
+    key = _write_person_file(repo, key, pid, sorted(kept + [(other, case)]), layout)
+    messages = [m for w, m in problems_of(repo) if w == key]
+    assert len(messages) == 2 and messages[1] == (
+        f"lists {case} under {other}, a person that object does not name"), messages
+    repo.backend.replace(key, original)
+    assert problems_of(repo) == []

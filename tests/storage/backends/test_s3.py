@@ -1,0 +1,269 @@
+"""S3 behaviour against a real SeaweedFS: network faults, caching, request counts (mirroring
+to and from S3: test_mirror.py)."""
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from support import ROOT
+import cas
+from cas.storage.backends import backend_for
+from cas.storage.backends.s3 import S3Backend, aws_settings, parse_url
+from cas_cli.main import cli
+from support.faultproxy import FaultProxy
+from support.sample_cases import tool_cases
+
+
+@pytest.fixture
+def proxied(seaweed, monkeypatch, tmp_path):
+    """A repository reached through a fault-injecting proxy."""
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    with FaultProxy(seaweed.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        url = seaweed.url()
+        repo = cas.init(url)
+        repo.create_dataset("evals", admission="direct")
+        yield proxy, url, repo
+
+
+def test_url_and_settings_parsing(tmp_path):
+    assert parse_url("s3://bucket/a/b/") == ("bucket", "a/b")
+    assert parse_url("s3://bucket") == ("bucket", "")
+    with pytest.raises(cas.InvalidArgument, match="s3://BUCKET/PREFIX"):
+        parse_url("s3:/bucket")
+    with pytest.raises(cas.InvalidArgument, match="accepted"):
+        backend_for("gs://bucket/x")
+    config = tmp_path / "config"
+    config.write_text("[profile team]\nregion = eu-west-3\nendpoint_url = http://h:1\n")
+    creds = tmp_path / "credentials"
+    creds.write_text("[team]\naws_access_key_id = AK\naws_secret_access_key = SK\n")
+    env = {"AWS_PROFILE": "team", "AWS_CONFIG_FILE": str(config),
+           "AWS_SHARED_CREDENTIALS_FILE": str(creds)}
+    assert aws_settings(env) == {"endpoint": "http://h:1", "region": "eu-west-3",
+                                 "access_key_id": "AK", "secret_access_key": "SK"}
+    env["AWS_REGION"] = "us-west-2"  # the environment wins over the files
+    assert aws_settings(env)["region"] == "us-west-2"
+
+
+def test_same_bytes_and_digests_as_a_local_repository(s3_url, tmp_path):
+    local = cas.init(str(tmp_path / "local"))
+    remote = cas.init(s3_url)
+    for repo in (local, remote):
+        repo.create_dataset("evals", admission="direct")
+        repo.commit("evals", base=None, add=tool_cases(150))
+    a, b = local.version("evals", 1), remote.version("evals", 1)
+    assert a.content_digest == b.content_digest and a.item_count == b.item_count == 150
+    assert local.items("evals", 1, limit=200) == remote.items("evals", 1, limit=200)
+
+
+def test_lost_response_to_a_version_claim_is_not_reported_as_a_conflict(proxied):
+    proxy, url, repo = proxied
+    lost = []
+
+    def plan(method, path, n):
+        if method == "PUT" and "/versions/" in path and not lost:
+            lost.append(path)
+            return "lost"  # the server stored it, the client never heard
+        return None
+    proxy.plan = plan
+    record = repo.commit("evals", base=None, add=tool_cases(3))
+    assert lost and record.number == 1
+    assert cas.open(url).version("evals", 1) == record
+    assert cas.open(url).fsck().ok
+
+
+def test_transient_errors_on_reads_and_writes_are_retried(proxied):
+    proxy, url, repo = proxied
+    proxy.plan = lambda method, path, n: ("503" if n % 3 == 0 else "reset" if n % 7 == 0
+                                          else None)
+    record = repo.commit("evals", base=None, add=tool_cases(20))
+    fresh = cas.open(url)
+    page = fresh.items("evals", 1, limit=50)
+    # every case, in order (an empty page would be sorted too)
+    assert page.items == sorted(cas.encode_case(c).case_id for c in tool_cases(20))
+    assert not page.has_more
+    assert fresh.version("evals", 1) == record
+    assert any(f != "ok" for _, _, f in proxy.log)
+    proxy.plan = lambda method, path, n: None
+    assert cas.open(url).fsck().ok
+
+
+def test_persistent_write_failure_is_a_clear_error_and_changes_nothing(proxied, monkeypatch):
+    proxy, url, repo = proxied
+    repo.commit("evals", base=None, add=tool_cases(5))
+    before = sorted(S3Backend(url).list(""))
+    proxy.plan = lambda method, path, n: "503" if method == "PUT" else None
+    monkeypatch.setattr("cas.storage.backends.s3.BACKOFF_S", 0.001)
+    runner = CliRunner()
+    src = tool_cases(1, "new")[0]
+    result = runner.invoke(cli, ["--repo", url, "--json", "commit", "evals", "--base", "1",
+                                 "--add", "-"], input=json.dumps(src) + "\n")
+    assert result.exit_code == 8, result.output
+    err = json.loads(result.stderr)["error"]
+    assert err["code"] == "UNAVAILABLE" and "cannot write" in err["message"]
+    proxy.plan = lambda method, path, n: None
+    assert sorted(S3Backend(url).list("")) == before
+    assert cas.open(url).fsck().ok
+
+
+def test_objects_are_cached_locally_by_digest(s3_url, tmp_path):
+    repo = cas.init(s3_url)
+    repo.create_dataset("evals", admission="direct")
+    repo.commit("evals", base=None, add=tool_cases(10))
+    case_id = repo.items("evals", 1, limit=1).items[0]
+    first = cas.open(s3_url)
+    first.case("evals", 1, case_id)
+    second = cas.open(s3_url)
+    gets_before = second.backend.requests["GET"]
+    assert second.case("evals", 1, case_id) == first.case("evals", 1, case_id)
+    # only the version record and its retirement (absent) are fetched again; index, tree nodes
+    # and case come from the cache
+    assert second.backend.requests["GET"] - gets_before == 2
+    cached = list((tmp_path / "cache").rglob(case_id[3:]))
+    assert len(cached) == 1
+
+
+def test_sealing_one_case_costs_a_constant_number_of_requests(s3_url):
+    repo = cas.init(s3_url)
+    counts = []
+    for name, size in (("small", 50), ("large", 3000)):
+        repo.create_dataset(name, admission="direct")
+        repo.commit(name, base=None, add=tool_cases(size, name))
+        fresh = cas.open(s3_url)
+        fresh.backend.requests.clear()
+        fresh.commit(name, base=1, add=tool_cases(1, name + "-extra"))
+        counts.append(sum(fresh.backend.requests.values()))
+    # a deeper tree costs a few more node reads, never a per-case cost
+    assert counts[1] <= counts[0] + 8, counts
+    assert counts[1] < 40, counts
+
+
+def test_ingest_goes_up_in_a_few_packs(s3_url):
+    repo = cas.init(s3_url)
+    repo.create_dataset("evals", admission="direct")
+    repo.backend.requests.clear()
+    repo.commit("evals", base=None, add=tool_cases(5000))
+    # the writer's lease, the pack's person-shards record, pack, index, version record
+    assert repo.backend.requests["PUT"] <= 5
+
+
+def test_cli_init_and_commands_on_s3(s3_url, tmp_path, monkeypatch):
+    runner = CliRunner()
+    monkeypatch.chdir(tmp_path)
+    example = os.path.join(ROOT, "examples", "cases.jsonl")
+    assert runner.invoke(cli, ["init", s3_url]).exit_code == 0
+    assert runner.invoke(cli, ["init", s3_url]).exit_code == 4
+    monkeypatch.setenv("CAS_REPO", s3_url)
+    assert runner.invoke(cli, ["dataset", "create", "evals", "--admission", "direct"]).exit_code == 0
+    out = runner.invoke(cli, ["--json", "commit", "evals", "--add", example])
+    assert out.exit_code == 0 and json.loads(out.stdout)["item_count"] == 5
+    fsck = runner.invoke(cli, ["--json", "fsck"])
+    assert fsck.exit_code == 0 and json.loads(fsck.stdout)["ok"]
+    missing = runner.invoke(cli, ["--repo", s3_url + "-nothing", "dataset", "list"])
+    assert missing.exit_code == 3 and "no cas repository" in missing.stderr
+
+
+# -- errors are decided on status and size, never on an error's text --------------------------
+def _range_backend(seaweed, endpoint):
+    """A backend under a prefix with "range" in it (the client's error text holds the URL)."""
+    import uuid
+    env = dict(seaweed.environ(), AWS_ENDPOINT_URL=endpoint)
+    return S3Backend(f"s3://{seaweed.url().split('/')[2]}/range-{uuid.uuid4().hex}", environ=env)
+
+
+def test_range_past_the_end_is_empty_under_a_prefix_named_range(seaweed):
+    backend = _range_backend(seaweed, seaweed.endpoint)
+    data = bytes(range(200))
+    assert backend.put_if_absent("packs/p.pack", data)
+    assert backend.get_range("packs/p.pack", 190, 50) == data[190:]
+    assert backend.get_range("packs/p.pack", 200, 10) == b""   # 416 from the server
+    assert backend.get_range("packs/p.pack", 2**64 - 1, 2**32 - 1) == b""  # past any object
+    with pytest.raises(cas.NotFound):
+        backend.get_range("packs/range.pack", 500, 10)
+    with pytest.raises(cas.NotFound):
+        backend.get_range("packs/range.pack", 2**63, 10)
+
+
+@pytest.mark.parametrize("fault", ["503", "reset"])
+def test_outage_on_a_range_read_is_unavailable_under_a_prefix_named_range(seaweed, monkeypatch,
+                                                                          fault):
+    monkeypatch.setattr("cas.storage.backends.s3.READ_BACKOFF_S", 0.001)
+    with FaultProxy(seaweed.endpoint) as proxy:
+        backend = _range_backend(seaweed, proxy.endpoint)
+        assert backend.put_if_absent("packs/p.pack", bytes(range(200)))
+        proxy.plan = lambda method, path, n: fault if method in ("GET", "HEAD") else None
+        for offset in (0, 150, 200, 10**6):
+            with pytest.raises(cas.CasError) as info:
+                backend.get_range("packs/p.pack", offset, 10)
+            assert info.value.code == "UNAVAILABLE", (offset, info.value)
+            assert proxy.endpoint in info.value.message
+        proxy.plan = lambda method, path, n: None
+        assert backend.get_range("packs/p.pack", 150, 10) == bytes(range(150, 160))
+
+
+def test_a_failed_range_read_inside_the_object_is_unavailable_whatever_its_text(seaweed,
+                                                                                monkeypatch):
+    """Only the object's size says a range is past the end: an error that reads like a 416
+    (obstore raises a 416 as a GenericError, its status only in the text) is not believed
+    for a range inside the object."""
+    import obstore
+    from obstore.exceptions import GenericError
+    backend = _range_backend(seaweed, seaweed.endpoint)
+    assert backend.put_if_absent("packs/p.pack", bytes(range(200)))
+
+    def failing(*args, **kwargs):
+        raise GenericError("Server returned non-2xx status code: 416 Range Not Satisfiable")
+    monkeypatch.setattr(obstore, "get_range", failing)
+    with pytest.raises(cas.CasError) as info:
+        backend.get_range("packs/p.pack", 150, 10)
+    assert info.value.code == "UNAVAILABLE" and "416" in info.value.message
+    assert backend.get_range("packs/p.pack", 200, 10) == b""  # the size says: past the end
+    with pytest.raises(cas.NotFound):
+        backend.get_range("packs/absent.pack", 0, 10)
+
+
+def test_outage_in_a_repository_named_range_is_unavailable_not_data_loss(seaweed, monkeypatch,
+                                                                         tmp_path):
+    import uuid
+    monkeypatch.setattr("cas.storage.backends.s3.READ_BACKOFF_S", 0.001)
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    with FaultProxy(seaweed.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        url = f"s3://{seaweed.url().split('/')[2]}/range-{uuid.uuid4().hex}"
+        repo = cas.init(url)
+        repo.create_dataset("evals", admission="direct")
+        repo.commit("evals", base=None, add=tool_cases(3))
+        case_id = repo.items("evals", 1, limit=1).items[0]
+        monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cold"))  # nothing cached
+        fresh = cas.open(url)
+        assert fresh.items("evals", 1, limit=5).items  # the pack index is cached now
+        # only the pack is unreachable: the ranged read of the case's bytes fails
+        proxy.plan = lambda method, path, n: "503" if ".pack" in path else None
+        with pytest.raises(cas.CasError) as info:
+            fresh.case("evals", 1, case_id)
+        assert info.value.code == "UNAVAILABLE", info.value
+
+
+def test_closed_port_names_the_endpoint_and_bucket(seaweed, tmp_path, monkeypatch):
+    import socket
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("cas.storage.backends.s3.BACKOFF_S", 0.001)
+    monkeypatch.setattr("cas.storage.backends.s3.READ_BACKOFF_S", 0.001)
+    url = "s3://closed-bucket/team/evals"
+    runner = CliRunner()
+    for args in (["init", url], ["--repo", url, "dataset", "list"], ["--repo", url, "fsck"]):
+        result = runner.invoke(cli, ["--json", *args])
+        assert result.exit_code == 8, (args, result.output)
+        err = json.loads(result.stderr)["error"]
+        assert err["code"] == "UNAVAILABLE"
+        assert endpoint in err["message"] and url in err["message"], (args, err)
+        assert err["endpoint"] == endpoint and err["location"] == url
+    human = runner.invoke(cli, ["init", url])
+    assert human.exit_code == 8 and endpoint in human.stderr and "closed-bucket" in human.stderr

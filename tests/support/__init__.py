@@ -1,0 +1,14 @@
+"""What the tests share: paths of the checkout, helpers and servers (no tests here).
+
+- `lifecycle`: a recorded run, JSON Lines, key listings, a saved review, a promotion subject.
+- `erasure_world`: two people, three datasets and their versions, and a backend that fails on cue.
+- `sample_cases`: small case lists for commits, and reading every id of a version.
+- `secrets`: hypothesis strategies of secrets and personal data placed in text.
+- `person_files`: person index files as the tests need them.
+- `seaweed`: a real SeaweedFS S3 server; `faultproxy`: network faults in front of it.
+- `browser`: an ASGI app served by uvicorn, and Debian's headless Chromium.
+"""
+
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]  # the checkout

@@ -1,0 +1,29 @@
+"""Small case lists for commits (each list names its shape), and every id of a version."""
+
+
+def plain_cases(n: int, tag: str = "c") -> list[dict]:
+    """Cases with a short input only."""
+    return [{"input": f"{tag}-{i}"} for i in range(n)]
+
+
+def padded_cases(n: int, tag: str = "c") -> list[dict]:
+    """Cases of about 200 bytes each: a few hundred fill several small packs."""
+    return [{"input": f"{tag}-{i}", "output": "x" * 200} for i in range(n)]
+
+
+def tool_cases(n: int, tag: str = "c") -> list[dict]:
+    """Cases with a structured input and one tool call."""
+    return [{"input": {"q": f"{tag}-{i}"}, "output": i,
+             "steps": [{"type": "tool_call", "tool_name": "t", "arguments": {"i": i}}]}
+            for i in range(n)]
+
+
+def read_all_items(repo, name: str, number: int) -> list[str]:
+    """Every case id of a version, page by page (500 a page)."""
+    out, after = [], None
+    while True:
+        page = repo.items(name, number, after=after, limit=500)
+        out += page.items
+        if page.next_cursor is None:
+            return out
+        after = page.next_cursor
