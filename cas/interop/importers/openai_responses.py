@@ -642,7 +642,9 @@ def _run_state_outcome(current: Any) -> dict | None:
         return None
     if current.get("type") == "next_step_interruption":
         data = current.get("data") if isinstance(current.get("data"), dict) else {}
-        pending = [i.get("raw_item", {}).get("call_id") for i in data.get("interruptions", [])
+        interruptions = data.get("interruptions")  # a damaged snapshot may hold null here
+        pending = [i["raw_item"].get("call_id")
+                   for i in (interruptions if isinstance(interruptions, list) else [])
                    if isinstance(i, dict) and isinstance(i.get("raw_item"), dict)]
         return {"status": "interrupted", "pending_call_ids": pending}
     if current.get("type") == "next_step_final_output":

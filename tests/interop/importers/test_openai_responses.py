@@ -199,6 +199,19 @@ def test_run_state_pending_approval_is_one_call(traces):
                               "pending_call_ids": ["historical-approval-1"]}
 
 
+@pytest.mark.parametrize("interruptions", [None, "not a list", {"raw_item": {}}])
+def test_run_state_with_damaged_interruptions_is_interrupted_with_none_pending(traces,
+                                                                               interruptions):
+    """A snapshot whose interruptions are null or not a list (a truncated export) still
+    converts: the run is interrupted, and no pending call is named (none can be read)."""
+    name = "openai-agents-python__run_state__v1_13_pending_tool_approval.json"
+    doc = json.loads((traces / FOLDER / name).read_bytes())
+    doc["current_step"]["data"]["interruptions"] = interruptions
+    [run] = imported(convert(json.dumps(doc).encode(), "openai-responses", source=name,
+                             tenant="t"))
+    assert run["outcome"] == {"status": "interrupted", "pending_call_ids": []}
+
+
 def test_run_state_programmatic_tool_calling(traces):
     [run] = imported(read(traces, "openai-agents-python__run_state__v1_13_programmatic_tool_"
                                   "calling.json"))
