@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cas.evals.capture import pipeline as capture  # noqa: E402
-from cas.evals.capture.records import CaptureRecord  # noqa: E402
+from cas import capture  # noqa: E402
+from cas.capture_records import CaptureRecord  # noqa: E402
 
 
 class NullStore:

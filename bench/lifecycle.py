@@ -191,7 +191,7 @@ def build_base(jsonl: str, n: int, chunk: int, repo_dir: str, how: str, log) -> 
     """An n-case dataset: import + review + promote + seal in chunks (or commit the cases)."""
     import cas
     from cas.format.records import Run
-    from cas.repo.proposals import freeze
+    from cas.format.projection import freeze
     new_repo(repo_dir)
     t0 = time.perf_counter()
     for start in range(0, n, chunk):
@@ -337,10 +337,10 @@ def cold_index_loads(repo_dir: str, runs: int = 5, ids: int = 10) -> dict:
 
 
 def store_shape(repo_dir: str) -> dict[str, int]:
-    """What the writers' own upkeep (store.maintain) left: packs, how many are small, and the
+    """What the writers' own upkeep (maintenance.maintain) left: packs, how many are small, and the
     indexes a fresh process searches for an object."""
     import cas
-    from cas.storage.store import SMALL_PACK
+    from cas.storage.maintenance import SMALL_PACK
     repo = cas.open(repo_dir)
     packs = repo.store.pack_ids()
     small = sum(os.path.getsize(os.path.join(repo_dir, ".cas", "packs", f"{pid}.pack"))
@@ -351,11 +351,11 @@ def store_shape(repo_dir: str) -> dict[str, int]:
 
 def merge_indexes(repo_dir: str) -> int:
     """Write one multi-pack index over every pack at once (writers now merge indexes as they
-    go, store.maintain: this shows what one full merge adds to that). Readers then search one
+    go, maintenance.maintain: this shows what one full merge adds to that). Readers then search one
     index instead of one per pack."""
     import cas
     from cas.storage import pack as packfmt
-    from cas.storage.store import PACKS, multi_index_key
+    from cas.format.keys import PACKS, multi_index_key
     backend = cas.open(repo_dir).backend
     keys = [k for k in backend.list(PACKS) if k.endswith(".idx")]
     data = packfmt.format_multi_index([backend.get(k) for k in keys])
@@ -372,7 +372,7 @@ GIT_ENV = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull
 def frozen(run: dict[str, Any]) -> tuple[str, bytes]:
     """(case id, canonical bytes) of the case a run becomes: the bytes cas stores."""
     from cas.format.records import encode_object
-    from cas.repo.proposals import freeze
+    from cas.format.projection import freeze
     from cas.repo.runs import parse_run
     _, data, case_id = encode_object(freeze(parse_run(run, "$"), []))
     return case_id, data

@@ -39,14 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import random  # noqa: E402
 
-from cas.evals.suites import runner  # noqa: E402
 from cas.evals.cassettes import RECORD, REPLAY, Cassette  # noqa: E402
-from cas.evals.suites import Suite, SuiteCase  # noqa: E402
+from cas.evals.suites import Run, Suite, SuiteCase, SuiteRunner  # noqa: E402
 
 
 async def trivial(case, *, run_id):
     await asyncio.sleep(0)
-    return runner.Run(case.input, case.tenant)
+    return Run(case.input, case.tenant)
 
 
 async def baseline(cases, concurrency: int) -> list:
@@ -155,7 +154,7 @@ def main() -> None:
                     base.append(timed(lambda: asyncio.run(baseline(suite.cases, concurrency))))
                     pool.append(timed(lambda: asyncio.run(workers(suite.cases, concurrency))))
                     where = Path(tmp) / f"a{r}" if with_artefacts else None
-                    run = runner.SuiteRunner(trivial, concurrency=concurrency, artefacts=where)
+                    run = SuiteRunner(trivial, concurrency=concurrency, artefacts=where)
                     result = None
 
                     def go():

@@ -24,6 +24,7 @@ from cas.errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismat
                         FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
                         UnsupportedFormat, VersionConflict)
 from cas.format.records import Case, DatasetRecord, VersionRecord
+from cas.format.version_names import Pin
 from cas.format.cases import EncodedCase, encode_case, read_cases_jsonl
 from cas.repo.checks import MAX_PAGE
 from cas.repo.datasets import VersionsPage
@@ -33,7 +34,7 @@ from cas.repo.repository import Repository
 from cas.evals.replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
                               diff_runs, format_plan, parse_plan, plan_digest, replay_case,
                               replay_item)
-from cas.repo.scores import Pin, RecordedScore
+from cas.repo.scores import RecordedScore
 from cas.storage.tree import Proof, check_proof, verify_proof
 
 __all__ = [
@@ -63,19 +64,20 @@ def __getattr__(name: str):
 # on first import only, so `import cas` loads none of them.
 PUBLIC_MODULES = {
     "cas.backends": "cas.storage.backends",
-    "cas.capture": "cas.evals.capture.pipeline",
+    "cas.capture": "cas.evals.capture",
     "cas.capture_otel": "cas.evals.capture.otel",
     "cas.capture_presidio": "cas.evals.capture.presidio",
     "cas.capture_records": "cas.evals.capture.records",
     "cas.capture_stores": "cas.evals.capture.stores",
     "cas.cassette_http": "cas.evals.cassettes.http",
     "cas.cassettes": "cas.evals.cassettes",
+    "cas.evalset": "cas.evals.evalset",
     "cas.exports": "cas.interop.exports",
     "cas.importers": "cas.interop.importers",
     "cas.pytest_plugin": "cas.evals.pytest_plugin",
     "cas.redaction": "cas.format.redaction",
     "cas.replay": "cas.evals.replay",
-    "cas.runner": "cas.evals.suites.runner",
+    "cas.runner": "cas.evals.suites",  # the runner's public names live beside the suites
     "cas.suites": "cas.evals.suites",
     "cas.transcript": "cas.format.transcript",
     "cas.userconfig": "cas.repo.userconfig",

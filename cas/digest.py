@@ -11,7 +11,6 @@ from blake3 import blake3
 from cas.errors import InvalidArgument
 
 PREFIX = "b3:"
-HEX_LEN = 64
 _DIGEST_RE = re.compile(r"b3:[0-9a-f]{64}\Z")
 
 # The domain of a kind is the ASCII bytes "cas:" + kind + NUL, hashed before the canonical
@@ -63,11 +62,11 @@ PROPOSAL_TOKEN_DOMAIN = b"cas:proposal-token\x00"
 CONFIRM_TOKEN_DOMAIN = b"cas:confirm-token\x00"
 ANNOTATION_ID_DOMAIN = b"cas:annotation-id\x00"
 PERSON_KEY_DOMAIN = b"cas:person-key\x00"
-SUITE_RUN_ID_DOMAIN = b"cas:suite-run-id\x00"   # the runner's run ids (cas/runner.py)
+SUITE_RUN_ID_DOMAIN = b"cas:suite-run-id\x00"   # the suite runner's run ids
 SUITE_RESULT_DOMAIN = b"cas:suite-result\x00"   # the digest of a suite's result
 CASSETTE_REQUEST_DOMAIN = b"cas:cassette-request\x00"  # a cassette's request keys
 EVALSET_REGRESSION_DOMAIN = b"cas:evalset-regression\x00"  # a regression run's experiment
-LOG_INDEX_DOMAIN = b"cas:log-index\x00"  # the row keys of the log indexes (cas/log_index.py)
+LOG_INDEX_DOMAIN = b"cas:log-index\x00"  # the row keys of the log indexes (storage/log_index)
 DERIVED_DOMAINS = {"request-digest": REQUEST_DOMAIN, "proposal-token": PROPOSAL_TOKEN_DOMAIN,
                    "confirm-token": CONFIRM_TOKEN_DOMAIN, "annotation-id": ANNOTATION_ID_DOMAIN,
                    "person-key": PERSON_KEY_DOMAIN, "suite-run-id": SUITE_RUN_ID_DOMAIN,
@@ -151,10 +150,6 @@ def log_index_key(field: str, value: str, key: bytes) -> bytes:
 _PERSON_DIGEST_RE = re.compile(r"pk:[0-9a-f]{64}\Z")
 
 
-def is_person_digest(text: object) -> bool:
-    return isinstance(text, str) and _PERSON_DIGEST_RE.match(text) is not None
-
-
 def person_digest(person: str, key: bytes) -> str:
     """The keyed digest that stands for a person id wherever cas must record whose data it is.
     A person that is already such a digest (`pk:` and 64 hex digits: what a captured run
@@ -176,8 +171,8 @@ def parse_digest(text: str, what: str = "digest") -> str:
             candidate = PREFIX + candidate[3:].lower()
             if _DIGEST_RE.match(candidate):
                 return candidate
-    raise InvalidArgument(f"{what} {text!r} is not a digest; expected 'b3:' followed by 64 hex digits",
-                          value=str(text))
+    raise InvalidArgument(f"{what} {text!r} is not a digest; expected 'b3:' followed by 64 hex "
+                          "digits", value=str(text))
 
 
 def to_bytes(d: str) -> bytes:

@@ -1,18 +1,21 @@
-"""What the command modules share: the command context, the `--json` option, and the parsers
-of version numbers and exact-read arguments."""
+"""What the command modules share: an invocation's state, options, parsers and renderings."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
 
-class Context:
+class Invocation:
+    """One `cas` invocation's state, the object click passes to every command: where the
+    repository is (--repo), whether to print JSON (--json), and the repository once opened."""
+
     def __init__(self, repo_location: str | None = None, as_json: bool = False) -> None:
         self.repo_location = repo_location
         self.as_json = as_json
@@ -21,9 +24,9 @@ class Context:
     def repo(self):
         """Open the repository named by --repo / CAS_REPO, or the nearest `.cas` upwards."""
         if self._repo is None:
-            import cas
-            location = self.repo_location or os.environ.get("CAS_REPO") or cas.find(".")
-            self._repo = cas.open(location)
+            from cas.repo import opening
+            location = self.repo_location or os.environ.get("CAS_REPO") or opening.find(".")
+            self._repo = opening.open(location)
         return self._repo
 
     def emit(self, data: Any, human: Callable[[], str] | str | None = None) -> None:
@@ -52,14 +55,14 @@ class Context:
 
 BAR = 30  # characters of the progress bar
 
-pass_ctx = click.make_pass_decorator(Context)
+pass_ctx = click.make_pass_decorator(Invocation)
 
 
 def json_option(f):
     """`--json` on every command, equivalent to the root `cas --json`."""
     def set_json(ctx: click.Context, _param, value: bool) -> None:
         if value:
-            ctx.ensure_object(Context).as_json = True
+            ctx.ensure_object(Invocation).as_json = True
     return click.option("--json", "as_json", is_flag=True, expose_value=False, is_eager=True,
                         callback=set_json, help="Print the result as JSON.")(f)
 
@@ -68,7 +71,7 @@ def version_number(text: str, minimum: int = 1) -> int | None:
     """The version number a command-line word names, or None: ASCII digits only (`3`, never
     `²`, `١` or `１`, which `str.isdigit` accepts), from `minimum` to the largest a version can
     have (10 digits)."""
-    from cas.repo.checks import MAX_VERSION
+    from cas.format.version_names import MAX_VERSION
     if not (text and text.isascii() and text.isdigit()):
         return None
     digits = text.lstrip("0") or "0"
@@ -96,6 +99,7 @@ def refuse_unknown_options(args: tuple[str, ...]) -> None:
 
 # Passed to every command whose arguments hold a version number (see refuse_unknown_options).
 VERSION_ARGS = {"ignore_unknown_options": True}
+VERSION_FORMS = ("DATASET VERSION", "DATASET@VERSION")  # the two spellings of a version
 
 
 class VersionOption(click.ParamType):
@@ -117,6 +121,20 @@ class VersionOption(click.ParamType):
             raise InvalidArgument(f"{option} {value!r} is not a version number (ASCII digits, "
                                   "e.g. 3)", reason="VERSION_REQUIRED", value=value)
         return number
+
+
+class Seconds(click.ParamType):
+    """A number of seconds (`--timeout 30`, `--grace 0.5`), in ASCII digits."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)):
+            return value
+        text = value.strip()
+        if not (text.isascii() and re.fullmatch(r"[0-9]+(\.[0-9]+)?", text)):
+            self.fail(f"{value!r} is not a number of seconds (e.g. 30 or 0.5)", param, ctx)
+        return float(text)
 
 
 class Integer(click.ParamType):
@@ -150,6 +168,21 @@ def read_usage_error(command: str, forms: tuple[str, ...], problem: str,
                            usage=usage)
 
 
+def version_name(command: str, forms: tuple[str, ...], text: str, dataset: str | None = None,
+                 problem: str | None = None) -> tuple[str, int, str | None]:
+    """`NAME@N` (or, with `dataset`, a bare `N` of that dataset) read by the one parser of
+    version names; what it refuses is the usage error of an exact read (saying `problem`, else
+    the parser's)."""
+    from cas.errors import InvalidArgument
+    from cas.format.version_names import parse_version_name
+    try:
+        return parse_version_name(text, dataset=dataset, pin=False)
+    except InvalidArgument as exc:
+        if exc.reason != "INVALID_VERSION_NAME":
+            raise  # a dataset name the dataset name rule refuses, as any command does
+        raise read_usage_error(command, forms, problem or exc.fields["problem"]) from None
+
+
 def split_version_args(command: str, args: tuple[str, ...], forms: tuple[str, str],
                        rest_are_versions: bool = False) -> tuple[str, int, list[str]]:
     """`DATASET VERSION REST...` or `DATASET@VERSION REST...` -> (dataset, version, rest).
@@ -162,17 +195,15 @@ def split_version_args(command: str, args: tuple[str, ...], forms: tuple[str, st
         raise read_usage_error(command, forms, "missing DATASET and VERSION")
     first = args[0]
     if "@" in first:
-        name, _, number = first.rpartition("@")
+        name, version, _ = version_name(command, forms, first)
         rest = list(args[1:])
     elif len(args) < 2:
         raise read_usage_error(command, forms, f"no version given for dataset {first!r}")
     else:
         name, number, rest = first, args[1], list(args[2:])
-    if not name:
-        raise read_usage_error(command, forms, f"{first!r} names no dataset")
-    version = version_number(number)
-    if version is None:
-        raise read_usage_error(command, forms, f"{number!r} is not a version number")
+        version = version_number(number)
+        if version is None:
+            raise read_usage_error(command, forms, f"{number!r} is not a version number")
     if len(rest) < len(names):
         raise read_usage_error(command, forms, "missing " + " ".join(names[len(rest):]),
                                reason="VERSION_REQUIRED" if rest_are_versions else "USAGE")
@@ -225,3 +256,76 @@ def case_table(rows: list[tuple[str, object]], head: str = "") -> list[str]:
 
 def case_json(c) -> dict:
     return {"id": c.case_id, "run_id": c.run_id, "tenant": c.tenant, "outcome": c.outcome}
+
+
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Columns left-aligned, two spaces apart, trailing spaces trimmed."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in [header, *rows])
+
+
+def run_page_options(f):
+    """The options of a page of runs (`cas runs list`, `cas review queue`)."""
+    f = click.option("--cursor", default=None, metavar="RUN_ID",
+                     help="Continue after this run (the previous page's next_cursor).")(f)
+    f = click.option("--limit", type=INTEGER, default=100, show_default=True,
+                     help="Runs per page, 1 to 500.")(f)
+    f = click.option("--since", default=None, metavar="TIME",
+                     help="Only runs started at or after TIME (ISO 8601 UTC, compared as "
+                          "text).")(f)
+    return click.option("--tenant", default=None, help="Only runs of this tenant.")(f)
+
+
+def emit_runs_page(ctx: Invocation, page, empty: str) -> None:
+    """A page of run summaries: a table (or `empty`), then the cursor of the next page."""
+    rows = [(s["run_id"], s["tenant"], s["started_at"] or "-", str(s["steps"]),
+             str(s["tool_calls"]), (s["first_user_message"] or "-").replace("\n", " "))
+            for s in page.runs]
+    header = ("RUN", "TENANT", "STARTED", "STEPS", "TOOLS", "FIRST USER MESSAGE")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+
+    def human() -> str:
+        if not rows:
+            return empty
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5]
+                 for r in [header, *rows]]
+        if page.next_cursor:
+            lines.append(f"# more: --cursor {page.next_cursor}")
+        return "\n".join(lines)
+    ctx.emit({"runs": [s["run_id"] for s in page.runs], "summaries": page.runs,
+              "next_cursor": page.next_cursor}, human)
+
+
+def policy_source(policy) -> str:
+    """Where a dataset's content policy comes from, in words."""
+    if policy.source is None:
+        return "the repository default, never set"
+    kind = "its own override" if policy.overridden else "the repository default"
+    return f"{kind}, settings revision {policy.source.revision}"
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 case`, `2 cases`, `0 cases`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def erasure_text(e, verb: str) -> str:
+    """One completed erasure in a line (`cas erase`, `cas erasures list`)."""
+    retired = ", ".join(f"{r.dataset}@{r.number}" for r in e.retired) or "none"
+    return (f"{verb} {e.person} at {e.erased_at}: {plural(len(e.cases), 'case')}, "
+            f"{plural(len(e.runs), 'run')}, {plural(len(e.reviews), 'review')}; "
+            f"{plural(e.objects_deleted, 'object')} deleted from "
+            f"{plural(e.packs_rewritten, 'pack')}; retired: {retired}")
+
+
+class Example(NamedTuple):
+    """One example in a command's --help (each command module's EXAMPLES, by command path)."""
+
+    command: str  # one shell command line (wrapped for display by cas_cli/examples.py)
+    why: str      # what it does, one line
+
+
+TOKEN = "ct-5d41402abc4b2a76b9719d911017c592"  # as a preview prints it: ct- and 32 hex digits
+PIN = '"support-evals@2#b3:9c1e..."'           # a pin as `cas pin` prints it (digest shortened)
+CASE = "b3:052f26e5..."                        # a full case id as `cas items` prints it (shortened)

@@ -1,35 +1,16 @@
-"""Root command group, error rendering and the one table of exit codes."""
+"""The root command: where each command is found, error rendering, the one table of exit codes."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+from types import ModuleType
 from typing import Any
 
 import click
 
-from .common import Context
-
-# Where each top-level command is defined (its module's COMMANDS): a module is imported when
-# one of its commands is first asked for, so a command pays for its own module, not for all
-# fifteen (about 8 ms of every process). tests/test_cli_help.py checks this table.
-MODULES = {
-    "commands_repo": ("init", "fsck", "cat", "mirror"),
-    "commands_dataset": ("dataset",),
-    "commands_version": ("commit", "show", "items", "case", "diff", "prove", "verify-proof"),
-    "commands_promote": ("promote", "remove", "seal"),
-    "commands_runs": ("runs", "review", "config", "settings"),
-    "commands_scores": ("pin", "pin-verify", "score", "experiment", "version"),
-    "commands_erasure": ("retire", "erase", "erasures", "gc"),
-    "commands_replay": ("replay",),
-    "commands_export": ("export",),
-    "commands_log": ("log", "status"),
-    "commands_serve": ("serve",),
-    "commands_suite": ("suite",),
-    "commands_cassette": ("cassette",),
-    "commands_evalset": ("evalset",),
-}
-EXTENDS = {"commands_suite": ("commands_suite_run",)}  # modules adding to another's group
-MODULE_OF = {name: module for module, names in MODULES.items() for name in names}
+from .common import Invocation
 
 # Exit codes by error code (documented in docs/cli.md). Usage errors from click exit 2 too.
 EXIT_CODES = {
@@ -68,7 +49,10 @@ def _fail_json(error: dict[str, Any]) -> None:
 
 
 # `cas --help` lists the commands by workflow, in this order (a command not named here is
-# listed under "Other", so a new command is never hidden).
+# listed under "Other", so a new command is never hidden). The table also says where each
+# command is defined, so that a process imports only the module of the command it runs: a group
+# `cas NAME` is cas_cli/NAME.py (`-` read as `_`), any other command is in the module named
+# after its section ("Datasets and versions": cas_cli/datasets_and_versions.py).
 WORKFLOWS = (
     ("Runs and reviews", ("runs", "review", "status", "config", "serve")),
     ("Datasets and versions", ("dataset", "promote", "remove", "seal", "commit", "show",
@@ -81,6 +65,24 @@ WORKFLOWS = (
 )
 
 
+def section_module(title: str) -> str:
+    """The module of a section's commands that are not groups: "Runs and reviews" ->
+    runs_and_reviews."""
+    return title.lower().replace(" ", "_")
+
+
+SECTION_MODULE = {name: section_module(title) for title, names in WORKFLOWS for name in names}
+
+
+def defined_commands(module: ModuleType) -> list[click.Command]:
+    """The top-level commands a module defines: its click commands that none of its groups
+    holds (a command module imports no other module's commands)."""
+    commands = [v for v in vars(module).values() if isinstance(v, click.Command)]
+    held = {id(sub) for group in commands if isinstance(group, click.Group)
+            for sub in group.commands.values()}
+    return [c for c in commands if id(c) not in held]
+
+
 class CasGroup(click.Group):
     """Turns every CasError into one line on stderr (or a JSON error object) and an exit code;
     with --json, click's own usage errors become the same JSON error object (exit 2)."""
@@ -90,27 +92,32 @@ class CasGroup(click.Group):
         self._loaded: set[str] = set()  # the command modules imported
 
     def load(self, module: str) -> None:
-        """Register the commands of one command module (and of those extending its groups),
-        with their examples."""
-        import importlib
-        if module in self._loaded:
+        """Register the commands a module of this package defines, with their examples (none
+        when there is no such module)."""
+        if module in self._loaded or not module.isidentifier():
             return
         self._loaded.add(module)
-        mod = importlib.import_module(f"{__package__}.{module}")
-        for extra in EXTENDS.get(module, ()):
-            importlib.import_module(f"{__package__}.{extra}")
-        for command in mod.COMMANDS:
-            self.add_command(command)
+        if importlib.util.find_spec(f"{__package__}.{module}") is None:
+            return
         from . import examples
-        examples.attach(self)  # every command's --help ends with examples (cli/examples.py)
+        mod = importlib.import_module(f"{__package__}.{module}")
+        for command in defined_commands(mod):
+            if not isinstance(command, CasGroup):  # a root (this module's `cli`) is no subcommand
+                self.add_command(command)
+                examples.attach(command, getattr(mod, "EXAMPLES", {}), command.name)
 
     def load_all(self) -> None:
-        for module in MODULES:
-            self.load(module)
+        import pkgutil
+        for info in pkgutil.iter_modules(importlib.import_module(__package__).__path__):
+            self.load(info.name)
 
     def get_command(self, ctx: click.Context, cmd_name: str):
-        if cmd_name in MODULE_OF:
-            self.load(MODULE_OF[cmd_name])
+        # a group's own module, else its section's; a command in neither is looked for in all
+        for module in (cmd_name.replace("-", "_"), SECTION_MODULE.get(cmd_name)):
+            if module and cmd_name not in self.commands:
+                self.load(module)
+        if cmd_name not in self.commands:
+            self.load_all()
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -159,7 +166,7 @@ class CasGroup(click.Group):
                        message)
 
     def _as_json(self, ctx: click.Context) -> bool:
-        obj = ctx.find_object(Context)
+        obj = ctx.find_object(Invocation)
         return bool(obj and obj.as_json) or _json_requested(ctx.meta.get("cas.argv", []))
 
     def _fail(self, ctx: click.Context, error: dict[str, Any], message: str) -> None:
@@ -178,10 +185,10 @@ class CasGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, repo_location: str | None, as_json: bool) -> None:
     """cas: content-addressed, versioned evaluation datasets."""
-    obj = ctx.ensure_object(Context)
+    obj = ctx.ensure_object(Invocation)
     obj.repo_location = repo_location
     obj.as_json = obj.as_json or as_json
 
 
 def main() -> None:
-    cli(obj=Context(None, False), prog_name="cas")
+    cli(obj=Invocation(None, False), prog_name="cas")

@@ -1,10 +1,12 @@
-"""The text form of a run's transcript (`cas runs show --transcript`), from cas.format.transcript."""
+"""The text form of a run's transcript (`cas runs show --transcript`)."""
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from cas.format import transcript as model
+if TYPE_CHECKING:  # imported when rendering: `cas --help` imports this module, not the format
+    from cas.format import transcript as model
 
 # Control characters (C0, DEL, C1), lone surrogates (they cannot be written as UTF-8), the
 # line and paragraph separators, and the bidirectional embeddings, overrides and isolates
@@ -49,9 +51,10 @@ def render(t: model.Transcript) -> str:
 
 
 def _entry(entry) -> list[str]:
+    from cas.format import transcript as model
     if isinstance(entry, model.Message):
         return _message(entry)
-    if isinstance(entry, model.ToolCall):
+    if isinstance(entry, model.ToolCallEntry):
         return _tool_call(entry)
     if isinstance(entry, model.Input):
         # a text input is the user's first turn; a structured one (a request body) is not
@@ -84,7 +87,7 @@ def _message(m: model.Message) -> list[str]:
     return lines
 
 
-def _tool_call(c: model.ToolCall) -> list[str]:
+def _tool_call(c: model.ToolCallEntry) -> list[str]:
     notes = [f"call {escape(c.call_id, False)}"] if c.call_id is not None else []
     if not c.call_recorded:
         notes.append("only its reply was recorded")

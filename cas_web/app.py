@@ -25,9 +25,10 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-import cas
-from cas.errors import CasError
+from cas.errors import CasError, FailedPrecondition, InvalidArgument
+from cas.format.encoding import encode
 from cas.format.transcript import transcript
+from cas.repo.repository import Repository
 
 TEMPLATES = pathlib.Path(__file__).parent / "templates"
 PAGE = 50  # rows per page of the queue, of a version's cases and of a diff
@@ -50,7 +51,7 @@ def allowed_hosts(host: str, port: int) -> set[str]:
 class ReviewApp:
     """The routes of one server: its repository, its reviewer, its token and its hosts."""
 
-    def __init__(self, repo: cas.Repository, reviewer: str | None, host: str, port: int):
+    def __init__(self, repo: Repository, reviewer: str | None, host: str, port: int):
         self.repo = repo
         self.reviewer = reviewer
         self.token = secrets.token_urlsafe(32)
@@ -113,7 +114,7 @@ class ReviewApp:
         """GET: the preview of a judgment (stores nothing); POST: its confirmation."""
         run_id = request.path_params["run_id"]
         if self.reviewer is None:
-            raise cas.FailedPrecondition(
+            raise FailedPrecondition(
                 "this server has no reviewer: start `cas serve` after `cas config user.name` "
                 "and `cas config user.email` (or with CAS_USER set)",
                 reason="NO_CONFIGURED_PERSON")
@@ -169,7 +170,7 @@ class ReviewApp:
         stored = msgspec.to_builtins(case)
         if stored.get("person") is not None:  # no page shows a person id
             stored["person"] = "(not shown)"
-        text = msgspec.json.format(cas.format.encoding.encode(stored), indent=2).decode()
+        text = msgspec.json.format(encode(stored), indent=2).decode()
         return self.render("case.html", name=name, number=number, case_id=case_id,
                            t=transcript(case), text=text)
 
@@ -177,7 +178,7 @@ class ReviewApp:
         name = request.path_params["name"]
         a, b = _number(request.query_params.get("a")), _number(request.query_params.get("b"))
         if a is None or b is None:
-            raise cas.InvalidArgument("a diff names two versions: ?a=N&b=M")
+            raise InvalidArgument("a diff names two versions: ?a=N&b=M")
         page = self.repo.diff_detailed(name, a, b, cursor=request.query_params.get("cursor")
                                        or None, limit=PAGE)
         more = None if page.next_cursor is None else _url(f"/datasets/{name}/diff", a=a, b=b,
@@ -215,7 +216,7 @@ class ReviewApp:
         else:
             chosen = [str(r) for r in form.getlist("run")]
             if not chosen:
-                raise cas.InvalidArgument("choose at least one run to promote")
+                raise InvalidArgument("choose at least one run to promote")
             preview = self.repo.promote_reviewed(name, key, run_ids=chosen,
                                                  author=self.reviewer)
         return self.render("preview.html", name=name, p=preview)
@@ -259,11 +260,11 @@ def _number(text: str | None) -> int | None:
     if text is None or text == "":
         return None
     if not (text.isascii() and text.isdigit()):
-        raise cas.InvalidArgument(f"{text!r} is not a version number")
+        raise InvalidArgument(f"{text!r} is not a version number")
     return int(text)
 
 
-def create_app(repo: cas.Repository, reviewer: str | None, host: str = "127.0.0.1",
+def create_app(repo: Repository, reviewer: str | None, host: str = "127.0.0.1",
                port: int = 8300) -> Starlette:
     """The ASGI application of `cas serve` for `repo`, judging as `reviewer`, answering only
     requests addressed to `host:port`."""

@@ -16,10 +16,8 @@ import sys
 import tempfile
 
 import cas
-from cas.evals.capture import pipeline as capture
-from cas.evals import evalset
-from cas.format import redaction
-from cas.evals.capture.records import RecordedTool
+from cas import capture, evalset, redaction
+from cas.capture_records import RecordedTool
 
 REVIEWER = "Ada Lovelace <ada@example.com>"
 ORDERS = {"1017": "shipped", "1018": "delayed"}

@@ -144,7 +144,7 @@ def as_operator(monkeypatch, tmp_path):
 
 @pytest.fixture
 def small_packs(monkeypatch):
-    monkeypatch.setattr("cas.storage.store.PACK_MAX_BYTES", 20_000)
+    monkeypatch.setattr("cas.storage.pack.PACK_MAX_BYTES", 20_000)
 
 
 @pytest.fixture

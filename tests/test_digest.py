@@ -1,10 +1,10 @@
-"""The registry of kinds (cas.format.records builds it from the record Structs, cas.digest hashes by
-it) and the domains of the derived identifiers (docs/format.md sections 3, 3.1 and 7)."""
+"""Digests: the kinds cas.digest hashes by (cas.format.records registers them), the domains of
+the derived identifiers (docs/format.md sections 3 and 3.1), person digests and the digest
+text form."""
 
 import pathlib
 import re
 
-import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,22 +14,6 @@ from cas.format import records as objects
 from cas.errors import InvalidArgument
 
 DOC = (pathlib.Path(__file__).parent.parent / "docs" / "format.md").read_text()
-
-
-def record_structs() -> list[type]:
-    """Every Struct of cas.format.records that carries a `kind` tag: the stored records."""
-    return [t for t in vars(objects).values()
-            if isinstance(t, type) and issubclass(t, msgspec.Struct)
-            and t.__struct_config__.tag_field == "kind" and t is not objects._Record]
-
-
-def test_every_record_struct_is_registered_exactly_once():
-    structs = record_structs()
-    assert structs and sorted(objects.TYPES.values(), key=id) == sorted(structs, key=id)
-    for kind, type_ in objects.TYPES.items():
-        assert type_.__struct_config__.tag == kind
-        assert objects.KIND_OF[type_] == kind
-    assert len(objects.KIND_OF) == len(objects.TYPES)
 
 
 def test_digest_knows_exactly_the_registered_kinds():
@@ -51,42 +35,6 @@ def test_digest_of_refuses_an_unknown_kind(kind):
 def test_a_kind_is_spelled_as_dotted_lowercase_words(kind):
     with pytest.raises(InvalidArgument):
         digest.register_kind(kind)
-
-
-def test_two_structs_with_one_tag_are_refused():
-    class Twin(objects._Record, tag="case", kw_only=True):
-        pass
-    try:
-        with pytest.raises(TypeError, match="'case'"):
-            objects._build_registry()
-    finally:
-        del Twin
-        import gc
-        gc.collect()  # drop the class, so _Record no longer lists it among its subclasses
-    assert objects._build_registry() == objects.TYPES
-
-
-def test_pack_codes_are_those_ever_written_and_unique():
-    assert objects.KIND_CODES == {"case": 1, "tree.leaf": 2, "tree.node": 3, "run": 7,
-                                  "provenance": 8, "cassette": 9}
-    assert objects.KIND_BY_CODE == {v: k for k, v in objects.KIND_CODES.items()}
-    assert len(set(objects.KIND_CODES.values())) == len(objects.KIND_CODES)
-    # the objects: exactly the types stored in packs
-    assert set(objects.Object.__args__) == {objects.TYPES[k] for k in objects.KIND_CODES}
-
-
-def test_dead_helpers_are_gone():
-    assert not hasattr(objects, "kind_of")
-    assert not hasattr(digest, "KINDS")
-
-
-def test_format_document_lists_every_kind_and_code():
-    section3 = DOC[DOC.index("## 3. Digests"):DOC.index("## 4. Records")]
-    for kind in objects.TYPES:
-        assert f"`{kind}`" in section3, kind
-    section7 = DOC[DOC.index("## 7. Pack files"):DOC.index("## 8. Pack index files")]
-    for kind, code in objects.KIND_CODES.items():
-        assert f"{code} `{kind}`" in section7, kind
 
 
 # -- domains --------------------------------------------------------------------------------
@@ -139,3 +87,31 @@ def test_no_derived_id_equals_a_kind_digest_of_the_same_bytes(data):
         kind_hex = digest.digest_of(kind, data)[3:]
         for name, h in derived.items():
             assert not kind_hex.startswith(h), (name, kind)
+
+
+# -- person digests and the digest text form ------------------------------------------------
+def test_a_person_digest_is_keyed_by_the_repository_and_a_digest_stands_for_itself():
+    here, there = digest.person_key("repo-a"), digest.person_key("repo-b")
+    assert here == __import__("blake3").blake3(b"cas:person-key\x00repo-a").digest()
+    ada = digest.person_digest("ada", here)
+    assert re.fullmatch(r"pk:[0-9a-f]{64}", ada)
+    assert ada != digest.person_digest("ada", there) != digest.person_digest("bob", here)
+    assert digest.person_digest(ada, there) == ada  # what a captured run names, as it is
+    assert digest.person_digest("pk:" + "A" * 64, here) != "pk:" + "A" * 64  # not a digest
+
+
+def test_a_digest_is_b3_and_64_lowercase_hex_digits():
+    d = digest.digest_of("case", b"{}")
+    assert digest.is_digest(d) and digest.from_bytes(digest.to_bytes(d)) == d
+    assert len(digest.to_bytes(d)) == 32
+    # one written by a person is folded to that form (case, surrounding space) ...
+    for written in (d, d.upper(), f" {d}\n"):
+        assert not digest.is_digest(written) or written == d
+        assert digest.parse_digest(written) == d
+    # ... and anything else refused, naming what it was meant to be
+    for bad in ("b3:" + "0" * 63, "sha:" + "0" * 64, d + "0", None, 7):
+        assert not digest.is_digest(bad)
+        with pytest.raises(InvalidArgument) as info:
+            digest.parse_digest(bad, "case id")
+        assert info.value.message.startswith("case id ") and info.value.fields == {
+            "value": str(bad)}

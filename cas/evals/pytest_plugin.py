@@ -2,20 +2,20 @@
 
 `@pytest.mark.cas_suite("DATASET@N#b3:...")` parametrises a test over the cases of that pinned
 version, one test per case, its id the case id; the `cas_case` fixture gives the case (a
-`cas.evals.suites.SuiteCase`, with the frozen case as `.frozen`). The pin is verified at collection:
+`cas.suites.SuiteCase`, with the frozen case as `.frozen`). The pin is verified at collection:
 a missing, deleted or retired version, or a digest that does not match, fails the collection
 with the reason. `--cas-repo` (else CAS_REPO, else the nearest `.cas`) names the repository;
 `--cas-record EXPERIMENT` records each case's pass or fail as a boolean score `passed` of that
 experiment over the pinned version (created if missing).
 
-The `cas_cassette` fixture gives the case's cassette (a `cas.evals.cassettes.Cassette`) under the test
+The `cas_cassette` fixture gives the case's cassette (a `cas.cassettes.Cassette`) under the test
 (its node id without the parameters is the executor name), in the mode `--cas-cassette-mode`
 selects (else CAS_CASSETTE_MODE, else replay under CI, else record-missing). A test that
 passed but left recorded exchanges unused errors at teardown (strict); what passing tests
 recorded is stored when the session ends, one cassette log record per pin and test.
 
-A thin layer: it only calls the public API (`cas.open`, `verify_pin`, `cas.evals.suites`,
-`cas.evals.cassettes`, `cas.evals.suites.runner.record_scores_of`).
+A thin layer: the suite of a pin and the cassette books are made as `cas suite run` makes them
+(cas.evals.suites.session), and the outcomes are recorded with `cas.runner.record_scores_of`.
 """
 
 from __future__ import annotations
@@ -59,18 +59,18 @@ class _State:
     def book(self, pin: str, executor: str):
         found = self.books.get((pin, executor))
         if found is None:
-            from cas.evals.cassettes import LIVE, CassetteBook, resolve_mode
-            mode = resolve_mode(self.config.getoption("--cas-cassette-mode"))
-            found = self.books[(pin, executor)] = CassetteBook(
-                self.repo() if mode != LIVE else None, pin, executor, mode)
+            from cas.evals.suites.session import cassette_book
+            found = self.books[(pin, executor)] = cassette_book(
+                pin, executor, self.config.getoption("--cas-cassette-mode"),
+                open_repo=self.repo)
         return found
 
     def repo(self):
         if self._repo is None:
-            import cas
+            from cas.repo import opening
             location = (self.config.getoption("--cas-repo") or os.environ.get("CAS_REPO")
-                        or cas.find("."))
-            self._repo = cas.open(location)
+                        or opening.find("."))
+            self._repo = opening.open(location)
         return self._repo
 
 
@@ -93,12 +93,11 @@ def pytest_generate_tests(metafunc) -> None:
     if "cas_case" not in metafunc.fixturenames:
         raise pytest.UsageError(f"{where}: a test marked {MARKER} takes the cas_case fixture")
     from cas.errors import CasError
-    from cas.evals.suites import from_version
+    from cas.evals.suites.session import pinned_suite
     state = metafunc.config.stash[_STATE]
     try:
-        repo = state.repo()
-        record = repo.verify_pin(pin)  # missing, deleted, retired or not matching: refused
-        suite = from_version(repo, record.dataset, record.number)
+        # no pin, or a version missing, deleted, retired or not matching: refused
+        suite = pinned_suite(pin, state.repo).suite
     except CasError as exc:
         raise pytest.Collector.CollectError(
             f"{where}: the pin {pin!r} cannot be used: {exc.message} ({exc.code}"
@@ -119,9 +118,9 @@ _PASSED = pytest.StashKey[bool]()
 
 @pytest.fixture
 def cas_cassette(request, cas_case):
-    """The cassette of the case under this test (cas.evals.cassettes.Cassette): wrap the test's
+    """The cassette of the case under this test (cas.cassettes.Cassette): wrap the test's
     model and tool calls with `cas_cassette.wrap(fn, name=...)`, or its HTTP with
-    `with cas.evals.cassettes.http.use(cas_cassette): ...`."""
+    `with cas.cassette_http.use(cas_cassette): ...`."""
     marker = request.node.get_closest_marker(MARKER)
     state = request.config.stash[_STATE]
     book = state.book(marker.args[0], request.node.nodeid.split("[", 1)[0])
@@ -170,7 +169,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     experiment = session.config.getoption("--cas-record")
     if not experiment or state is None or not state.outcomes:
         return
-    from cas.evals.suites.runner import record_scores_of
+    from cas.evals.suites.recording import record_scores_of
     for pin, outcomes in state.outcomes.items():
         scores = [{"metric": "passed", "value": passed, "item": case_id}
                   for case_id, passed in sorted(outcomes.items())]

@@ -1,4 +1,5 @@
-"""Sandboxed replay of one frozen case under a plan of tool effects, and run diffs (docs/replay.md)."""
+"""Sandboxed replay of one frozen case under a plan of tool effects, and run diffs
+(docs/replay.md)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from cas.digest import PREFIX, domain
 from cas.errors import InvalidArgument, InvalidJSONValue, UnsupportedFormat
 from cas.format.records import Case
 from cas.format.cases import EncodedCase, encode_case
-from cas.repo.proposals import withhold
-from cas.repo.repository import Repository
+from cas.format.projection import withhold
 
 NONE, INTERNAL, EXTERNAL = EFFECTS = ("none", "internal", "external")
 CARRIED, RECORDED, UNRECORDED, STUBBED = DISPOSITIONS = (
@@ -243,16 +243,22 @@ def replay_case(case: Any, plan: Any = None) -> ReplayResult:
     return ReplayResult(run=run, record=record)
 
 
+def _check_repository(repo: Any, what: str) -> None:
+    """Refuse what cannot be read as a repository (duck-typed: what reads a case and the
+    dataset's content policy is one), rather than fail on its first missing method."""
+    if not all(callable(getattr(repo, m, None)) for m in ("case", "content_policy")):
+        raise InvalidArgument(f"{what} reads from a cas.Repository, not "
+                              f"{encoding.describe(repo)}")
+
+
 def replay_item(repo, dataset: str, version: int, item_id: str, plan: Any = None) -> ReplayResult:
     """Replay case `item_id` of `dataset@version` (refused for a retired version by
     `repo.case`). Reads only; writes nothing to the repository.
 
-    The dataset's current content policy (cas.repo.proposals.content_policy) still controls what a replay can include: classes
-    it withholds now are left out of the replayed run (and named in its `withheld`), so a
-    read-only call whose recorded answer is withheld replays as UNRECORDED."""
-    if not isinstance(repo, Repository):
-        raise InvalidArgument(f"replay_item reads from a cas.Repository, not "
-                              f"{encoding.describe(repo)}")
+    The dataset's current content policy (`repo.content_policy`) still controls what a replay
+    can include: classes it withholds now are left out of the replayed run (and named in its
+    `withheld`), so a read-only call whose recorded answer is withheld replays as UNRECORDED."""
+    _check_repository(repo, "replay_item")
     plan = parse_plan(plan)  # a bad plan is refused before anything is read
     case = repo.case(dataset, version, item_id)
     withheld = repo.content_policy(dataset).withheld
@@ -268,9 +274,7 @@ def diff_item(repo, dataset: str, version: int, item_id: str, plan: Any = None,
     `plan`, or `against` (a run as `parse_run_document` reads it: JSON bytes or text of a
     case, a `cas replay --json` reply or a `cas case --json` reply; or a case already decoded),
     diffed as it is. A plan given with `against` is refused: it would do nothing."""
-    if not isinstance(repo, Repository):
-        raise InvalidArgument(f"diff_item reads from a cas.Repository, not "
-                              f"{encoding.describe(repo)}")
+    _check_repository(repo, "diff_item")
     if plan is not None and against is not None:
         raise InvalidArgument("a plan does nothing when the run to diff against is given "
                               "(it is diffed as it is)", reason="PLAN_UNUSED")

@@ -17,7 +17,7 @@ class EncodedCase(NamedTuple):
 
     case_id: str
     data: bytes
-    person: str | None = None  # the case's person, for the person index (cas/erasure.py)
+    person: str | None = None  # the case's person, for the person index
 
 
 _CASE_DECODER = msgspec.json.Decoder(Case)
@@ -78,7 +78,7 @@ def read_cases_jsonl(stream: IO[bytes] | Iterable[bytes],
 
     Decoding is strict JSON, so the values can always be written canonically; a bad line is
     refused with its line number and the path of the offending field. A commit given the
-    cases of a large file opened 'rb' may store them with two processes (cas/ingest.py).
+    cases of a large file opened 'rb' may store them with two processes (cas/repo/ingest.py).
     """
     if not isinstance(source, str):
         raise InvalidArgument(f"source names the input: a string, not "

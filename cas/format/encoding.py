@@ -1,4 +1,4 @@
-"""The one canonical codec: every stored byte of cas is produced by `encode` (see docs/format.md)."""
+"""The one canonical codec: every stored byte of cas is produced by `encode` (docs/format.md)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ LEASES = "leases/"
 ERASURES = "erasures/"
 PENDING = f"{ERASURES}pending/"
 LOG = f"{ERASURES}log/"
-LOG_INDEXES = "indexes/"  # the keyed indexes of the run and review logs (cas/log_index.py)
+LOG_INDEXES = "indexes/"  # the keyed indexes of the run and review logs (storage/log_index)
 ROLES = ("writer", "gc", "erasure")  # the lease roles, told apart by the key alone
 CITATION_LOGS = ("scores", "experiments")
 # Staging files (docs/format.md 9) live in a local directory's `~tmp/`, which holds no key: a
@@ -215,8 +215,8 @@ def parse_person_shards_key(key) -> tuple[str, set[str]] | None:
 
 
 def person_table_key(pid: str, shards: Iterable[str]) -> str:
-    """The person table of pack `pid` (cas/person_table.py), named with the map of the shards
-    it has rows in, as a person-shards record is."""
+    """The person table of pack `pid` (cas/storage/person_index.py), named with the map of the
+    shards it has rows in, as a person-shards record is."""
     return f"{PERSON_TABLES}{pid}.{shard_map(shards):064x}"
 
 

@@ -185,7 +185,7 @@ class Settings(_Record, tag="settings", kw_only=True):
 class Eligibility(_Record, tag="eligibility", kw_only=True):
     """One revision of the rule a judgment must meet for promotion (`eligibility/<revision>`):
     on `metric`, with one of the `accepted` labels. Without any, the defaults of
-    cas/proposals.py hold."""
+    cas/repo/settings.py hold."""
 
     revision: int
     metric: str
@@ -312,7 +312,7 @@ class CassetteLog(_Record, tag="cassette.log", kw_only=True):
     recorded_at: str
 
 
-# -- pins, scores, experiments and deletion (cas/scores.py, docs/format.md) ----------------
+# -- scores, experiments and deletion (cas/repo/citations.py, docs/format.md) --------------
 class Score(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """One result citing an exact version (`dataset@version` and its `content_digest`)."""
 
@@ -392,7 +392,7 @@ class Fence(_Record, tag="fence", kw_only=True):
     written_at: str
 
 
-# -- retirement, erasure and the person index (cas/erasure.py, docs/format.md) ------------------
+# -- retirement, erasure and the person index (cas/repo/erasure.py, docs/format.md) -------------
 class VersionRetirement(_Record, tag="version.retirement", kw_only=True):
     """A version that can no longer be honoured: written once, never removed."""
 

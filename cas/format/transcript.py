@@ -69,7 +69,7 @@ class Message(_Entry, tag="message"):
     orphan_reply: bool = False  # a tool reply an importer kept that answers no call
 
 
-class ToolCall(_Entry, tag="tool_call"):
+class ToolCallEntry(_Entry, tag="tool_call"):
     index: int
     name: str
     arguments: Arguments
@@ -95,7 +95,7 @@ class Outcome(_Entry, tag="outcome"):
     value: Value | None = None  # None: no outcome was recorded
 
 
-Entry = Input | Message | ToolCall | OtherStep | Output | Outcome
+Entry = Input | Message | ToolCallEntry | OtherStep | Output | Outcome
 
 
 class Transcript(msgspec.Struct, frozen=True):
@@ -144,7 +144,7 @@ def _step(index: int, step: Any, withheld: tuple[str, ...]) -> Entry:
     if kind == "tool_call":
         name = step.get("tool_name")
         call_id = step.get("call_id")
-        return ToolCall(index=index, name=_name(name, "(no name)"),
+        return ToolCallEntry(index=index, name=_name(name, "(no name)"),
                         arguments=_arguments(step, withheld), result=_result(step, withheld),
                         call_id=None if call_id is None else _label(call_id),
                         call_recorded=not (step.get("call_recorded") is False

@@ -15,12 +15,13 @@ from cas.format import encoding
 from cas.storage.backends.local import fsync_dir
 from cas.errors import AlreadyExists, DataLoss, FailedPrecondition, InvalidArgument
 from cas.format.records import Case
-from cas.repo.repository import Repository
-from cas.repo.scores import Pin, as_pin
+from cas.format.version_names import Pin, as_pin
 
 FORMATS = ("jsonl", "parquet", "hf", "openai-chat")
 EXPORT_FORMAT = 1  # of the JSON Lines header and of the metadata of parquet and hf exports
 PAGE = 500  # ids per page read (the most repo.items gives)
+# What an export reads of a repository: anything that has these is read as one (duck-typed).
+_READS = ("version", "resolve_pin", "items", "objects_bytes")
 ROW_GROUP = 8192  # rows per parquet row group / hf writer batch: bounds the memory held
 # The case fields of the tabular exports, in column order after `case_id`. `kind` and
 # `format` are not columns: every case of format 1 has them alike (the metadata names it).
@@ -55,7 +56,7 @@ def resolve(repo, pin: Any) -> tuple[Pin, Any]:
     The pin is verified (`repo.resolve_pin`: PIN_MISMATCH, NotFound) and the first page is
     read at once, so a retired version is refused here, as `repo.items` refuses it, before
     anything is yielded or written."""
-    if not isinstance(repo, Repository):
+    if not all(callable(getattr(repo, m, None)) for m in _READS):
         raise InvalidArgument(f"an export reads a cas.Repository, not {encoding.describe(repo)}")
     if isinstance(pin, tuple) and len(pin) == 2:
         record = repo.version(*pin)

@@ -6,16 +6,15 @@ import getpass
 import inspect
 import os
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from cas.format import encoding
 from cas.errors import InvalidArgument
-from cas.format.records import VersionRecord
-from cas.storage.refs import check_dataset_name
+from cas.format import encoding
 from cas.repo.userconfig import configured_person
 
+# A progress callback: (stage, done, total), told how far long work is.
+Progress = Callable[[str, int, int], None]
 MAX_PAGE = 500  # the largest page of ids a read returns; a larger limit is refused
-MAX_VERSION = 9_999_999_999  # version numbers are written with 10 digits in keys
 _TOKEN_RE = re.compile(r"ct-[0-9a-f]{32}\Z")
 _DURATION_RE = re.compile(r"\s*([0-9]{1,12})([smhdSMHD]?)\s*\Z")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -34,26 +33,6 @@ def author(given: Any) -> str:
         return getpass.getuser()
     except Exception:
         return "unknown"
-
-
-def version_number(number: Any, what: str = "version") -> int:
-    """A version number: an int from 1 to MAX_VERSION (a bool, a float or a digit string is
-    refused; the CLI reads only ASCII digits)."""
-    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-        raise InvalidArgument(f"{what} must be a positive integer, not "
-                              f"{encoding.describe(number)}")
-    if number > MAX_VERSION:
-        raise InvalidArgument(f"{what} must be a positive integer of at most 10 digits (up to "
-                              f"{MAX_VERSION}), not {encoding.describe(number)}")
-    return number
-
-
-def dataset_name(name: Any) -> str:
-    if not isinstance(name, str):
-        shown = encoding.describe(name)
-        raise InvalidArgument(f"invalid dataset name {shown}: a dataset name is a string of "
-                              "1-128 characters from a-z, 0-9, '.', '_', '-'", name=shown)
-    return check_dataset_name(name)
 
 
 def digest_text(value: Any, what: str, optional: bool = False) -> None:
@@ -128,11 +107,6 @@ def duration(value: Any, what: str) -> float:
     return float(int(found[1]) * _UNITS[found[2].lower()])
 
 
-def record(value: Any) -> None:
-    if not isinstance(value, VersionRecord):
-        raise InvalidArgument(f"expected a cas.VersionRecord, not {encoding.describe(value)}")
-
-
 def many(values: Any, what: str, items: str, single: tuple) -> None:
     """`values` is an iterable of items (not one item, a string or a dict by mistake)."""
     if isinstance(values, single) or not hasattr(values, "__iter__"):
@@ -160,3 +134,16 @@ def tags(values: Iterable[str]) -> list[str]:
             raise InvalidArgument(f"invalid tag {encoding.describe(t)}: 1-64 printable "
                                   f"characters; it {problem}")
     return sorted(set(out))
+
+
+def label(text: Any, what: str) -> str:
+    """Metric and experiment names: 1-128 printable characters, no surrounding spaces."""
+    if not isinstance(text, str) or not text:
+        raise InvalidArgument(f"{what} must be a non-empty string, not "
+                              f"{encoding.describe(text)}")
+    problem = encoding.text_problem(text, 128)
+    if problem is not None or text != text.strip():
+        raise InvalidArgument(f"invalid {what} {encoding.describe(text)}: use 1-128 printable "
+                              "characters without leading or trailing spaces"
+                              + (f"; it {problem}" if problem else ""))
+    return text

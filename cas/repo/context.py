@@ -1,8 +1,8 @@
 """The repository context: what every operation works over (storage, objects, refs, clocks).
 
-Feature modules (sealing, reads, runs, reviews, proposals, scores, retirement, erasure, gc,
-fsck, mirror) take a Context and nothing else of the repository; `Repository` is a facade over
-them. Opening reads and never writes (docs/concepts.md, "Opening a repository").
+The operation modules (sealing, reads, runs, reviews, promotion, scores, retirement, erasure,
+gc, fsck, mirror, ...) take a Context and nothing else of the repository; `Repository` is a
+facade over them. Opening reads and never writes (docs/concepts.md, "Opening a repository").
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from cas.errors import DataLoss, FailedPrecondition, NotFound
 from cas.format.keys import CONFIG, PENDING
 from cas.format.records import ErasurePlan, RepoConfig, TreeLeaf, TreeNode, parse_record_file
 from cas.digest import person_key
+from cas.storage import maintenance
 from cas.storage.refs import RefsLog
 from cas.storage.store import ObjectStore
 from cas.storage.tree import Trie
@@ -35,7 +36,7 @@ class Context:
         self.config: RepoConfig = parse_record_file(backend.get(CONFIG), RepoConfig, CONFIG)
         self.refs = RefsLog(backend)
         self.store = ObjectStore(backend, getattr(backend, "cache_dir", None),
-                                 person_key(self.config.repository_id))
+                                 person_key(self.config.repository_id), maintenance.maintain)
         self.clock = clock  # the timestamps written into records
         # "Now" in seconds for leases and gc's grace period (a test can run gc in the future).
         self.time = time

@@ -9,6 +9,7 @@ from cas.format import encoding
 from cas.errors import AlreadyExists, InvalidArgument, NotFound, VersionConflict
 from cas.format.records import ADMISSION_RULES, DatasetRecord, VersionRecord
 from cas.format.keys import meta_key
+from cas.format.version_names import check_dataset_name, check_version_number
 
 
 class VersionsPage(NamedTuple):
@@ -20,7 +21,7 @@ def create_dataset(ctx, name: str, description: str = "", tags: Iterable[str] = 
                    author: str | None = None, admission: str = "reviewed") -> DatasetRecord:
     """A new dataset. Its admission rule, fixed for ever: "reviewed" (the default: only
     promotion of reviewed runs adds cases) or "direct" (commits may add cases too)."""
-    checks.dataset_name(name)
+    check_dataset_name(name)
     encoding.check_text(description, "description")
     if admission not in ADMISSION_RULES:
         raise InvalidArgument(f"admission {encoding.describe(admission)} is not a rule; "
@@ -73,7 +74,7 @@ def edit_dataset(ctx, name: str, description: str | None = None,
 
 def dataset(ctx, name: str) -> DatasetRecord:
     """The dataset's current metadata (its latest revision)."""
-    checks.dataset_name(name)
+    check_dataset_name(name)
     head_ = ctx.refs.meta_head(name)
     if head_ == 0:
         raise no_dataset(ctx, name)
@@ -83,7 +84,7 @@ def dataset(ctx, name: str) -> DatasetRecord:
 def admission(ctx, name: str) -> str:
     """The dataset's admission rule: fixed when it was created, so its first metadata
     revision says it (one read, where `dataset` lists the revisions to find the latest)."""
-    checks.dataset_name(name)
+    check_dataset_name(name)
     try:
         return ctx.refs.read_meta(name, 1).admits
     except NotFound:
@@ -103,7 +104,7 @@ def datasets(ctx) -> list[str]:
 def head(ctx, name: str) -> int:
     """The newest version number that is not deleted (0 if none). For writers choosing a
     base, not for reads."""
-    checks.dataset_name(name)
+    check_dataset_name(name)
     # Its first metadata revision, not its latest: a deletion removes that one first (and
     # the versions last), so a dataset half deleted has no head.
     if not ctx.refs.dataset_exists(name):
@@ -113,8 +114,8 @@ def head(ctx, name: str) -> int:
 
 def version(ctx, name: str, number: int) -> VersionRecord:
     """The record of `name@number` (whatever its state)."""
-    checks.dataset_name(name)
-    checks.version_number(number)
+    check_dataset_name(name)
+    check_version_number(number)
     if not ctx.refs.dataset_exists(name):
         raise no_dataset(ctx, name)
     return ctx.refs.read_version(name, number)

@@ -19,15 +19,18 @@ from typing import Any
 
 import msgspec
 
-from cas.repo import checks, datasets, retirement, reviews, scores
+from cas.repo import checks, datasets, retirement, reviews
 from cas.format import encoding
-from cas.storage import leases, log_index
+from cas.storage import leases, log_index, maintenance
 from cas.storage import pack as packfmt
 from cas.digest import to_bytes
 from cas.errors import Aborted, CasError, DataLoss, FailedPrecondition, InvalidArgument, NotFound
 from cas.format.records import (KIND_CODES, Erasure, ErasurePlan, PersonIndex, Proposal, Provenance,
                                 ReviewBatch, Run, VersionRef, format_record_file, parse_record_file)
-from cas.repo.erased import MAX_PERSON, erasures, keyed_person  # noqa: F401 - MAX_PERSON: the API
+from cas.repo.erased import keyed_person
+from cas.repo.checks import Progress
+from cas.repo.citations import recorded_scores, score_id
+from cas.repo.experiments import experiments
 from cas.repo.proposals import delete_proposal
 from cas.format.keys import (DATASETS, LOG, PENDING, PERSONS, STAGING_AGE, index_key, log_key,
                              pack_key, parse_proposal_key, pending_key, person_shard)
@@ -41,12 +44,12 @@ def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
     shard = person_shard(person)
     found: dict[str, set[str]] = {}
     indexed = set()  # packs whose index of this shard was read
-    listed = store.person_files()
+    listed = store.persons.files()
     for pid, files in sorted(listed.items()):
         if not files.names(shard, table_only=True):
             continue
         try:
-            rows = store.person_table_shard(files.table, shard)
+            rows = store.persons.table_shard(files.table, shard)
         except CasError:
             continue  # gone (its pack was just rewritten), or damaged: the pack is read below
         indexed.add(pid)
@@ -190,11 +193,11 @@ def preview(ctx, person: str, trie=None) -> tuple[dict[str, Any], ErasurePlan]:
                          "item_count": v.item_count, "content_digest": v.content_digest})
     for name in sorted({v.dataset for v in held}):
         numbers = {v.number for v in held if v.dataset == name}
-        citing_scores += [{"dataset": name, "version": s.version, "score_id": s.score_id,
-                           "metric": s.metric} for s in scores.scores(ctx, name)
+        citing_scores += [{"dataset": name, "version": s.version, "score_id": score_id(key, i),
+                           "metric": s.metric} for _, key, i, s in recorded_scores(ctx, name)
                           if s.version in numbers]
         citing_experiments += [{"dataset": name, "version": e.version, "name": e.name}
-                               for e in scores.experiments(ctx, name) if e.version in numbers]
+                               for e in experiments(ctx, name) if e.version in numbers]
     plan = ErasurePlan(id=token, person=keyed, cases=cases, runs=runs, reviews=reviews,
                        author="", started_at="")
     # Reviews and proposals are found through the cases and runs: with neither, nothing matched.
@@ -209,7 +212,8 @@ def preview(ctx, person: str, trie=None) -> tuple[dict[str, Any], ErasurePlan]:
 
 
 def erase(ctx, person: str, confirm_token: str | None = None, author: str | None = None,
-          wait: float | None = None, progress=None):
+          wait: float | None = None,
+          progress: Progress | None = None) -> dict[str, Any] | Erasure:
     """Preview (no token: a dict with `confirm_token`; `matched` is false, with a warning, when
     nothing names the person) or carry out (the preview's token) the erasure of a person's
     cases, runs and reviews; returns the Erasure record. Confirming an erasure that matched
@@ -272,7 +276,7 @@ def _read_record(ctx, key_of, type_, erasure_id: str):
 
 # -- carrying it out ---------------------------------------------------------------------------
 def complete(ctx, plan: ErasurePlan, barrier: leases.Held, wait: float | None = None,
-             progress=None, trie=None) -> Erasure:
+             progress: Progress | None = None, trie=None) -> Erasure:
     """Carry out (or finish) a stored plan, under the erasure's lease `barrier`. Each step can
     be repeated after a crash. `progress(stage, done, total)` hears of a wait for writers;
     `trie` is as in `holders`."""
@@ -376,7 +380,7 @@ def purge(ctx, drop: set[str], lease: leases.Held | None = None) -> tuple[int, i
             if lease is not None:
                 lease.renew()  # a long purge must not look dead to the writers waiting on it
             try:
-                result = ctx.store.rewrite_pack(pid, raw_drop)
+                result = maintenance.rewrite_pack(ctx.store, pid, raw_drop)
             except NotFound:
                 continue  # gc replaced it meanwhile: located again in the next round
             rewritten += 1
@@ -389,7 +393,7 @@ def purge(ctx, drop: set[str], lease: leases.Held | None = None) -> tuple[int, i
         except NotFound:
             continue
         if held & raw_drop:
-            ctx.store.drop_pack(pid, shards)
+            maintenance.drop_pack(ctx.store, pid, shards)
     for digest in drop:
         ctx.store.evict(digest)
     return rewritten, dropped, written

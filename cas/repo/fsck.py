@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable
 from typing import NamedTuple
 
 import msgspec
@@ -13,7 +12,7 @@ from cas.repo import checks
 from cas.storage import log_index
 from cas.format import keys as K
 from cas.storage import pack as packfmt
-from cas.storage import person_table
+from cas.storage import person_index
 from cas.digest import digest_of, from_bytes, is_digest, to_bytes
 from cas.errors import CasError
 from cas.format.records import (ADMISSION_RULES, KIND_BY_CODE, CassetteLog, DatasetRecord,
@@ -23,10 +22,10 @@ from cas.format.records import (ADMISSION_RULES, KIND_BY_CODE, CassetteLog, Data
                                 ScoreBatch, ScoreWithdrawal, Settings, TreeLeaf, VersionRecord,
                                 VersionRetirement, VersionTombstone, decode_object,
                                 parse_record_file, parse_record_file_of)
+from cas.repo.checks import Progress
 from cas.repo.retirement import CAUSES
 from cas.storage.tree import LEAF_MAX, Trie
 
-Progress = Callable[[str, int, int], None]
 GC_HINT = ("`cas gc` reclaims them once the pack is older than the grace period "
            "(default 24h)")
 
@@ -555,7 +554,7 @@ def _check_person_table(st: _State, key: str) -> None:
     if named is not None:
         st.person_files.setdefault(named[0], key)
     try:
-        pid, shards = person_table.parse_table(st.backend.get(key), key)
+        pid, shards = person_index.parse_table(st.backend.get(key), key)
     except CasError as exc:
         st.error(key, exc.message)
         for shard in named[1] if named is not None else ():
@@ -875,7 +874,7 @@ def _check_claimed(st: _State, key: str, proposal) -> None:
                        "key stages anew")
 
 
-# -- pins, scores, experiments and deletion (cas/scores.py) ---------------------------------------
+# -- pins, scores, experiments and deletion (cas/repo/citations.py, deletion.py) ----------------
 _CITATIONS = {"version.tombstone": "deleted", "experiment": "experiments",
               "score.batch": "scores"}
 

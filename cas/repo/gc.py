@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from cas.repo import checks, erasure
-from cas.storage import leases, log_index
+from cas.storage import leases, log_index, maintenance
 from cas.storage import pack as packfmt
 from cas.storage import store as store_module
 from cas.digest import to_bytes
 from cas.errors import Aborted, CasError, NotFound
 from cas.format.records import (CassetteLog, Proposal, RunImport, TreeLeaf, TreeNode,
                                 parse_record_file)
+from cas.repo.checks import Progress
 from cas.repo.proposals import delete_proposal, sealed_by
 from cas.repo.datasets import live_versions
 from cas.format.keys import (DATASETS, ERASURES, PACKS, PERSON_TABLES, PERSONS, SHARDS, import_key,
@@ -101,7 +102,7 @@ def reachable(ctx, skip: frozenset[str] = frozenset()) -> set[bytes]:
 
 
 def collect(ctx, dry_run: bool = False, grace: float | str = 86400.0,
-            wait: float | str | None = None, progress=None) -> GcReport:
+            wait: float | str | None = None, progress: Progress | None = None) -> GcReport:
     """Collect garbage (see the module docstring and docs/format.md, section 9). A dry run
     plans exactly as a real one and reports what it would delete, writing nothing. `grace`:
     packs and proposals younger than this are kept; `wait`: how long to wait for writers that
@@ -167,7 +168,7 @@ def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cut
         held.check("it rewrote more packs")  # renewed and live: writers keep clear of them
         drop = {d for _, garbage in batch for d in garbage if d not in live}
         try:
-            result = store.rewrite_packs([pid for pid, _ in batch], drop)
+            result = maintenance.rewrite_packs(store, [pid for pid, _ in batch], drop)
         except NotFound:
             continue  # an erasure or another gc replaced one of these packs meanwhile
         rewritten += len(batch)
@@ -205,7 +206,7 @@ def _superseded(ctx, condemned: frozenset[str] = frozenset()) -> list[str]:
     `condemned` (a rewrite drops them anyway): those naming a pack that is gone, index and
     all (readers look past them; an earlier build's writer published one when a commit it
     retried flushed again after merging its own packs), and those a larger one supersedes
-    (writers merge indexes, store.maintain)."""
+    (writers merge indexes, maintenance.maintain)."""
     readers = [packfmt.IndexReader(ctx.backend, k) for k in ctx.backend.list(PACKS)
                if parse_multi_index_key(k)]
     try:
@@ -225,9 +226,9 @@ def _predict(ctx, indexed, batches, orphans, kept, stale, stale_persons) -> GcRe
     without writing (so merged packs' saved headers and indexes count, byte for byte)."""
     rewritten = written = objects = reclaimed = 0
     for batch in batches:
-        result = ctx.store.rewrite_packs([pid for pid, _ in batch],
-                                          {d for _, garbage in batch for d in garbage},
-                                          dry_run=True)
+        result = maintenance.rewrite_packs(ctx.store, [pid for pid, _ in batch],
+                                           {d for _, garbage in batch for d in garbage},
+                                           dry_run=True)
         rewritten += len(batch)
         written += result.new_pack is not None
         objects += result.dropped
@@ -277,14 +278,14 @@ def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]],
         garbage = {e.digest: e.length for e in entries if e.digest not in live}
         total = sum(e.length for e in entries)
         old = _modified(backend, pack_key(pid)) <= cutoff
-        small = total < store_module.SMALL_PACK
+        small = total < maintenance.SMALL_PACK
         if old and (sum(garbage.values()) >= REWRITE_AT * total or small):
             candidates.append((pid, garbage, total - sum(garbage.values())))
         else:
             kept += len(garbage)
     batches, batch, size = [], [], 0
     for pid, garbage, live_bytes in candidates:
-        if batch and size + live_bytes > store_module.PACK_MAX_BYTES:  # as set now (tests)
+        if batch and size + live_bytes > packfmt.PACK_MAX_BYTES:  # as set now (tests)
             batches.append(batch)
             batch, size = [], 0
         batch.append((pid, garbage))

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from typing import NamedTuple
 
 from cas.format import keys as K
 from cas.storage import log_index
 from cas.storage import pack as packfmt
-from cas.storage import person_table
+from cas.storage import person_index
 from cas.storage.backends import backend_for, is_remote
 from cas.digest import digest_of, from_bytes
+from cas.repo.checks import Progress
 from cas.repo.erasure import redacted
 from cas.errors import CorruptData, FailedPrecondition, InvalidArgument, NotFound
 from cas.format.records import (KIND_BY_CODE, TYPES, RepoConfig, ReviewBatch, RunImport,
                                 parse_record_file, parse_record_file_of)
 
 CONFIG_KEY = K.CONFIG
-Progress = Callable[[str, int, int], None]
 
 
 class MirrorReport(NamedTuple):
@@ -248,7 +247,7 @@ class _Copy:
         for key in fam["person.table"]:
             if key not in dst_keys:
                 data = self.src.get(key)
-                pid, shards = person_table.parse_table(data, f"{self.src.url}: {key}")
+                pid, shards = person_index.parse_table(data, f"{self.src.url}: {key}")
                 if K.person_table_key(pid, shards) != key:
                     raise CorruptData(f"{self.src.url}: {key} is the person table of pack "
                                       f"{pid}, shards {sorted(shards)}", key=key)

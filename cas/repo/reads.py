@@ -12,8 +12,9 @@ from cas.digest import parse_digest
 from cas.errors import CorruptData, DataLoss, InvalidArgument, NotFound
 from cas.format.records import (Case, Object, Provenance, ProvenanceEntry, ProvenanceRuns,
                                 VersionRecord, VersionRetirement, check_format, decode_object)
+from cas.format.version_names import check_dataset_name
 from cas.repo.retirement import ACTIVE, RETIRED, active
-from cas.storage.tree import Proof, check_proof
+from cas.storage.tree import Proof
 
 
 class ItemsPage(NamedTuple):
@@ -130,7 +131,7 @@ def diff(ctx, name: str, old: int, new: int, new_dataset: str | None = None) -> 
 
 def _pair(ctx, name, old, new, new_dataset):
     if new_dataset is not None:
-        checks.dataset_name(new_dataset)
+        check_dataset_name(new_dataset)
     return (active(ctx, name, old, "listing its cases"),
             active(ctx, new_dataset or name, new, "listing its cases"))
 
@@ -422,14 +423,3 @@ def version_listing(ctx, name: str, before: int | None = None,
         retired = ctx.refs.read_retirement(name, record.number)
         out.append(VersionEntry(record, ACTIVE if retired is None else RETIRED, retired))
     return VersionListing(out, page.next_before)
-
-
-def check_proof_pin(ctx, proof, pin, case_id: str | None = None) -> VersionRecord:
-    """Check `proof` against the content_digest of the version `pin` names (re-read, so a
-    pin whose digest no longer matches is refused, PIN_MISMATCH); returns that version's
-    record. Without a pin or a root, a proof is checked only against the root it names
-    itself, which says nothing about any version."""
-    from cas.repo.scores import (resolve_pin)
-    record = resolve_pin(ctx, pin)
-    check_proof(proof, root=record.content_digest, case_id=case_id)
-    return record

@@ -4,44 +4,62 @@ feature module over the repository's Context (docs/api.md)."""
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import time as _time
-from typing import Callable
+from typing import IO, Any, Callable, Iterable, TypeVar
 
+from cas.errors import AlreadyExists
+from cas.format.keys import CONFIG
+from cas.format.records import (Case, DatasetRecord, DatasetTombstone, Eligibility, Erasure,
+                                Experiment, Object, RepoConfig, Review, Run, ScoreWithdrawal,
+                                Settings, VersionRecord, VersionRetirement, VersionTombstone,
+                                format_record_file)
+from cas.format.version_names import Pin
+from cas.repo import comparison as _comparison
 from cas.repo import datasets as _datasets
+from cas.repo import deletion as _deletion
+from cas.repo import erased as _erased
 from cas.repo import erasure as _erasure
+from cas.repo import experiments as _experiments
 from cas.repo import fsck as _fsck
 from cas.repo import gc as _gc
-from cas.repo import proposals as _proposals
+from cas.repo import pins as _pins
+from cas.repo import promotion as _promotion
 from cas.repo import reads as _reads
 from cas.repo import retirement as _retirement
 from cas.repo import reviews as _reviews
 from cas.repo import runs as _runs
 from cas.repo import scores as _scores
 from cas.repo import sealing as _sealing
+from cas.repo import settings as _settings
 from cas.repo import timeline as _timeline
+from cas.repo.checks import Progress
+from cas.repo.comparison import ExperimentComparison
 from cas.repo.context import Context, now
-from cas.errors import AlreadyExists
-from cas.format.keys import CONFIG
-from cas.format.records import RepoConfig, format_record_file
+from cas.repo.datasets import VersionsPage
+from cas.repo.fsck import Report
+from cas.repo.gc import GcReport
+from cas.repo.promotion import SealResult, Subject
+from cas.repo.reads import (DetailedDiffPage, DetailedItemsPage, Diff, DiffPage, ItemsPage,
+                            VersionListing)
+from cas.repo.runs import RunImportResult, RunsPage
+from cas.repo.scores import RecordedScore
+from cas.repo.settings import ContentPolicy
+from cas.repo.timeline import LogPage
+from cas.storage.tree import Proof
+
+Operation = TypeVar("Operation", bound=Callable[..., Any])
 
 
-def _op(operation: Callable) -> Callable:
-    """A method that calls `operation` on the repository's context."""
-    @functools.wraps(operation)
-    def method(self, *args, **kwargs):
-        return operation(self.context, *args, **kwargs)
-    return method
-
-
-def _writes(operation: Callable) -> Callable:
+def _writes(method: Operation) -> Operation:
     """A method that stores: it first finishes an erasure a crashed (or waiting) process left
     pending, so nothing is written beside a half-done erasure (docs/concepts.md)."""
-    @functools.wraps(operation)
-    def method(self, *args, **kwargs):
+    @functools.wraps(method)
+    def writing(self, *args, **kwargs):
         _erasure.recover(self.context)
-        return operation(self.context, *args, **kwargs)
-    return method
+        return method(self, *args, **kwargs)
+    return writing  # type: ignore[return-value]
 
 
 class Repository:
@@ -67,74 +85,316 @@ class Repository:
     time = property(lambda self: self.context.time)
     location = property(lambda self: self.context.backend.url)
 
-    # -- datasets and their versions (cas/datasets.py, sealing.py, retirement.py) ----------
-    create_dataset = _writes(_datasets.create_dataset)
-    edit_dataset = _writes(_datasets.edit_dataset)
-    dataset = _op(_datasets.dataset)
-    dataset_history = _op(_datasets.dataset_history)
-    datasets = _op(_datasets.datasets)
-    head = _op(_datasets.head)
-    version = _op(_datasets.version)
-    versions = _op(_datasets.versions)
-    commit = _writes(_sealing.commit)
-    retirement = _op(_retirement.retirement)
-    version_state = _op(_retirement.version_state)
-    retire = _writes(_retirement.retire)
+    # -- datasets and their versions (datasets.py, sealing.py, retirement.py) ---------------------
+    @_writes
+    def create_dataset(self, name: str, description: str = "", tags: Iterable[str] = (),
+                       author: str | None = None, admission: str = "reviewed") -> DatasetRecord:
+        """A new dataset, admitting cases by review (the default) or by direct commit."""
+        return _datasets.create_dataset(self.context, name, description, tags, author, admission)
 
-    # -- reads of an exact version (cas/reads.py) ------------------------------------------
-    items = _op(_reads.items)
-    case = _op(_reads.case)
-    object = _op(_reads.object)
-    object_bytes = _op(_reads.object_bytes)
-    objects_bytes = _op(_reads.objects_bytes)
-    diff = _op(_reads.diff)
-    diff_page = _op(_reads.diff_page)
-    prove = _op(_reads.prove)
-    provenance = _op(_reads.provenance)
-    items_detailed = _op(_reads.items_detailed)
-    diff_detailed = _op(_reads.diff_detailed)
-    resolve_case = _op(_reads.resolve_case)
-    version_listing = _op(_reads.version_listing)
-    check_proof_pin = _op(_reads.check_proof_pin)
+    @_writes
+    def edit_dataset(self, name: str, description: str | None = None,
+                     tags: Iterable[str] | None = None, author: str | None = None) -> DatasetRecord:
+        """A new revision of the dataset's description and tags."""
+        return _datasets.edit_dataset(self.context, name, description, tags, author)
 
-    # -- recorded runs, reviews, promotion (cas/runs.py, reviews.py, proposals.py) ---------
-    import_runs = _writes(_runs.import_runs)
-    runs = _op(_runs.runs)
-    run = _op(_runs.get_run)
-    list_runs = _op(_runs.list_runs)
-    review_queue = _op(_reviews.queue)
-    add_reviews = _writes(_reviews.add_reviews)
-    reviews = _op(_reviews.reviews)
-    settings = _op(_proposals.settings)
-    content_policy = _op(_proposals.content_policy)
-    set_content_policy = _writes(_proposals.set_content_policy)
-    eligibility = _op(_proposals.eligibility)
-    set_eligibility = _writes(_proposals.set_eligibility)
-    promote = _writes(_proposals.promote)
-    promote_reviewed = _writes(_proposals.promote_reviewed)
-    reviewed_subjects = _op(_proposals.reviewed_subjects)
-    remove = _writes(_proposals.remove)
-    seal = _writes(_proposals.seal)
+    def dataset(self, name: str) -> DatasetRecord:
+        """The dataset's current metadata (its latest revision)."""
+        return _datasets.dataset(self.context, name)
 
-    # -- pins, scores, experiments and deletion (cas/scores.py) ----------------------------
-    pin = _op(_scores.pin)
-    resolve_pin = _op(_scores.resolve_pin)
-    record_score = _writes(_scores.record_score)
-    record_scores = _writes(_scores.record_scores)
-    scores = _op(_scores.scores)
-    create_experiment = _writes(_scores.create_experiment)
-    experiments = _op(_scores.experiments)
-    delete_version = _writes(_scores.delete_version)
-    delete_dataset = _writes(_scores.delete_dataset)
-    withdraw_batch = _writes(_scores.withdraw_batch)
-    compare_experiments = _op(_scores.compare_experiments)
-    verify_pin = _op(_scores.verify_pin)
+    def dataset_history(self, name: str) -> list[DatasetRecord]:
+        """Every revision of the dataset's metadata, oldest first."""
+        return _datasets.dataset_history(self.context, name)
 
-    # -- erasure, garbage, checking (cas/erasure.py, gc.py, fsck.py) -----------------------
-    erase = _writes(_erasure.erase)
-    erasures = _op(_erasure.erasures)
-    finish_erasures = _op(_erasure.recover)
-    gc = _op(_gc.collect)  # it finishes a pending erasure itself, except in a dry run
-    fsck = _op(_fsck.check)
-    log = _op(_timeline.log)
-    status = _op(_timeline.status)
+    def datasets(self) -> list[str]:
+        """The names of the datasets."""
+        return _datasets.datasets(self.context)
+
+    def head(self, name: str) -> int:
+        """The newest version number not deleted (0 if none): for writers, not for reads."""
+        return _datasets.head(self.context, name)
+
+    def version(self, name: str, number: int) -> VersionRecord:
+        """The record of `name@number` (whatever its state)."""
+        return _datasets.version(self.context, name, number)
+
+    def versions(self, name: str, before: int | None = None, limit: int = 20) -> VersionsPage:
+        """Version records newest first, starting below `before` (a version number)."""
+        return _datasets.versions(self.context, name, before, limit)
+
+    @_writes
+    def commit(self, name: str, *, base: int | None, add: Iterable[Any] = (),
+               remove: Iterable[str] = (), message: str = "", author: str | None = None,
+               operation: str = "commit", retry: bool = False) -> VersionRecord:
+        """Seal version base+1 = (version `base` - remove) | add."""
+        return _sealing.commit(self.context, name, base=base, add=add, remove=remove,
+                               message=message, author=author, operation=operation, retry=retry)
+
+    def retirement(self, name: str, number: int) -> VersionRetirement | None:
+        """The VersionRetirement of `name@number`, or None while it is ACTIVE."""
+        return _retirement.retirement(self.context, name, number)
+
+    def version_state(self, name: str, number: int) -> str:
+        """`ACTIVE`, or `RETIRED` once the version can no longer be honoured."""
+        return _retirement.version_state(self.context, name, number)
+
+    @_writes
+    def retire(self, name: str, number: int, cause: str, note: str,
+               author: str | None = None) -> VersionRetirement:
+        """Retire `name@number` for an operator's cause, with a note; permanent."""
+        return _retirement.retire(self.context, name, number, cause, note, author)
+
+    # -- reads of an exact version (reads.py) -----------------------------------------------------
+    def items(self, name: str, number: int, after: str | None = None,
+              limit: int = 100) -> ItemsPage:
+        """One page of case ids of `name@number` in id order, strictly after `after`."""
+        return _reads.items(self.context, name, number, after, limit)
+
+    def case(self, name: str, number: int, case_id: str) -> Case:
+        """A case of `name@number`; refused if the version does not hold it."""
+        return _reads.case(self.context, name, number, case_id)
+
+    def object(self, digest: str) -> Object:
+        """Any stored object by digest, verified."""
+        return _reads.object(self.context, digest)
+
+    def object_bytes(self, digest: str) -> tuple[str, bytes]:
+        """The kind and the canonical bytes of any stored object, verified."""
+        return _reads.object_bytes(self.context, digest)
+
+    def objects_bytes(self, digests: list[str]) -> list[tuple[str, bytes]]:
+        """The kind and canonical bytes of each object of `digests`, verified."""
+        return _reads.objects_bytes(self.context, digests)
+
+    def diff(self, name: str, old: int, new: int, new_dataset: str | None = None) -> Diff:
+        """The ids added and removed from `name@old` to `new_dataset or name`@`new`."""
+        return _reads.diff(self.context, name, old, new, new_dataset)
+
+    def diff_page(self, name: str, old: int, new: int, cursor: str | None = None, limit: int = 100,
+                  new_dataset: str | None = None) -> DiffPage:
+        """One page of the changes from `name@old` to `new_dataset or name`@`new`."""
+        return _reads.diff_page(self.context, name, old, new, cursor, limit, new_dataset)
+
+    def prove(self, name: str, number: int, case_id: str) -> Proof:
+        """An inclusion proof of `case_id` in `name@number`."""
+        return _reads.prove(self.context, name, number, case_id)
+
+    def provenance(self, name: str, number: int) -> list:
+        """Per case a version added: the run and review it came from, or its author."""
+        return _reads.provenance(self.context, name, number)
+
+    def items_detailed(self, name: str, number: int, after: str | None = None,
+                       limit: int = 100) -> DetailedItemsPage:
+        """`items`, with each case's run id, tenant and outcome."""
+        return _reads.items_detailed(self.context, name, number, after, limit)
+
+    def diff_detailed(self, name: str, old: int, new: int, cursor: str | None = None,
+                      limit: int = 100, new_dataset: str | None = None) -> DetailedDiffPage:
+        """`diff_page`, with each case's run id, tenant and outcome."""
+        return _reads.diff_detailed(self.context, name, old, new, cursor, limit, new_dataset)
+
+    def resolve_case(self, name: str, number: int, case_id: str | None = None,
+                     run_id: str | None = None) -> str:
+        """The id of the case of `name@number` a case id prefix or a run id names."""
+        return _reads.resolve_case(self.context, name, number, case_id, run_id)
+
+    def version_listing(self, name: str, before: int | None = None,
+                        limit: int = 20) -> VersionListing:
+        """A page of `name`'s versions, newest first, each with its state."""
+        return _reads.version_listing(self.context, name, before, limit)
+
+    # -- recorded runs and their reviews (runs.py, reviews.py) ------------------------------------
+    @_writes
+    def import_runs(self, source: IO[bytes] | Iterable[bytes] | list[dict[str, Any]],
+                    author: str | None = None, allow_erased_persons: Iterable[str] = (),
+                    progress: Progress | None = None) -> RunImportResult:
+        """Import runs from a JSON Lines stream (or a list of dicts): all or nothing."""
+        return _runs.import_runs(self.context, source, author, allow_erased_persons, progress)
+
+    def runs(self) -> list[str]:
+        """Every recorded run id, sorted."""
+        return _runs.runs(self.context)
+
+    def run(self, run_id: str) -> Run:
+        """A recorded run by its run id."""
+        return _runs.get_run(self.context, run_id)
+
+    def list_runs(self, tenant: str | None = None, since: str | None = None, limit: int = 100,
+                  cursor: str | None = None) -> RunsPage:
+        """A page of recorded runs in import order, each summarised."""
+        return _runs.list_runs(self.context, tenant, since, limit, cursor)
+
+    def review_queue(self, metric: str = "dataset_eligibility", tenant: str | None = None,
+                     since: str | None = None, limit: int = 100,
+                     cursor: str | None = None) -> RunsPage:
+        """The runs with no judgment on `metric` yet, oldest first, paged."""
+        return _reviews.queue(self.context, metric, tenant, since, limit, cursor)
+
+    @_writes
+    def add_reviews(self, requests: list, confirm_token: str | None = None,
+                    reviewer: str | None = None, progress: Progress | None = None) -> dict:
+        """Preview (no token) or save (the preview's token) reviews of runs."""
+        return _reviews.add_reviews(self.context, requests, confirm_token, reviewer, progress)
+
+    def reviews(self, run_id: str) -> list[Review]:
+        """The reviews of a run, oldest first."""
+        return _reviews.reviews(self.context, run_id)
+
+    # -- settings and promotion (settings.py, promotion.py) ---------------------------------------
+    def settings(self) -> Settings | None:
+        """The repository's default content policy: its newest revision, or None."""
+        return _settings.settings(self.context)
+
+    def content_policy(self, dataset: str | None = None) -> ContentPolicy:
+        """The content policy in force for `dataset` (or the repository default)."""
+        return _settings.content_policy(self.context, dataset)
+
+    @_writes
+    def set_content_policy(self, withheld: list[str] | None, author: str | None = None,
+                           dataset: str | None = None) -> Settings:
+        """A new revision of the content policy, as the default or for a dataset."""
+        return _settings.set_content_policy(self.context, withheld, author, dataset)
+
+    def eligibility(self) -> Eligibility:
+        """The judgment promotion needs: the newest revision, else the defaults."""
+        return _settings.eligibility(self.context)
+
+    @_writes
+    def set_eligibility(self, metric: str, accepted: list[str],
+                        author: str | None = None) -> Eligibility:
+        """A new revision of the eligibility rule."""
+        return _settings.set_eligibility(self.context, metric, accepted, author)
+
+    @_writes
+    def promote(self, name: str, subjects: list[Subject | dict[str, Any]], idempotency_key: str,
+                author: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
+        """Stage a promotion of reviewed runs and return its preview; seals nothing."""
+        return _promotion.promote(self.context, name, subjects, idempotency_key, author, progress)
+
+    @_writes
+    def promote_reviewed(self, name: str, idempotency_key: str, metric: str | None = None,
+                         tenant: str | None = None, since: str | None = None,
+                         run_ids: Iterable[str] | None = None, author: str | None = None,
+                         progress: Progress | None = None) -> dict[str, Any]:
+        """`promote` of the runs `reviewed_subjects` selects."""
+        return _promotion.promote_reviewed(self.context, name, idempotency_key, metric, tenant,
+                                           since, run_ids, author, progress)
+
+    def reviewed_subjects(self, metric: str | None = None, tenant: str | None = None,
+                          since: str | None = None,
+                          run_ids: Iterable[str] | None = None) -> list[Subject]:
+        """The runs whose newest judgment accepts them, as promotion subjects."""
+        return _promotion.reviewed_subjects(self.context, metric, tenant, since, run_ids)
+
+    @_writes
+    def remove(self, name: str, item_ids: list[str], idempotency_key: str,
+               author: str | None = None) -> dict[str, Any]:
+        """Stage the removal of cases from the head and return its preview."""
+        return _promotion.remove(self.context, name, item_ids, idempotency_key, author)
+
+    @_writes
+    def seal(self, name: str, confirm_token: str, author: str | None = None,
+             message: str = "") -> SealResult:
+        """Seal the proposal a preview's `confirm_token` names (once)."""
+        return _promotion.seal(self.context, name, confirm_token, author, message)
+
+    # -- pins, scores, experiments and deletion (pins.py, scores.py, experiments.py, ...) ---------
+    def pin(self, name: str, number: int) -> Pin:
+        """A `cas.Pin` of an ACTIVE version: dataset, version and its content_digest."""
+        return _pins.pin(self.context, name, number)
+
+    def resolve_pin(self, pin: Pin | str) -> VersionRecord:
+        """The VersionRecord a pin (or its string) names, checked against it."""
+        return _pins.resolve_pin(self.context, pin)
+
+    def verify_pin(self, pin: Pin | str) -> VersionRecord:
+        """`resolve_pin`, and refused if the version is RETIRED."""
+        return _pins.verify_pin(self.context, pin)
+
+    def check_proof_pin(self, proof: Proof, pin: Pin | str,
+                        case_id: str | None = None) -> VersionRecord:
+        """Check `proof` against the content_digest of the version `pin` names."""
+        return _pins.check_proof_pin(self.context, proof, pin, case_id)
+
+    @_writes
+    def record_score(self, pin: Pin | str, *, metric: str, value: numbers.Real | str,
+                     item: str | None = None, experiment: str | None = None,
+                     author: str | None = None) -> RecordedScore:
+        """Store one score citing `pin`."""
+        return _scores.record_score(self.context, pin, metric=metric, value=value, item=item,
+                                    experiment=experiment, author=author)
+
+    @_writes
+    def record_scores(self, pin: Pin | str, scores: Iterable[dict[str, Any]],
+                      author: str | None = None) -> list[RecordedScore]:
+        """Store `scores` citing `pin`, as one batch."""
+        return _scores.record_scores(self.context, pin, scores, author)
+
+    def scores(self, name: str, version: int | None = None) -> list[RecordedScore]:
+        """Every score of a dataset (or of one of its versions), in the order recorded."""
+        return _scores.scores(self.context, name, version)
+
+    @_writes
+    def withdraw_batch(self, name: str, batch: Any, reason: str,
+                       author: str | None = None) -> ScoreWithdrawal:
+        """Withdraw a score batch of dataset `name`, once, saying why."""
+        return _scores.withdraw_batch(self.context, name, batch, reason, author)
+
+    @_writes
+    def create_experiment(self, name: str, version: int, experiment_name: str,
+                          author: str | None = None) -> Experiment:
+        """A named experiment over the ACTIVE version `name@version`."""
+        return _experiments.create_experiment(self.context, name, version, experiment_name, author)
+
+    def experiments(self, name: str) -> list[Experiment]:
+        """The experiments of a dataset, in the order created."""
+        return _experiments.experiments(self.context, name)
+
+    def compare_experiments(self, name: str, a: str, b: str) -> ExperimentComparison:
+        """Per-metric aggregates of two experiments, and the cases scored apart."""
+        return _comparison.compare_experiments(self.context, name, a, b)
+
+    @_writes
+    def delete_version(self, name: str, number: int, author: str | None = None) -> VersionTombstone:
+        """Delete a version nothing cites (run again to finish an interrupted one)."""
+        return _deletion.delete_version(self.context, name, number, author)
+
+    @_writes
+    def delete_dataset(self, name: str, author: str | None = None) -> DatasetTombstone:
+        """Delete a dataset none of whose versions is cited."""
+        return _deletion.delete_dataset(self.context, name, author)
+
+    # -- erasure, garbage, checking, the timeline (erasure.py, gc.py, fsck.py, timeline.py) -------
+    @_writes
+    def erase(self, person: str, confirm_token: str | None = None, author: str | None = None,
+              wait: float | None = None,
+              progress: Progress | None = None) -> dict[str, Any] | Erasure:
+        """Preview (no token) or carry out (its token) the erasure of a person's data."""
+        return _erasure.erase(self.context, person, confirm_token, author, wait, progress)
+
+    def erasures(self) -> list[Erasure]:
+        """Every completed erasure, oldest first."""
+        return _erased.erasures(self.context)
+
+    def finish_erasures(self, wait: float = 0.0) -> list[Erasure]:
+        """Finish every erasure a crashed (or waiting) process left half done."""
+        return _erasure.recover(self.context, wait)
+
+    def gc(self, dry_run: bool = False, grace: float | str = 86400.0,
+           wait: float | str | None = None, progress: Progress | None = None) -> GcReport:
+        """Collect garbage (a dry run reports what it would delete, writing nothing)."""
+        # (not `_writes`: it finishes a pending erasure itself, except in a dry run)
+        return _gc.collect(self.context, dry_run, grace, wait, progress)
+
+    def fsck(self, progress: Progress | None = None) -> Report:
+        """Read every byte of the repository and report each problem."""
+        return _fsck.check(self.context, progress)
+
+    def log(self, dataset: str | None = None, limit: int = 50,
+            cursor: str | None = None) -> LogPage:
+        """The repository's timeline (or one dataset's), newest first, a page at a time."""
+        return _timeline.log(self.context, dataset, limit, cursor)
+
+    def status(self, metric: str = "dataset_eligibility") -> dict[str, Any]:
+        """What is waiting: unsealed proposals, runs to review, unfinished erasures."""
+        return _timeline.status(self.context, metric)

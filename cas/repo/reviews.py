@@ -14,7 +14,8 @@ from cas.errors import FailedPrecondition, InvalidArgument, NotFound
 from cas.format.records import Review, ReviewBatch, encode_object, format_record_file
 from cas.format.keys import review_batch_key
 from cas.storage.refs import read_log_from
-from cas.repo.runs import get_run, page_of_runs
+from cas.repo.checks import Progress
+from cas.repo.runs import RunsPage, get_run, page_of_runs
 from cas.repo.runs import index as run_index
 from cas.repo.userconfig import require_person
 
@@ -70,7 +71,7 @@ PROGRESS_EVERY = 200  # reviews between two progress reports
 
 
 def add_reviews(ctx, requests: list, confirm_token: str | None = None,
-                reviewer: str | None = None, progress=None) -> dict:
+                reviewer: str | None = None, progress: Progress | None = None) -> dict:
     """Preview (no token) or save (the preview's token) reviews of runs by the configured
     person. Each request is {"run_id", "metric", "label"}. `progress(stage, done, total)`
     hears how far the checking of the runs is."""
@@ -99,7 +100,7 @@ def reviews(ctx, run_id: str) -> list[Review]:
 
 
 def queue(ctx, metric: str = "dataset_eligibility", tenant: str | None = None,
-          since: str | None = None, limit: int = 100, cursor: str | None = None):
+          since: str | None = None, limit: int = 100, cursor: str | None = None) -> RunsPage:
     """The runs with no judgment on `metric` yet, oldest first (import order), paged and
     summarised as `runs.list_runs` gives them."""
     encoding.check_text(metric, "metric")
@@ -109,7 +110,7 @@ def queue(ctx, metric: str = "dataset_eligibility", tenant: str | None = None,
 
 
 def plan_reviews(ctx, requests: list[ReviewRequest], reviewer: str,
-                 progress=None) -> tuple[list[dict], str]:
+                 progress: Progress | None = None) -> tuple[list[dict], str]:
     """Validate a batch and return its preview rows and confirm token (nothing is stored)."""
     if not requests:
         raise InvalidArgument("no reviews given: a review is {run_id, metric, label}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import IO, Any, Iterable, NamedTuple
 
 from cas.repo import checks
+from cas.repo.checks import Progress
 from cas.storage import claims, leases, log_index
 from cas.format import encoding
 from cas.errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
@@ -14,9 +15,6 @@ from cas.format.records import (Run, RunAdmission, RunEntry, RunImport, encode_o
 from cas.format.keys import admission_key, import_key
 from cas.storage.refs import read_log_from
 
-# The metadata member an importer sets on every run it converts: the format (and container)
-# it came from. Such a run's other metadata may repeat its content (cas/proposals.py).
-IMPORT_KEY = "import"
 FIELDS = ("run_id", "tenant", "person", "started_at", "input", "output", "steps", "outcome",
           "metadata")
 STEP_TYPES = ("message", "tool_call")
@@ -186,8 +184,9 @@ def index(ctx) -> RunIndex:
 PROGRESS_EVERY = 500  # runs between two progress reports
 
 
-def import_runs(ctx, source, author: str | None = None,
-                allow_erased_persons: Iterable[str] = (), progress=None) -> RunImportResult:
+def import_runs(ctx, source: IO[bytes] | Iterable[bytes] | list[dict[str, Any]],
+                author: str | None = None, allow_erased_persons: Iterable[str] = (),
+                progress: Progress | None = None) -> RunImportResult:
     """Import runs from a binary JSON Lines stream (or a list of dicts): all or nothing.
     An identical run again is a no-op; a known run id with other content is refused.
 

@@ -16,6 +16,7 @@ from cas.errors import FailedPrecondition, InvalidArgument, NotFound, VersionCon
 from cas.repo.erased import erased_persons
 from cas.format.records import Case, Provenance, ProvenanceEntry, VersionRecord
 from cas.format.keys import version_key
+from cas.format.version_names import check_version_number
 from cas.storage.tree import EMPTY_ROOT
 
 
@@ -38,7 +39,7 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
     """
     rule = datasets.dataset(ctx, name).admits
     if base is not None and base != 0:
-        checks.version_number(base, "base")
+        check_version_number(base, "base")
     checks.many(add, "add", "cases (dicts, cas.Case or EncodedCase)",
                 (Case, EncodedCase, str, bytes, bytearray, dict))
     remove = checks.strings(remove, "remove", "case ids")
@@ -185,7 +186,6 @@ def settle(ctx, record: VersionRecord) -> None:
     """After sealing: if an erasure retired the base while this version was being built on
     it, this version holds cases whose bytes are gone, and is retired the same way (the
     erasure's own final sweep covers versions sealed before it ends; this, the rest)."""
-    checks.record(record)
     if not record.parent:
         return
     base = ctx.refs.read_retirement(record.dataset, record.parent)

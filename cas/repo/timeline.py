@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from cas.repo import checks, erasure, proposals, reviews, runs, scores
 from cas.format import encoding, keys
 from cas.errors import CasError, InvalidArgument, NotFound
 from cas.format.records import (CassetteLog, DatasetTombstone, Experiment, Proposal, ScoreBatch,
                                 parse_record_file)
+from cas.format.version_names import check_dataset_name
+from cas.repo import reviews, runs
+from cas.repo.citations import read_log
+from cas.repo.erased import erasures
+from cas.repo.proposals import sealed_by
 from cas.storage.refs import read_log_from
 
 MAX_LOG_PAGE = 500
@@ -26,7 +30,7 @@ def log(ctx, dataset: str | None = None, limit: int = 50, cursor: str | None = N
     older than `cursor`. An erasure entry gives its id, counts and the versions it retired,
     never the person."""
     if dataset is not None:
-        checks.dataset_name(dataset)
+        check_dataset_name(dataset)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LOG_PAGE:
         raise InvalidArgument(f"limit must be a positive integer from 1 to {MAX_LOG_PAGE}, not "
                               f"{encoding.describe(limit)}", minimum=1, maximum=MAX_LOG_PAGE)
@@ -54,7 +58,7 @@ def _entries(ctx, dataset: str | None) -> list[dict]:
     out: list[dict] = []
     for name in names:
         out.extend(_dataset_entries(ctx, name))
-    for record in erasure.erasures(ctx):
+    for record in erasures(ctx):
         retired = [{"dataset": v.dataset, "version": v.number} for v in record.retired]
         if dataset is not None and not any(v["dataset"] == dataset for v in retired):
             continue
@@ -122,7 +126,7 @@ def _deleted_dataset(tomb: DatasetTombstone) -> dict:
 def _citation_entries(ctx, name: str) -> list[dict]:
     out = []
     for log_name in keys.CITATION_LOGS:
-        for number, _, entry in scores.read_log(ctx, name, log_name):
+        for number, _, entry in read_log(ctx, name, log_name):
             if isinstance(entry, Experiment):
                 out.append({"kind": "experiment", "dataset": name, "version": entry.version,
                             "at": entry.created_at, "author": entry.author,
@@ -147,7 +151,7 @@ def status(ctx, metric: str = "dataset_eligibility") -> dict[str, Any]:
                 p = parse_record_file(ctx.backend.get(key), Proposal, key)
             except CasError:
                 continue  # collected meanwhile, or damaged (fsck reports it)
-            if parsed is None or proposals.sealed_by(ctx, name, p.base, parsed[1]) is not None:
+            if parsed is None or sealed_by(ctx, name, p.base, parsed[1]) is not None:
                 continue
             staged.append({"dataset": name, "confirm_token": parsed[1],
                            "operation": p.operation, "base": p.base, "author": p.author,

@@ -7,6 +7,8 @@ least one sees the other: a writer that started first is waited for, and a write
 later sees what the gc may delete (and keeps clear of it) or that an erasure is in progress (and
 waits for it). This holds across processes and machines, on a local directory and on S3, with
 create-if-absent and delete alone; time only decides when a lease whose holder died is dead.
+The functions take the repository context `ctx` (cas.repo.context.Context: its `backend` and its
+clock `time`), passed in by the operation that holds the lease.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from cas.format.keys import LEASES, ROLES, lease_key, parse_lease_key
 from cas.format.records import Lease, format_record_file, parse_record_file
 
 WRITER, GC, ERASURE = ROLES
-MERGE = "merge small packs"  # the operation of a writer's gc lease (store.merge_packs)
+MERGE = "merge small packs"  # the operation of a writer's gc lease (maintenance.merge_packs)
 TTL = 300.0        # seconds a lease lives unless renewed; holders renew after a third of it
 MARGIN = 30.0      # a writer does not claim once its lease is this close to expiry (clock skew)
 WRITER_WAIT = 60.0   # how long a writer waits for an erasure in progress before ABORTED
@@ -69,23 +71,23 @@ def _alive(record: Lease, now: float) -> bool:
     return True
 
 
-def live(repo, roles: Iterable[str] = ROLES, exclude: str | None = None) -> dict[str, Lease]:
+def live(ctx, roles: Iterable[str] = ROLES, exclude: str | None = None) -> dict[str, Lease]:
     """The live leases (key -> record) of the given roles, except `exclude`."""
     wanted = set(roles)
-    now = repo.time()
+    now = ctx.time()
     out = {}
-    for key in repo.backend.list(LEASES):
+    for key in ctx.backend.list(LEASES):
         parsed = parse_lease_key(key)
         if key == exclude or parsed is None or parsed[0] not in wanted:
             continue
         try:
-            record = parse_record_file(repo.backend.get(key), Lease, key)
+            record = parse_record_file(ctx.backend.get(key), Lease, key)
         except NotFound:
             continue  # released meanwhile
         except CasError:
             # A damaged lease cannot say when it expires: honour it while its file is young.
             try:
-                if repo.backend.modified(key) + TTL >= now:
+                if ctx.backend.modified(key) + TTL >= now:
                     out[key] = None
             except NotFound:
                 pass
@@ -95,14 +97,14 @@ def live(repo, roles: Iterable[str] = ROLES, exclude: str | None = None) -> dict
     return out
 
 
-def wait_for(repo, keys: Iterable[str], timeout: float, progress=None) -> list[str]:
+def wait_for(ctx, keys: Iterable[str], timeout: float, progress=None) -> list[str]:
     """Wait until none of the leases `keys` is live any more, for at most `timeout` seconds;
     returns the keys still live. `progress(stage, live, 0)` hears of each look."""
     pending = set(keys)
     deadline = time.monotonic() + timeout
     pause = POLL
     while pending:
-        pending &= set(live(repo))
+        pending &= set(live(ctx))
         if not pending or time.monotonic() >= deadline:
             break
         if progress is not None:
@@ -116,12 +118,12 @@ class Held:
     """A lease this process holds (a context manager that releases it), and what the leases of
     others said when it was taken."""
 
-    def __init__(self, repo, record: Lease, others: dict[str, Lease]) -> None:
-        self.repo = repo
+    def __init__(self, ctx, record: Lease, others: dict[str, Lease]) -> None:
+        self.ctx = ctx
         self.record = record
         self.key = lease_key(record.role, record.id)
         self.others = others
-        self._renew_at = repo.time() + TTL / 3
+        self._renew_at = ctx.time() + TTL / 3
 
     @property
     def avoid_packs(self) -> frozenset[str]:
@@ -137,24 +139,24 @@ class Held:
 
     def renew(self) -> None:
         """Extend the lease if a third of its life has passed (long imports, large seals)."""
-        now = self.repo.time()
+        now = self.ctx.time()
         if now < self._renew_at:
             return
         self.record = msgspec.structs.replace(self.record, expires_at=iso(now + TTL))
         # The one record a holder rewrites in place: its key stays the one others wait for.
-        self.repo.backend.replace(self.key, format_record_file(self.record))
+        self.ctx.backend.replace(self.key, format_record_file(self.record))
         self._renew_at = now + TTL / 3
 
     def check(self, before: str = "it could claim its record (nothing was recorded)") -> None:
         """Before a claim (or a gc's next deletion): a lease near its end may already look dead
         to others, who would then not keep clear of its holder; give up instead (retryable)."""
         self.renew()
-        if self.repo.time() > seconds_of(self.record.expires_at) - MARGIN:
+        if self.ctx.time() > seconds_of(self.record.expires_at) - MARGIN:
             raise Aborted(f"the lease of this {self.record.operation} ran out before {before}; "
                           "retry", reason="LEASE_EXPIRED", lease=self.key)
 
     def release(self) -> None:
-        self.repo.backend.delete(self.key)
+        self.ctx.backend.delete(self.key)
 
     def __enter__(self) -> "Held":
         return self
@@ -163,36 +165,36 @@ class Held:
         self.release()
 
 
-def acquire(repo, role: str, operation: str, watch: Iterable[str] = ROLES, **fields) -> Held:
+def acquire(ctx, role: str, operation: str, watch: Iterable[str] = ROLES, **fields) -> Held:
     """Publish a lease, then read the others of the roles in `watch` (in that order: see the
     module docstring)."""
-    now = repo.time()
+    now = ctx.time()
     record = Lease(id=os.urandom(8).hex(), role=role, operation=operation, host=_HOST,
                    pid=os.getpid(), started_at=iso(now), expires_at=iso(now + TTL), **fields)
     key = lease_key(role, record.id)
     try:
-        repo.backend.put_if_absent(key, format_record_file(record))
-        others = live(repo, watch, exclude=key)
+        ctx.backend.put_if_absent(key, format_record_file(record))
+        others = live(ctx, watch, exclude=key)
     except BaseException:
         try:  # the write may have landed without an answer: do not leave it to expire
-            repo.backend.delete(key)
+            ctx.backend.delete(key)
         except Exception:
             pass
         raise
-    return Held(repo, record, others)
+    return Held(ctx, record, others)
 
 
-def writing(repo, operation: str) -> Held:
+def writing(ctx, operation: str) -> Held:
     """A writer's lease. If an erasure is in progress, the writer waits for it to finish
     (up to WRITER_WAIT seconds, then ABORTED): what it writes might name the person."""
     deadline = time.monotonic() + WRITER_WAIT
     for _ in range(1000):  # in practice once or twice; never for ever
-        held = acquire(repo, WRITER, operation, watch=(GC, ERASURE))
+        held = acquire(ctx, WRITER, operation, watch=(GC, ERASURE))
         erasing = of_role(held.others, ERASURE)
         if not erasing:
             return held
         held.release()  # never hold a lease while waiting: the erasure may be waiting for it
-        left = wait_for(repo, erasing, max(0.0, deadline - time.monotonic()))
+        left = wait_for(ctx, erasing, max(0.0, deadline - time.monotonic()))
         if left:
             raise Aborted(f"an erasure is in progress ({left[0]}); nothing was written; retry "
                           "when it completes", reason="ERASURE_IN_PROGRESS", lease=left[0])

@@ -14,6 +14,7 @@ from blake3 import blake3
 from cas.errors import CorruptData, DigestMismatch, NotFound, UnsupportedFormat
 from cas.format.keys import PACKS, parse_index_key
 
+PACK_MAX_BYTES = 64 << 20  # a writer's batch is flushed as one pack once it holds this much
 PACK_MAGIC = b"CASP"
 INDEX_MAGIC = b"CASI"
 MULTI_MAGIC = b"CASM"
@@ -448,8 +449,8 @@ def format_multi_index(indexes: list[bytes]) -> bytes:
         FANOUT.pack(*itertools.accumulate(by_first_byte)), digests, rows])
 
 
-def parse_multi_index(data: bytes, where: str = "multi-pack index") -> tuple[list[str],
-                                                                              list[tuple[Entry, int]]]:
+def parse_multi_index(data: bytes, where: str = "multi-pack index"
+                      ) -> tuple[list[str], list[tuple[Entry, int]]]:
     """Check a whole multi-pack index and return (pack ids, [(entry, pack ordinal)])."""
     _check_header(data, HEADER.size + COUNT.size + FANOUT.size + DIGEST_LEN, MULTI_MAGIC,
                   MULTI_FORMAT, "multi-pack index", where)

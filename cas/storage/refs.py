@@ -7,26 +7,12 @@ a retry but never a gap or a lost version.
 
 from __future__ import annotations
 
-import re
-
-from cas.errors import InvalidArgument, NotFound
-# (experiment_key, retired_key and score_batch_key are imported from here by other modules)
-from cas.format.keys import (DATASETS, citation_key_of, deleted_key, experiment_key, meta_key,
-                             numbers, parse_meta_key, parse_tombstone_key, retired_key,
-                             score_batch_key, tombstone_key, version_key)
+from cas.errors import NotFound
+from cas.format.keys import (DATASETS, citation_key_of, deleted_key, meta_key, numbers,
+                             parse_meta_key, parse_tombstone_key, retired_key, tombstone_key,
+                             version_key)
 from cas.format.records import (DatasetRecord, DatasetTombstone, VersionRecord, VersionRetirement,
                                 VersionTombstone, format_record_file, parse_record_file)
-
-_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}\Z")
-
-
-def check_dataset_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
-        raise InvalidArgument(
-            f"invalid dataset name {name!r}: use 1-128 characters from a-z, 0-9, '.', '_', '-', "
-            "starting with a letter or digit", name=str(name))
-    return name
-
 
 LISTED_VERSIONS_KEPT = 1 << 16  # version records a log remembers for read_listed_version
 

@@ -4,91 +4,43 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable
 
-import msgspec
-
-from cas.storage import leases
-from cas.storage import pack as packfmt
-from cas.storage import person_table
-from cas.storage.backends import get_ranges
 from cas.digest import digest_of, from_bytes, person_digest, to_bytes
 from cas.errors import Aborted, CasError, CorruptData, DigestMismatch, NotFound
-# (PERSONS, person_shards_key and parse_person_shards_key are imported from here by others)
-from cas.format.keys import (PACKS, PERSON_TABLES, PERSONS, SHARDS, index_key, multi_index_key,
-                             pack_key, parse_index_key, parse_multi_index_key, parse_pack_key,
-                             parse_person_shards_key, person_index_key, person_shard,
-                             person_shards_key, person_table_key, split_map_key)
-from cas.format.records import (KIND_BY_CODE, KIND_CODES, Object, PersonIndex, decode_object,
-                                encode_object, parse_record_file)
+from cas.format.keys import (PACKS, index_key, multi_index_key, pack_key, parse_index_key,
+                             parse_multi_index_key, parse_pack_key, person_shard)
+from cas.format.records import KIND_BY_CODE, KIND_CODES, Object, decode_object, encode_object
+from cas.storage import leases
+from cas.storage import pack as packfmt
+from cas.storage.backends import get_ranges
+from cas.storage.person_index import PERSON_KINDS, Persons, named_person
 
-PACK_MAX_BYTES = 64 << 20  # a batch is flushed as one pack once it holds this much
 NODE_CACHE = 8192  # inner tree nodes kept in memory
 LEAF_CACHE = 256   # tree leaves kept in memory (each holds up to 64 ids)
 READ_GAP = 64 << 10  # objects of a pack this close together are read in one request
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
 PERSON_DIGESTS_KEPT = 1 << 16  # keyed digests of people a store remembers (a few MB)
-TABLE_SHARDS_KEPT = 1 << 12  # person table shards whose rows a store remembers
-# Packs that maintain themselves (docs/format.md 8.1): once a writer sees this many pack
-# indexes that no multi-pack index covers, it merges them into one; once there are this many
-# multi-pack indexes too, it merges every pack index into one. A lookup then searches a few
-# indexes however many writes made the packs.
-AUTO_MULTI_INDEX_AT = 16
-MERGE_MULTI_INDEXES_AT = 8
-# Packs smaller than this are merged: by that writer, those among the indexes it merges (when no
-# one else is at work), and by gc, every one past its grace period. One per promotion adds up.
-SMALL_PACK = 4 << 20
-MAX_MULTI_PACKS = 65535  # a multi-pack index row names its pack by a 16-bit ordinal
-# the objects that name a person (a cassette names its case's)
-PERSON_KINDS = (KIND_CODES["case"], KIND_CODES["run"], KIND_CODES["cassette"])
-
-
-class _PersonOnly(msgspec.Struct):
-    person: str | None = None
-
-
-_read_person = msgspec.json.Decoder(_PersonOnly).decode
-
-
-class PersonFiles(NamedTuple):
-    """The person index files a pack has, as listed: the key of its person table, and that of
-    its person-shards record (a pack written before person tables); None for neither. Each
-    key ends with the map of the shards its files list people in."""
-
-    table: str | None
-    records: str | None
-
-    def names(self, shard: str, table_only: bool = False) -> bool:
-        """Whether its files (its person table alone, with `table_only`) list people in
-        `shard`."""
-        bit = 1 << int(shard, 16)
-        return any(key is not None and int(key[-64:], 16) & bit
-                   for key in (self[:1] if table_only else self))
-
-    def record_shards(self) -> set[str]:
-        """The shards of its person index records (written before person tables)."""
-        return parse_person_shards_key(self.records)[1] if self.records is not None else set()
-
-
-class Rewrite(NamedTuple):
-    new_pack: str | None    # None: every object was dropped, no pack replaces it
-    dropped: int            # objects left out
-    bytes_dropped: int
-    bytes_before: int       # of the old pack and its index
-    bytes_written: int      # of the new pack and its index
-    index: bytes | None = None  # the new pack's index, as written (None in a dry run)
 
 
 class ObjectStore:
+    """Typed objects by digest over a backend: located through the pack indexes, read with
+    their digest checked, written in packs by a `PackWriter`."""
+
     def __init__(self, backend, cache_dir: str | None = None,
-                 person_key: bytes | None = None) -> None:
+                 person_key: bytes | None = None,
+                 maintain: Callable[[ObjectStore, leases.Held, int], int | None] | None = None,
+                 ) -> None:
         self.backend = backend
         # Objects naming a person are indexed by the keyed digest of the person, so that an
-        # erasure finds them without reading the repository (cas/erasure.py).
+        # erasure finds them without reading the repository (cas/repo/erasure.py).
         self.person_key = person_key
         self._person_digests: dict[str, str] = {}
-        # The rows of person table shards read: a confirmed erasure looks its person up twice
-        self._table_shards: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self.persons = Persons(backend)  # the person index files of the packs
+        # The upkeep of a writer holding a lease once its batch is written: the repository
+        # passes cas.storage.maintenance.maintain, which works over this store (so is not
+        # imported by it).
+        self.maintain = maintain
         self._indexes: list[packfmt.IndexReader] | None = None
         self._verified: set[str] = set()  # index keys checked whole (verify_indexes)
         self._answered: set[str] = set()  # index keys that held objects of the last batch
@@ -435,7 +387,7 @@ class ObjectStore:
     def writer(self, lease: leases.Held | None = None) -> "PackWriter":
         """A pack writer for the holder of the writer's `lease`: objects in the packs a running
         gc may delete are written again rather than reused, and the writer may merge indexes
-        and small packs (`maintain`). Without a lease (tests, tools) it does neither."""
+        and small packs (`self.maintain`). Without a lease (tests, tools) it does neither."""
         return PackWriter(self, lease=lease)
 
     def indexes_avoiding(self, packs: frozenset[str]) -> list[packfmt.IndexReader]:
@@ -454,147 +406,8 @@ class ObjectStore:
         out += [packfmt.IndexReader(self.backend, index_key(p)) for p in sorted(uncovered - have)]
         return out
 
-    def maintain(self, lease: leases.Held) -> int:
-        """Merge pack indexes into a multi-pack index once AUTO_MULTI_INDEX_AT of them are
-        uncovered (all of them into one once MERGE_MULTI_INDEXES_AT multi-pack indexes exist
-        too), merging the small packs among them into one pack first; returns the bytes
-        written (0: nothing to do). Only for a writer holding its `lease`: the packs a running
-        gc may delete are left out. Every index merged is verified whole first, so damage is
-        never copied into a valid-looking multi-pack index; a pack replaced meanwhile (gc,
-        erasure) just skips the merge."""
-        self.refresh()
-        avoid = lease.avoid_packs
-        found = self.indexes()
-        singles = [i.packs[0] for i in found if not i.multi and i.packs[0] not in avoid]
-        if len(singles) < AUTO_MULTI_INDEX_AT:
-            return 0
-        multis = [i for i in found if i.multi]
-        packs = set(singles)
-        if len(multis) + 1 >= MERGE_MULTI_INDEXES_AT:
-            packs.update(p for m in multis for p in m.packs if p not in avoid)
-        blobs, sizes = {}, {}
-        for pid in sorted(packs)[:MAX_MULTI_PACKS]:
-            try:
-                data = self.backend.get(index_key(pid))
-                _, entries = packfmt.parse_index(data, index_key(pid))
-            except CasError:  # NotFound (replaced meanwhile) or damage (fsck's to report)
-                return 0
-            blobs[pid] = data
-            sizes[pid] = sum(e.length for e in entries)
-        batch, total = [], 0
-        for pid in sorted(blobs, key=lambda p: (sizes[p], p)):  # the smallest first
-            if sizes[pid] >= SMALL_PACK or (batch and total + sizes[pid] > PACK_MAX_BYTES):
-                break
-            batch.append(pid)
-            total += sizes[pid]
-        try:
-            merged = self.merge_packs(batch, lease) if len(batch) >= 2 else None
-        except CasError:  # (a pack replaced meanwhile, damage, or storage failing mid-merge)
-            self.refresh()  # which packs are left is unknown: index them next time
-            return 0
-        written = 0
-        if merged is not None:
-            for pid in batch:
-                del blobs[pid]
-            written += merged.bytes_written
-            if merged.new_pack is not None:
-                blobs[merged.new_pack] = merged.index
-        if len(blobs) >= 2:
-            data = packfmt.format_multi_index([blobs[p] for p in sorted(blobs)])
-            self.backend.put_if_absent(multi_index_key(data[-packfmt.DIGEST_LEN:].hex()), data)
-            written += len(data)
-        self.refresh()
-        return written
-
-    def merge_packs(self, pids: list[str], lease: leases.Held) -> Rewrite | None:
-        """Merge packs `pids` into one, as gc would but dropping nothing, for the holder of a
-        writer's `lease`, and only while no one else is at work: it first publishes a gc lease
-        naming the packs (writers that start later keep clear of them, and a gc or erasure that
-        starts later waits for the writer's lease), then looks at the other leases and gives
-        up if any is live (a writer, gc or erasure that started first). Returns the rewrite, or
-        None when it gave way; a pack replaced or damaged meanwhile raises (rewrite_packs)."""
-        with leases.acquire(lease.repo, leases.GC, leases.MERGE, packs=sorted(pids)) as claim:
-            if any(key != lease.key for key in claim.others):
-                return None
-            return self.rewrite_packs(sorted(pids), set())
-
     def pack_ids(self) -> list[str]:
         return [found[0] for found in map(parse_index_key, self.backend.list(PACKS)) if found]
-
-    def write_person_index(self, pid: str, persons: dict[bytes, Iterable[str]]) -> int:
-        """Write the person table of pack `pid` (raw digest -> keyed persons: one for a case or
-        a run, those of its cases for a provenance object; one file, possibly of no rows).
-        Returns bytes."""
-        data, shards = person_table.format_table(pid, persons)
-        self.backend.put_if_absent(person_table_key(pid, shards), data)
-        return len(data)
-
-    def rewrite_pack(self, pid: str, drop: set[bytes]) -> Rewrite:
-        """Replace pack `pid` by one without the objects in `drop` (raw digests), or delete it
-        if nothing is left (see `rewrite_packs`)."""
-        return self.rewrite_packs([pid], drop)
-
-    def rewrite_packs(self, pids: list[str], drop: set[bytes], dry_run: bool = False) -> Rewrite:
-        """Replace packs `pids` by one pack holding their objects except those in `drop` (raw
-        digests), or by none if nothing is left. The new pack, its index and person index are
-        written before the old ones are deleted, so every kept object stays readable
-        throughout; a crash leaves both (the same objects twice), never neither.
-        Deterministic: the same packs and drop set give the same new pack, so a repeated
-        rewrite is a no-op. A dry run computes the same result and writes nothing."""
-        backend = self.backend
-        kept, shards, new_persons, seen = [], {}, {}, set()
-        dropped = bytes_dropped = before = written = 0
-        # Objects that do not name their people (provenance) keep the entries they had.
-        carried = self._person_entries(pids)
-        for pid in pids:
-            index = backend.get(index_key(pid))
-            _, entries = packfmt.parse_index(index, index_key(pid))
-            pack = backend.get(pack_key(pid))
-            before += len(pack) + len(index)
-            list(packfmt.parse_pack(pack, pack_key(pid)))  # verify the whole pack first
-            shards[pid] = set()
-            for e in sorted(entries, key=lambda e: e.offset):
-                data = pack[e.offset:e.offset + e.length]
-                if digest_of(KIND_BY_CODE[e.kind], data) != from_bytes(e.digest):
-                    raise DigestMismatch(from_bytes(e.digest),
-                                         digest_of(KIND_BY_CODE[e.kind], data), pack_key(pid))
-                person = _read_person(data).person if e.kind in PERSON_KINDS else None
-                if person is not None and self.person_key is not None:
-                    shards[pid].add(person_shard(self.person_digest(person)))
-                if e.digest in drop:
-                    dropped += 1
-                    bytes_dropped += e.length
-                    continue
-                if e.digest in seen:  # the same object in two of the packs: keep it once
-                    continue
-                seen.add(e.digest)
-                kept.append((e.digest, e.kind, data))
-                if person is not None and self.person_key is not None:
-                    new_persons[e.digest] = {self.person_digest(person)}
-                elif e.kind not in PERSON_KINDS and e.digest in carried:
-                    new_persons[e.digest] = carried[e.digest]
-        new_pid = None
-        if kept:
-            new_pack, spans = packfmt.format_pack((kind, data) for _, kind, data in kept)
-            new_pid = packfmt.pack_id(new_pack)
-            if pids == [new_pid]:
-                return Rewrite(new_pid, 0, 0, before, before)
-            index = packfmt.format_index(new_pid, [
-                packfmt.Entry(d, off, length, kind)
-                for (d, kind, _), (off, length) in zip(kept, spans)])
-            if dry_run:
-                return Rewrite(new_pid, dropped, bytes_dropped, before, len(new_pack) + len(index))
-            self.write_person_index(new_pid, new_persons)
-            backend.put_if_absent(pack_key(new_pid), new_pack)
-            backend.put_if_absent(index_key(new_pid), index)
-            written += len(new_pack) + len(index)
-        if dry_run:
-            return Rewrite(None, dropped, bytes_dropped, before, 0)
-        self.drop_packs({pid: shards[pid] for pid in pids if pid != new_pid})
-        for raw in drop:
-            self.evict(from_bytes(raw))
-        return Rewrite(new_pid, dropped, bytes_dropped, before, written,
-                       index if new_pid is not None else None)
 
     def unindexed_packs(self) -> list[str]:
         """Packs without an index: a write in flight, or a deletion interrupted between
@@ -612,7 +425,7 @@ class ObjectStore:
             if kind not in PERSON_KINDS:
                 continue
             data = pack[off:off + length]
-            named = _read_person(data).person
+            named = named_person(kind, data)
             if named is not None and self.person_digest(named) == person:
                 found.add(digest_of(KIND_BY_CODE[kind], data))
         return found
@@ -627,101 +440,10 @@ class ObjectStore:
             if name is None:
                 continue
             digests.add(to_bytes(digest_of(name, data)))
-            person = _read_person(data).person if kind in PERSON_KINDS else None
+            person = named_person(kind, data)
             if person is not None and self.person_key is not None:
                 shards.add(person_shard(self.person_digest(person)))
         return digests, shards
-
-    def _person_entries(self, pids: list[str]) -> dict[bytes, set[str]]:
-        """Raw digest -> keyed persons, as the person index files of packs `pids` say."""
-        out: dict[bytes, set[str]] = {}
-        for pid, files in self.person_files(pids).items():
-            for person, digest in self.person_rows(pid, files):
-                out.setdefault(to_bytes(digest), set()).add(person)
-        return out
-
-    def person_rows(self, pid: str, files: PersonFiles) -> list[tuple[str, str]]:
-        """(keyed person, digest) of every row the person index files of pack `pid` hold. A
-        file lost or damaged is passed over: a rewrite indexes the pack's cases and runs anew
-        from their bytes, and only provenance objects keep what the index said."""
-        rows: list[tuple[str, str]] = []
-        if files.table is not None:
-            try:
-                rows += [row for part in person_table.parse_table(
-                    self.backend.get(files.table), files.table)[1].values() for row in part]
-            except (NotFound, CorruptData, DigestMismatch):
-                pass
-        for shard in sorted(files.record_shards()):
-            key = person_index_key(shard, pid)
-            try:
-                record = parse_record_file(self.backend.get(key), PersonIndex, key)
-            except (NotFound, CorruptData, DigestMismatch):
-                continue
-            rows += [(e.person, e.digest) for e in record.entries]
-        return rows
-
-    def person_table_shard(self, key: str, shard: str) -> list[tuple[str, str]]:
-        """The rows of one shard of a person table: its header, then those rows (two range
-        reads, each checked). NotFound if it is gone; CorruptData if damaged."""
-        kept = self._table_shards.get((key, shard))
-        if kept is not None:  # a table never changes under its name (its pack's id and map)
-            return kept
-        head = self.backend.get_range(key, 0, person_table.HEADER_SIZE)
-        found = split_map_key(key, PERSON_TABLES)
-        if found is None or person_table.parse_header(head, key) != found[0]:
-            raise CorruptData(f"{key} is not the person table of the pack its name says",
-                              key=key)
-        offset, length, _ = person_table.shard_span(head, shard, key)
-        rows = self.backend.get_range(key, offset, length) if length else b""
-        parsed = person_table.parse_shard(rows, head, shard, key)
-        if len(self._table_shards) >= TABLE_SHARDS_KEPT:
-            self._table_shards.clear()
-        self._table_shards[(key, shard)] = parsed
-        return parsed
-
-    def person_files(self, pids: Iterable[str] | None = None) -> dict[str, PersonFiles]:
-        """Pack id -> the person index files it has, for `pids` (every pack if None), by one
-        listing of the person tables and one of the person-shards records."""
-        wanted = None if pids is None else set(pids)
-        found: dict[str, list] = {}
-        for at, prefix in enumerate((PERSON_TABLES, SHARDS)):
-            for key in self.backend.list(prefix):
-                if wanted is not None and key[len(prefix):len(prefix) + 64] not in wanted:
-                    continue
-                parsed = split_map_key(key, prefix)
-                if parsed is not None:
-                    found.setdefault(parsed[0], [None, None])[at] = key
-        return {pid: PersonFiles(*slot) for pid, slot in found.items()}
-
-    def drop_pack(self, pid: str, shards: Iterable[str] = ()) -> None:
-        self.drop_packs({pid: shards})
-
-    def drop_packs(self, shards_by_pack: dict[str, Iterable[str]]) -> None:
-        """Delete packs: first every multi-pack index covering one (the packs' own indexes
-        answer instead), then per pack its index (unpublishing it), the pack, and its person
-        index files (those listed, and those the shards given, read from the pack, name)."""
-        if not shards_by_pack:
-            return
-        backend = self.backend
-        listed = self.person_files(shards_by_pack)
-        for key in list(backend.list(PACKS)):
-            if parse_multi_index_key(key) and not shards_by_pack.keys().isdisjoint(
-                    packfmt.IndexReader(backend, key).packs):
-                backend.delete(key)
-        for pid, shards in shards_by_pack.items():
-            shards = set(shards)
-            backend.delete(index_key(pid))
-            backend.delete(pack_key(pid))
-            files = listed.get(pid, PersonFiles(None, None))
-            for key in {files.table, person_table_key(pid, shards)} - {None}:
-                backend.delete(key)
-            if files.table is None or files.records is not None:  # written before tables
-                named = files.record_shards()
-                for shard in sorted(shards | named):
-                    backend.delete(person_index_key(shard, pid))
-                for key in {files.records, person_shards_key(pid, shards)} - {None}:
-                    backend.delete(key)
-        self.refresh()
 
 
 def _minimal_cover(multi: list[packfmt.IndexReader]) -> list[packfmt.IndexReader]:
@@ -752,7 +474,7 @@ class PackWriter:
                  lease: leases.Held | None = None,
                  avoid_packs: frozenset[str] | None = None) -> None:
         self.store = store
-        self.max_bytes = max_bytes or PACK_MAX_BYTES
+        self.max_bytes = max_bytes or packfmt.PACK_MAX_BYTES
         self.lease = lease
         if avoid_packs is None:
             avoid_packs = lease.avoid_packs if lease is not None else frozenset()
@@ -814,13 +536,15 @@ class PackWriter:
             self.bytes_written += len(data)
             self._indexes_written = []
             self.store.refresh()
-        if self.packs_written and self.lease is not None and not self._maintained:
+        maintain = self.store.maintain
+        if self.packs_written and self.lease is not None and maintain is not None \
+                and not self._maintained:
             self._maintained = True  # once per batch: its later flushes add a pack or two
-            # Estimated from the indexes this batch started with (no storage call): most
-            # writes are far from the threshold and must not pay a listing for it.
+            # Estimated from the indexes this batch started with (no storage call).
             uncovered = sum(not i.multi for i in self._known) + (self.packs_written == 1)
-            if uncovered >= AUTO_MULTI_INDEX_AT:
-                self.bytes_written += self.store.maintain(self.lease)
+            written = maintain(self.store, self.lease, uncovered)
+            if written is not None:
+                self.bytes_written += written
                 # It may have merged this batch's packs away: a later flush (a commit
                 # retried on a new head) must not publish a multi-pack index naming them.
                 self._indexes_written = []
@@ -887,7 +611,7 @@ class PackWriter:
         index = packfmt.format_index(pid, entries)
         # Before the pack: a person's bytes are never stored unindexed. (Its 256 small files
         # stay in line: from a thread, each call would wait for the lock the encoding holds.)
-        self.bytes_written += self.store.write_person_index(pid, persons)
+        self.bytes_written += self.store.persons.write_table(pid, persons)
         self.objects_written += len(entries)
         self.bytes_written += len(pack) + len(index)
         self.packs_written += 1

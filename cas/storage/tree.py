@@ -45,7 +45,6 @@ class Trie:
         self._made: dict[str, Node] = {EMPTY_ROOT: EMPTY_LEAF}
         self._emitted: set[str] = set()
         self._streaming = False  # build(): leaves are emitted as made, not kept
-        self.nodes_emitted = 0
         # holding(): the ids last asked about and, per (node, depth), whether it holds one
         self._holding: tuple[tuple[str, ...], dict[tuple[str, int], bool]] = ((), {})
 
@@ -74,7 +73,6 @@ class Trie:
                 continue  # a loaded (already stored) node, or already emitted
             self._emitted.add(digest)
             self._emit(node)
-            self.nodes_emitted += 1
             if isinstance(node, TreeNode):
                 stack.extend(c.node for c in node.children)
 
@@ -109,7 +107,6 @@ class Trie:
             if digest not in self._emitted:
                 self._emitted.add(digest)
                 self._emit(leaf)
-                self.nodes_emitted += 1
             return digest, hi - lo
         children = []
         at, low = depth >> 1, depth & 1  # digit `depth` is a half of byte `at`

@@ -1,16 +1,19 @@
-"""Every command's help ends with examples (cli/examples.py), and every example is a command
-line that the command tree accepts: its command exists and so does every option it uses."""
+"""Every command's help ends with its examples (each command module's EXAMPLES, attached by
+cas_cli/examples.py), kept in the module that defines the command, and every example is a
+command line that the command tree accepts: its command exists and so does every option it
+uses."""
 
 from __future__ import annotations
 
 import shlex
+import sys
 
 import click
 import pytest
 from click.core import ParameterSource
 from click.testing import CliRunner
 
-from cas_cli.examples import EXAMPLES, HEADING, WIDTH, lines
+from cas_cli.examples import HEADING, WIDTH, lines
 from cas_cli.main import cli
 
 SHELL_OPERATORS = {"|", "||", "&&", ";"}
@@ -28,6 +31,9 @@ def _tree(group: click.Group, prefix: tuple[str, ...] = ()):
 
 cli.load_all()  # (commands are otherwise registered when first asked for)
 TREE = dict(_tree(cli))
+COMMAND_MODULES = sorted({c.callback.__module__ for c in cli.commands.values()})
+TABLES = {name: sys.modules[name].EXAMPLES for name in COMMAND_MODULES}
+EXAMPLES = {path: examples for table in TABLES.values() for path, examples in table.items()}
 ALL_EXAMPLES = [(path, example) for path, examples in EXAMPLES.items()
                 for example in examples]
 
@@ -114,9 +120,17 @@ def _check_command_line(words: list[str]) -> str:
 
 def test_every_command_and_group_has_examples_and_nothing_else_does():
     assert sorted(EXAMPLES) == sorted(TREE), (
-        f"missing from cli/examples.py: {sorted(set(TREE) - set(EXAMPLES))}; "
+        f"missing from the EXAMPLES of their modules: {sorted(set(TREE) - set(EXAMPLES))}; "
         f"not commands: {sorted(set(EXAMPLES) - set(TREE))}")
     assert all(EXAMPLES.values())
+
+
+def test_examples_are_kept_in_the_module_that_defines_their_command():
+    misplaced = [(path, name, TREE[path].callback.__module__)
+                 for name, table in TABLES.items() for path in table
+                 if path in TREE and TREE[path].callback.__module__ != name]
+    assert misplaced == []
+    assert sum(len(table) for table in TABLES.values()) == len(EXAMPLES)  # each path once
 
 
 @pytest.mark.parametrize("path", sorted(TREE))

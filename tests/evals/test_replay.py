@@ -315,7 +315,8 @@ def test_unset_and_null_mean_external_and_a_plan_reads_back_from_its_bytes():
     assert cas.parse_plan(cas.format_plan(plan)) == plan
     # a Plan built by hand is normalised too
     messy = cas.Plan(default_effect="none", tools=(
-        cas.ToolEffect(tool_name="z", effect="external"), cas.ToolEffect(tool_name="a", effect="none")))
+        cas.ToolEffect(tool_name="z", effect="external"),
+        cas.ToolEffect(tool_name="a", effect="none")))
     assert cas.parse_plan(messy).tools == (cas.ToolEffect(tool_name="z", effect="external"),)
     with pytest.raises(cas.InvalidArgument, match="declared twice"):
         cas.parse_plan(cas.Plan(tools=(cas.ToolEffect(tool_name="a", effect="none"),) * 2))

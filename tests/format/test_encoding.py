@@ -250,9 +250,10 @@ def test_ints_and_floats_stay_distinct():
     assert encoding.encode(1) == b"1"
     assert encoding.encode(1.0) == b"1.0"
     assert encoding.encode(True) == b"true"
-    for text, canonical in [(b"1", b"1"), (b"1.0", b"1.0"), (b"1e2", b"100.0"), (b"1E2", b"100.0"),
-                            (b"-0", b"0"), (b"-0.0", b"-0.0"), (b"0.10", b"0.1"),
-                            (b"1.5E-7", b"1.5e-7"), (b"100000000000000000000", b"100000000000000000000"),
+    for text, canonical in [(b"1", b"1"), (b"1.0", b"1.0"), (b"1e2", b"100.0"),
+                            (b"1E2", b"100.0"), (b"-0", b"0"), (b"-0.0", b"-0.0"),
+                            (b"0.10", b"0.1"), (b"1.5E-7", b"1.5e-7"),
+                            (b"100000000000000000000", b"100000000000000000000"),
                             (b"1e+16", b"1e16"), (b"0.000001", b"1e-6")]:
         assert encoding.encode(encoding.decode_json(text)) == canonical, text
 
@@ -269,7 +270,8 @@ def refused(value) -> InvalidJSONValue:
 
 
 def steps_with(bad):
-    return {"input": "x", "steps": [{}, {"a": 1}, {"b": [1, 2]}, {"tool_name": "t", "arguments": bad}]}
+    return {"input": "x",
+            "steps": [{}, {"a": 1}, {"b": [1, 2]}, {"tool_name": "t", "arguments": bad}]}
 
 
 @pytest.mark.parametrize("bad", [
@@ -308,7 +310,8 @@ def test_the_first_offender_is_named():
 
 
 def test_records_are_checked_field_by_field():
-    err = refused(Case(input={"q": "x"}, steps=[{"type": "tool_call", "arguments": {"x": float("nan")}}]))
+    err = refused(Case(input={"q": "x"},
+                       steps=[{"type": "tool_call", "arguments": {"x": float("nan")}}]))
     assert err.path == "$.steps[0].arguments.x"
     assert refused(Case(metadata={"s": {1}})).path == "$.metadata.s"
     encoding.check_json(Case(input={"q": "x"}, outcome={"score": 0.5}))

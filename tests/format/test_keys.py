@@ -107,10 +107,7 @@ def test_parse_of_what_is_not_text_is_none(value):
     assert all(f.parse(value) is None for f in K.FAMILIES)
 
 
-def test_the_moved_builders_are_the_ones_modules_import():
-    from cas.storage import refs, store
-    assert refs.version_key is K.version_key and store.pack_key is K.pack_key
-    assert leases.lease_key is K.lease_key and store.SHARDS == K.SHARDS
+def test_an_idempotency_key_is_a_claim_and_numbers_are_read_from_keys():
     assert K.idempotency_key("d", "k") == K.claim_key(
         "d", cas.digest.digest_of("idempotency", b"k")[3:])
     assert K.numbers(["a/0000000002", "a/x", "a/0000000001", "a/12"]) == [1, 2]
@@ -140,7 +137,7 @@ def unclaimed(repo) -> list[str]:
 def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkeypatch):
     monkeypatch.setenv("CAS_USER", "Grace <grace@example.com>")
     monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "user-config.json"))
-    monkeypatch.setattr("cas.storage.store.PACK_MAX_BYTES", 2_000)  # several packs: a multi-pack index
+    monkeypatch.setattr("cas.storage.pack.PACK_MAX_BYTES", 2_000)  # packs and a multi-pack index
     repo = cas.init(str(tmp_path / "repo"))
     repo.set_content_policy([], author="ops")
     repo.set_eligibility("dataset_eligibility", ["good", "reviewed"], author="ops")

@@ -1,255 +1,24 @@
-"""The transcript of a run (cas/transcript.py) and its text form (`cas runs show --transcript`,
-cli/transcript_text.py): exact output, withheld content, odd content, and real imported runs."""
-
-import json
+"""The transcript of a run (cas/format/transcript.py): its entries in order, the input only
+when no user message holds it, every name and text kept, and plain data for any renderer (the
+text form is tested with it in tests/cli/test_transcript_text.py)."""
 
 import msgspec
 from hypothesis import given, settings
-from hypothesis import strategies as st
+from support.transcripts import RUN, as_run, imported, subjects, texts_of
 
-import cas
-import cas.interop.importers
-from cas.storage.backends.memory import MemoryBackend
-from cas.format.records import Case, Run
-from cas.repo.proposals import withhold
-from cas.repo.runs import parse_run
-from cas.format.transcript import Message, ToolCall, transcript
-from cas_cli.transcript_text import escape, render
-
-RUN = {"run_id": "r-1", "tenant": "acme", "person": "user-42",
-       "started_at": "2026-05-01T10:00:00Z", "input": "Tidy the notes folder",
-       "output": "Done: notes tidied.",
-       "steps": [
-           {"type": "message", "role": "system", "content": "You are terse."},
-           {"type": "message", "role": "user", "content": "Tidy the notes folder"},
-           {"type": "message", "role": "assistant", "content": [
-               {"type": "text", "text": "Looking at the folder.\nOne moment."},
-               {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}}]},
-           {"type": "tool_call", "tool_name": "ls", "call_id": "c1",
-            "arguments": {"path": "notes"}, "result": "a.txt\nb.txt"},
-           {"type": "tool_call", "tool_name": "touch", "arguments": {"path": "notes/c.txt"},
-            "result": None},
-           {"type": "tool_call", "tool_name": "mv",
-            "arguments": {"dst": "old/a.txt", "src": "a.txt"}},
-           {"type": "tool_call", "tool_name": "rm", "arguments": ["b.txt"],
-            "error": {"message": "denied", "type": "permission"}},
-           {"type": "tool_call", "tool_name": "sh", "arguments_raw": "ls -la",
-            "arguments_error": "not JSON: Expecting value: line 1 column 1 (char 0)",
-            "result": {"exit": 0}},
-           {"type": "message", "role": "assistant", "content": "Done: notes tidied."}],
-       "outcome": {"status": "pass"}}
-
-EXPECTED = """\
-run r-1 (tenant acme, person user-42, started 2026-05-01T10:00:00Z)
-
-#1 system
-  You are terse.
-
-#2 user
-  Tidy the notes folder
-
-#3 assistant
-  Looking at the folder.
-  One moment.
-  [image_url]
-
-#4 tool call ls (call c1)
-  arguments:
-    {
-      "path": "notes"
-    }
-  result:
-    a.txt
-    b.txt
-
-#5 tool call touch
-  arguments:
-    {
-      "path": "notes/c.txt"
-    }
-  result: null (recorded)
-
-#6 tool call mv
-  arguments:
-    {
-      "dst": "old/a.txt",
-      "src": "a.txt"
-    }
-  result: not recorded
-
-#7 tool call rm
-  arguments:
-    [
-      "b.txt"
-    ]
-  error:
-    {
-      "message": "denied",
-      "type": "permission"
-    }
-
-#8 tool call sh
-  arguments (kept raw; not JSON: Expecting value: line 1 column 1 (char 0)):
-    ls -la
-  result:
-    {
-      "exit": 0
-    }
-
-#9 assistant
-  Done: notes tidied.
-
-output:
-  Done: notes tidied.
-
-outcome:
-  {
-    "status": "pass"
-  }
-"""
+from cas.format.transcript import Message, ToolCallEntry, transcript
 
 
-def as_run(obj: dict) -> Run:
-    return parse_run(obj, "$")
-
-
-def text_of(obj) -> str:
-    return render(transcript(obj)) + "\n"
-
-
-def test_a_run_reads_as_its_transcript():
-    assert text_of(as_run(RUN)) == EXPECTED
-
-
-def test_the_cli_shows_the_stored_run_as_a_transcript(run, tmp_path):
-    assert run("init").exit_code == 0
-    (tmp_path / "runs.jsonl").write_text(json.dumps(RUN) + "\n")
-    assert run("runs", "import", "runs.jsonl").exit_code == 0
-    r = run("runs", "show", "r-1", "--transcript")
-    assert (r.exit_code, r.stdout, r.stderr) == (0, EXPECTED, "")
-    # the default output and --json are as they were: the run itself
-    shown = json.loads(run("--json", "runs", "show", "r-1").stdout)
-    assert shown["steps"] == RUN["steps"] and shown["kind"] == "run"
-    assert run("runs", "show", "r-1").stdout == \
-        json.dumps(shown, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def test_transcript_with_json_is_refused_as_a_usage_error(run, tmp_path):
-    assert run("init").exit_code == 0
-    (tmp_path / "runs.jsonl").write_text(json.dumps(RUN) + "\n")
-    assert run("runs", "import", "runs.jsonl").exit_code == 0
-    message = "--transcript is text for reading; --json prints the run itself: give one of them"
-    for args in (("runs", "show", "r-1", "--transcript", "--json"),
-                 ("--json", "runs", "show", "--transcript", "r-1")):
-        r = run(*args)
-        assert (r.exit_code, r.stdout) == (2, "")
-        assert json.loads(r.stderr) == {"error": {"code": "INVALID_ARGUMENT", "reason": "USAGE",
-                                                  "message": message}}
-    r = run("runs", "show", "r-404", "--transcript")
-    assert (r.exit_code, r.stdout) == (3, "")
-    assert r.stderr == "cas: error: no recorded run 'r-404' (import it with `cas runs import`)\n"
-
-
-def test_the_input_comes_first_only_when_no_user_message_holds_it():
-    # a later user turn holds it (tau2 starts with the agent's greeting): not repeated
+def test_the_input_is_an_entry_only_when_no_user_message_holds_it():
     held = as_run(RUN | {"input": "Tidy the notes folder", "steps": [
         {"type": "message", "role": "assistant", "content": "Hi!"},
         {"type": "message", "role": "user", "content": [{"type": "text",
                                                          "text": "Tidy the notes folder"}]}]})
     assert [type(e).__name__ for e in transcript(held).entries] == \
         ["Message", "Message", "Output", "Outcome"]
-    # nothing holds it: shown first, as the user's turn
-    alone = as_run(RUN | {"input": "Tidy up\nplease", "steps": [], "output": None,
-                          "outcome": None})
-    assert text_of(alone) == ("run r-1 (tenant acme, person user-42, started "
-                              "2026-05-01T10:00:00Z)\n\n"
-                              "user (the run's input):\n  Tidy up\n  please\n\n"
-                              "output: none\n\noutcome: none\n")
-    # a structured input (a request body) is shown as its JSON; a null one not at all
-    body = text_of(as_run(RUN | {"input": {"model": "m"}, "steps": []}))
-    assert 'input:\n  {\n    "model": "m"\n  }\n\n' in body
-    assert "input" not in text_of(as_run(RUN | {"input": None, "steps": []}))
-    # an input that is a list of messages, each held by a step
-    listed = as_run(RUN | {"input": [{"role": "user", "content": "Tidy the notes folder"}]})
-    assert "the run's input" not in text_of(listed) and "\ninput:" not in text_of(listed)
-
-
-def test_withheld_content_is_shown_as_withheld_never_as_unrecorded():
-    run = as_run(RUN)
-    case = Case(**{f: getattr(run, f) for f in ("run_id", "started_at", "input", "output",
-                                                 "steps", "outcome", "tenant", "person")})
-    text = text_of(withhold(case, ["input", "output", "tool_arguments", "tool_results"]))
-    assert text.startswith("run r-1 (tenant acme, person user-42, started "
-                           "2026-05-01T10:00:00Z)\nwithheld: input, output, tool_arguments, "
-                           "tool_results\n\nuser (the run's input): withheld\n\n#1 system\n")
-    assert text.count("  arguments: withheld\n  result: withheld\n") == 5
-    assert "not recorded" not in text and "none recorded" not in text
-    assert "\n\noutput: withheld\n\n" in text
-    assert "  Looking at the folder.\n  One moment.\n  [image_url]\n" in text  # always copied
-    # without a policy the case reads as the run does
-    assert text_of(case) == EXPECTED
-
-
-def test_odd_content_is_shown_escaped_never_raised():
-    run = Run(run_id="r-\x1b", tenant="t", steps=[
-        {"type": "message", "role": "a\x1b[2Jb",
-         "content": "red \x1b[31mtext\r\nline\t2\u202e\ud800"},
-        {"type": "message", "role": 7, "content": [1, None, {"type": "text", "text": "t"}, [2]]},
-        {"type": "message", "content": {"text": "a dict"}},
-        {"type": "tool_call", "tool_name": {"x": [1]}, "call_id": 3, "arguments_raw": None},
-        {"type": "tool_call", "tool_name": "t", "result": "", "error": None},
-        {"type": "tool_call", "tool_name": "t", "error": "boom", "call_recorded": False},
-        {"type": "message", "role": "tool", "content": None, "orphan_reply": True},
-        {"type": "checkpoint", "n": 1}, {"role": "user"}])
-    text = render(transcript(run))
-    assert text == """\
-run r-\\x1b (tenant t)
-
-#1 a\\x1b[2Jb
-  red \\x1b[31mtext\\r
-  line\\t2\\u202e\\ud800
-
-#2 7
-  [number]
-  [null]
-  t
-  [array]
-
-#3 (no role)
-  a dict
-
-#4 tool call {"x": [1]} (call 3)
-  arguments (kept raw):
-    null
-  result: not recorded
-
-#5 tool call t
-  arguments: none recorded
-  result: (empty)
-
-#6 tool call t (only its reply was recorded)
-  arguments: none recorded
-  error:
-    boom
-
-#7 tool (a reply to no recorded call)
-  (no content)
-
-#8 checkpoint (a step of unknown type)
-  {
-    "type": "checkpoint",
-    "n": 1
-  }
-
-#9 (no type) (a step of unknown type)
-  {
-    "role": "user"
-  }
-
-output: none
-
-outcome: none"""
-    assert not any(ord(c) < 32 and c != "\n" for c in text)
+    alone = as_run(RUN | {"input": "Tidy up", "steps": []})
+    assert [type(e).__name__ for e in transcript(alone).entries] == \
+        ["Input", "Output", "Outcome"]
 
 
 def test_the_transcript_is_plain_data_for_other_renderers():
@@ -266,121 +35,33 @@ def test_the_transcript_is_plain_data_for_other_renderers():
         ["recorded", "recorded", "unrecorded", "error", "recorded"]
 
 
-# -- any step the engine accepts, and any other step dict ---------------------------------
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
-                                                                max_size=3),
-    max_leaves=6)
-# any character: controls, lone surrogates, separators
-texts = st.text(st.characters(exclude_categories=()), max_size=12)
-parts = st.lists(texts | st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url"]),
-                                                "text": texts}) | json_values, max_size=3)
-optional = {"content": texts | parts | json_values, "result": json_values,
-            "error": json_values, "arguments": json_values, "arguments_raw": json_values,
-            "arguments_error": json_values, "call_id": json_values, "orphan_reply": json_values,
-            "call_recorded": json_values}
-steps = st.fixed_dictionaries(
-    {"type": st.sampled_from(["message", "tool_call"]) | json_values,
-     "role": texts | json_values, "tool_name": texts | json_values},
-    optional=optional)
-subjects = st.builds(
-    lambda cls, steps, given, withheld: (
-        Run(run_id="r", tenant="t", input=given, steps=steps) if cls is Run else
-        Case(input=given, steps=steps, withheld=withheld)),
-    st.sampled_from([Run, Case]), st.lists(steps, max_size=5), json_values | texts,
-    st.lists(st.sampled_from(["input", "output", "tool_arguments", "tool_results"]),
-             max_size=2))
-
-
-def texts_of(content) -> list[str]:
-    """The message text a transcript must keep: a string content, or the text parts."""
-    if isinstance(content, str):
-        return [content]
-    return [p if isinstance(p, str) else p["text"] for p in
-            (content if isinstance(content, list) else [])
-            if isinstance(p, str) or (isinstance(p, dict) and p.get("type") == "text"
-                                      and isinstance(p.get("text"), str))]
-
-
 @settings(max_examples=50, deadline=None)
 @given(subjects)
 def test_any_steps_give_a_transcript_keeping_every_name_and_text(subject):
     t = transcript(subject)
-    rendered = render(t)
-    assert rendered.encode("utf-8")  # writable: no lone surrogate is left unescaped
     by_index = {e.index: e for e in t.entries if hasattr(e, "index")}
     assert sorted(by_index) == list(range(len(subject.steps)))
     for i, step in enumerate(subject.steps):
         entry = by_index[i]
         if step["type"] == "tool_call":
-            assert isinstance(entry, ToolCall)
+            assert isinstance(entry, ToolCallEntry)
             if isinstance(step["tool_name"], str) and step["tool_name"]:
                 assert entry.name == step["tool_name"]
-                assert escape(step["tool_name"], False) in rendered
         elif step["type"] == "message":
             assert isinstance(entry, Message)
             kept = [p.text for p in entry.parts if p.text is not None]
             for text in texts_of(step.get("content")):
                 assert text in kept
-                assert all(line in rendered for line in escape(text).split("\n"))
 
 
-# -- real imported runs -------------------------------------------------------------------
-def imported(traces, folder, name, fmt, **flags):
-    runs = cas.interop.importers.convert((traces / folder / name).read_bytes(), fmt, source=name,
-                                 tenant="t", **flags)
-    repo = cas.Repository.create(MemoryBackend())
-    repo.import_runs(runs)
-    return repo, [r["run_id"] for r in runs]
-
-
-def test_a_tau2_run_reads_in_order_without_repeating_its_input(traces):
+def test_a_tau2_run_s_calls_are_recorded_and_its_one_tool_error_kept(traces):
     name = "tau2-bench__gpt-4.1_airline_default_gpt-4.1_1trials.json"
     repo, ids = imported(traces, "tau2", name, "openai-chat")
     run = repo.run("openai-chat:tau2:b762699f-cf72-4a2f-b500-5bbe1258209c")
-    text = render(transcript(run))
-    assert text.startswith("run openai-chat:tau2:b762699f-cf72-4a2f-b500-5bbe1258209c (tenant "
-                           "t, started 2025-08-01T16:20:44.321269)\n\n#1 assistant\n"
-                           "  Hi! How can I help you today?\n\n#2 user\n  Hi, I’d like to "
-                           "change my upcoming return flight.")
-    assert "the run's input" not in text  # the input is the user's first message, #2
-    assert ("#6 tool call get_user_details (call call_fLxcMYQFvKcOdQNYvY2sKVRr)\n"
-            "  arguments:\n    {\n      \"user_id\": \"james_lee_6136\"\n    }\n"
-            "  result:\n    {\"user_id\": \"james_lee_6136\", ") in text
-    calls = [e for e in transcript(run).entries if isinstance(e, ToolCall)]
+    calls = [e for e in transcript(run).entries if isinstance(e, ToolCallEntry)]
     assert calls and all(c.result.state == "recorded" for c in calls)
     # tau2's one tool error, in another run
     errors = [e for i in ids for e in transcript(repo.run(i)).entries
-              if isinstance(e, ToolCall) and e.result.state == "error"]
+              if isinstance(e, ToolCallEntry) and e.result.state == "error"]
     assert len(errors) == 1
     assert errors[0].result.error.text.startswith("Error: Payment amount does not add up")
-
-
-def test_an_inspect_run_of_tool_errors_with_no_recorded_calls(traces):
-    repo, (run_id,) = imported(traces, "inspect-ai", "inspect_ai__log_tool_call_error.json",
-                               "inspect")
-    text = render(transcript(repo.run(run_id)))
-    assert text.startswith(f"run {run_id} (tenant t, started 2025-02-07T00:00:00+00:00)\n\n"
-                           "user (the run's input):\n  ...\n\n"
-                           "#1 tool call bash (call bash_1; only its reply was recorded)\n"
-                           "  arguments: none recorded\n  error:\n    {\n")
-    assert text.count("only its reply was recorded") == 11
-
-
-def test_the_cli_shows_a_recorded_cassette_as_a_transcript(run, traces):
-    assert run("init").exit_code == 0
-    name = "otel-contrib__test_chat_completion_tool_calls_with_content.yaml"
-    r = run("--json", "runs", "import", "--format", "openai-chat", "--container", "vcr",
-            "--tenant", "t", str(traces / "openai-chat" / name))
-    (run_id,) = json.loads(r.stdout)["imported"]
-    r = run("runs", "show", run_id, "--transcript")
-    assert r.exit_code == 0
-    assert r.stdout.startswith(f"run {run_id} (tenant t, started 2024-11-11T23:43:54Z)\n\n"
-                               "#1 system\n  You're a helpful assistant.\n\n#2 user\n"
-                               "  What's the weather in Seattle and San Francisco today?\n\n"
-                               "#3 assistant\n  (no content)\n\n"
-                               "#4 tool call get_current_weather (call ")
-    assert ('  arguments:\n    {\n      "location": "San Francisco, CA"\n    }\n'
-            "  result:\n    70 degrees and sunny\n") in r.stdout
-    assert r.stdout.endswith('\n\noutcome:\n  {\n    "finish_reason": "stop"\n  }\n')

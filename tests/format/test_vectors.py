@@ -218,11 +218,13 @@ DERIVED_INPUTS = [
       "proposed_count": 2}, "ct-", 32),
     ("confirm-token", b"cas:confirm-token\x00",
      {"kind": "review", "request": [
-         {"run_id": "r-17", "run": "b3:22bad69bb3870becf495c12a2487ebcf8eeb54355a45d4d2b909c1ce0a6d2fff",
+         {"run_id": "r-17",
+          "run": "b3:22bad69bb3870becf495c12a2487ebcf8eeb54355a45d4d2b909c1ce0a6d2fff",
           "metric": "dataset_eligibility", "label": "reviewed",
           "reviewer": "Ada <ada@example.com>"}]}, "ct-", 32),
     ("annotation-id", b"cas:annotation-id\x00",
-     {"run_id": "r-17", "run": "b3:22bad69bb3870becf495c12a2487ebcf8eeb54355a45d4d2b909c1ce0a6d2fff",
+     {"run_id": "r-17",
+      "run": "b3:22bad69bb3870becf495c12a2487ebcf8eeb54355a45d4d2b909c1ce0a6d2fff",
       "metric": "dataset_eligibility", "label": "reviewed", "reviewer": "Ada <ada@example.com>",
       "reviewed_at": "2026-11-30T12:00:00.000000Z", "batch": 1, "position": 0}, "ann-", 32),
     ("suite-run-id", b"cas:suite-run-id\x00",
@@ -311,22 +313,22 @@ def test_derived_vectors_agree_with_library():
     key = data["idempotency-claim-name"].decode()
     assert digest.idempotency_claim_name(key) == vec["idempotency-claim-name"]["output"]
     assert digest.digest_of("idempotency", key.encode())[3:] == digest.idempotency_claim_name(key)
-    from cas.evals.suites import runner
+    from cas.evals.suites import results
     case = json.loads(vec["suite-run-id"]["input"])
-    assert runner.run_id(*case) == vec["suite-run-id"]["output"]
+    assert results.run_id(*case) == vec["suite-run-id"]["output"]
     from cas.evals import cassettes
     assert cassettes.request_key(*json.loads(vec["cassette-request"]["input"])) == \
         vec["cassette-request"]["output"]
     from cas.evals import evalset
-    from cas.repo import scores
+    from cas.format.version_names import as_pin
     inputs = json.loads(vec["evalset-regression"]["input"])
     named = type("F", (), {"__module__": "my_agent.evals", "__qualname__": "replay"})
-    assert evalset.experiment_name(scores.as_pin(inputs["pin"]), named, None, "", [], 0.0) \
+    assert evalset.experiment_name(as_pin(inputs["pin"]), named, None, "", [], 0.0) \
         == vec["evalset-regression"]["output"]
     result = json.loads(vec["suite-result"]["input"])
-    ref = runner.SuiteRef(**result["suite"])
-    rows = [runner.CaseResult(**r) for r in result["results"]]
-    assert runner.result_digest(ref, rows) == vec["suite-result"]["output"]
+    ref = results.SuiteRef(**result["suite"])
+    rows = [results.CaseResult(**r) for r in result["results"]]
+    assert results.result_digest(ref, rows) == vec["suite-result"]["output"]
     for n, v in vec.items():
         if n != "idempotency-claim-name":
             assert digest.DERIVED_DOMAINS[n] == bytes.fromhex(v["domain_hex"])

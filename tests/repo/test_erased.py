@@ -1,7 +1,7 @@
-"""Erasures that stay erased (cas/runs.py, cas/sealing.py, cas/erasure.py): an import or a
-direct commit naming an erased person is refused before anything is stored, unless the import
-admits them deliberately (`run.admission`); erasing an id that matches nothing writes nothing;
-the preview's wording."""
+"""Who was erased (cas/repo/erased.py), and erasures that stay erased (runs.py, sealing.py,
+erasure.py): an import or a direct commit naming an erased person is refused before anything is
+stored, unless the import admits them deliberately (`run.admission`); erasing an id that matches
+nothing writes nothing; the preview's wording."""
 
 from __future__ import annotations
 

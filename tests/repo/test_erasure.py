@@ -13,12 +13,14 @@ import os
 import pytest
 
 import cas
+from cas.storage import maintenance
 from support.erasure_world import (ALICE, ALICE_MARKERS, ALICE_RUNS, BOB, BOB_RUNS, RETIRED,
                                    UNTOUCHED, FaultyBackend, InjectedFault, all_items,
                                    assert_no_trace, assert_refused_while_pending, build, case_of,
                                    check_after_crash, promote, remove, repository_bytes, review,
                                    seeded, snapshot)
 from support.lifecycle import OPERATOR
+from support.lifecycle import keys
 
 pytestmark = pytest.mark.usefixtures("as_operator")  # as OPERATOR
 
@@ -281,7 +283,7 @@ def test_fsck_tolerates_erased_cases_only_in_retired_versions(repo):
     # a case of an active version deleted the same way is reported, named by its id
     bob_case = all_items(repo, "billing", 1)[0]
     pid = repo.store.locate(bob_case)[0][len("packs/"):-len(".pack")]
-    repo.store.rewrite_pack(pid, {to_bytes(bob_case)})
+    maintenance.rewrite_pack(repo.store, pid, {to_bytes(bob_case)})
     problems = [p for p in repo.fsck().problems if p.severity == "error"]
     assert (bob_case, "case is missing") in {(p.where, p.message) for p in problems}
     assert not any(p.where in ids["alice"] for p in problems)
@@ -333,3 +335,16 @@ def test_an_erasure_reads_each_version_record_once(tmp_path):
     counted.delete_version("d", 2)
     assert [v.number for v in live_versions(counted.context)] == [1, 3, 4, 5, 6]
     assert counted.fsck().ok
+
+
+def test_a_directly_committed_case_naming_a_person_is_erased_like_a_promoted_one(mem):
+    mem.create_dataset("gold", admission="direct")
+    mem.commit("gold", base=None, add=[{"input": "mine", "person": "p-1"},
+                                       {"input": "other"}])
+    preview = mem.erase("p-1")
+    assert preview["matched"] is True
+    mem.erase("p-1", preview["confirm_token"])
+    assert mem.version_state("gold", 1) == "RETIRED"
+    everything = b"".join(mem.backend.get(k) for k in keys(mem))
+    assert b"mine" not in everything and b"p-1" not in everything
+    assert mem.fsck().ok

@@ -1,4 +1,5 @@
-"""fsck: flip one byte anywhere in a repository and fsck names it; every kind of damage is reported."""
+"""fsck (cas/repo/fsck.py): flip one byte anywhere in a repository and fsck names it; every kind
+of damage is reported."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ import pytest
 
 import cas
 from cas.storage import pack as packfmt
-from cas.format.records import TYPES, VersionRecord, parse_record_file_of
-from cas.storage.store import index_key, pack_key
+from cas.format.keys import index_key, pack_key, score_batch_key
+from cas.format.records import (TYPES, Fence, Score, ScoreBatch, VersionRecord,
+                                format_record_file, parse_record_file_of)
+from support.sample_cases import plain_cases
+from cas.format.keys import meta_key
+from cas.format.records import DatasetRecord, parse_record_file
 
 
 def build(path) -> cas.Repository:
@@ -93,7 +98,8 @@ def test_flip_one_byte_in_every_file_is_named(built):
     path, root = built
     keys = files(root)
     assert "config" in keys
-    assert sum(k.endswith(".pack") for k in keys) == 5 and sum(k.endswith(".idx") for k in keys) == 5
+    assert sum(k.endswith(".pack") for k in keys) == 5
+    assert sum(k.endswith(".idx") for k in keys) == 5
     assert sum("/versions/" in k for k in keys) == 5 and sum("/meta/" in k for k in keys) == 3
     rnd = random.Random(20240601)
     clean = cas.open(path).fsck().problems
@@ -447,8 +453,8 @@ def _person_file_of(repo, person, case, layout):
     listing `case` (in its pack) under `person`: the pack's person table, or with layout
     "records" the person index record of its shard (a repository from before person tables,
     made by converting this one's)."""
-    from cas.format.records import PersonIndex, parse_record_file
-    from cas.storage.store import person_index_key, person_shard
+    from cas.format.records import PersonIndex
+    from cas.format.keys import person_index_key, person_shard
     from support.person_files import tables, to_records
     pid = repo.store.locate(case)[0][len("packs/"):-len(".pack")]
     keyed = repo.store.person_digest(person)
@@ -513,3 +519,52 @@ def test_a_missing_or_misattributed_person_index_entry_is_an_error(lifecycle, la
         f"lists {case} under {other}, a person that object does not name"), messages
     repo.backend.replace(key, original)
     assert problems_of(repo) == []
+
+
+def test_fsck_checks_the_new_records(location, monkeypatch):
+    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
+    r = cas.init(location)
+    r.create_dataset("evals", admission="direct")
+    v = r.commit("evals", base=None, add=plain_cases(2))
+    r.record_score(r.pin("evals", 1), metric="acc", value=1)
+    assert r.fsck().ok
+    # a gap in the score log, a score citing a version that does not exist, a bad fence
+    bad = ScoreBatch(dataset="evals", number=3, scores=[Score(
+        dataset="evals", version=7, content_digest=v.content_digest, metric="m", value=1,
+        author="x", recorded_at="t")])
+    r.backend.put_if_absent(score_batch_key("evals", 3), format_record_file(bad))
+    r.backend.put_if_absent("datasets/evals/experiments/0000000001", format_record_file(
+        Fence(dataset="evals", log="scores", number=1, reason="r", author="x", written_at="t")))
+    r.backend.put_if_absent("datasets/evals/scores/notes", b"x")
+    problems = {(p.where, p.message) for p in r.fsck().problems if p.severity == "error"}
+    assert problems == {
+        ("datasets/evals/scores/", "numbers are not contiguous from 1; missing [2]"),
+        ("datasets/evals/scores/0000000003#0", "cites evals@7, which is missing or deleted"),
+        ("datasets/evals/experiments/0000000001", "fence of the 'scores' log"),
+        ("datasets/evals/scores/notes", "unexpected key under datasets/"),
+    }
+
+
+def test_fsck_accepts_a_withdrawn_batch_of_a_deleted_version(mem, monkeypatch):
+    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
+    repo = mem
+    repo.create_dataset("evals", admission="direct")
+    repo.commit("evals", base=None, add=plain_cases(2))
+    repo.record_score(repo.pin("evals", 1), metric="acc", value=1)
+    repo.withdraw_batch("evals", 1, "redo")
+    repo.delete_version("evals", 1)
+    assert [p for p in repo.fsck().problems if p.severity == "error"] == []
+
+
+def test_fsck_reports_an_unknown_or_changed_admission_rule(mem):
+    mem.create_dataset("evals")
+    changed = DatasetRecord(name="evals", revision=2, author="a", edited_at="t",
+                            admission="direct")
+    assert mem.refs.append_meta(changed)
+    [problem] = [p for p in mem.fsck().problems if p.severity == "error"]
+    assert problem.where == meta_key("evals", 2)
+    assert "differs from the one the dataset was created with ('reviewed')" in problem.message
+    mem.refs.append_meta(DatasetRecord(name="bogus", revision=1, author="a", edited_at="t",
+                                       admission="open"))
+    assert any("admission 'open' is not a rule; known: reviewed, direct" in p.message
+               for p in mem.fsck().problems)

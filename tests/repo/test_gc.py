@@ -10,10 +10,10 @@ import pytest
 import cas
 from cas.storage import leases
 from cas.storage.backends.memory import MemoryBackend
-from cas.storage.store import pack_key
-from support.erasure_world import (ALICE, ALICE_MARKERS, RETIRED, UNTOUCHED, FaultyBackend, InjectedFault,
-                          check_after_crash, deleted_version_garbage, seeded, assert_no_trace,
-                          build, snapshot)
+from cas.format.keys import pack_key
+from support.erasure_world import (ALICE, ALICE_MARKERS, RETIRED, UNTOUCHED, FaultyBackend,
+                                   InjectedFault, assert_no_trace, build, check_after_crash,
+                                   deleted_version_garbage, seeded, snapshot)
 
 REVIEWER = "Rita <rita@example.com>"
 
@@ -301,16 +301,16 @@ def test_a_long_batch_renews_its_lease_as_it_writes_packs(local, monkeypatch):
     repo.create_dataset("big", admission="direct")
     clock = [time.time()]
     repo.context.time = lambda: clock[0]
-    monkeypatch.setattr("cas.storage.store.PACK_MAX_BYTES", 4_000)
+    monkeypatch.setattr("cas.storage.pack.PACK_MAX_BYTES", 4_000)
     seen = []
-    real = cas.storage.store.ObjectStore.write_person_index
+    real = cas.storage.person_index.Persons.write_table
 
     def slow_pack(self, pid, persons):  # each pack "takes" half a lease's life
         clock[0] += leases.TTL / 2
         live = [r.expires_at for r in leases.live(repo).values() if r.role == leases.WRITER]
         seen.append((clock[0], live))
         return real(self, pid, persons)
-    monkeypatch.setattr(cas.storage.store.ObjectStore, "write_person_index", slow_pack)
+    monkeypatch.setattr(cas.storage.person_index.Persons, "write_table", slow_pack)
     rec = repo.commit("big", base=None, add=[{"input": "x" * 500 + str(i)} for i in range(60)])
     assert rec.item_count == 60 and len(seen) >= 5
     # at every pack the commit's lease was live, and by more than the margin a claim needs

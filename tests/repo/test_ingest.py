@@ -1,4 +1,4 @@
-"""A large JSON Lines file committed by two processes (cas/ingest.py): the same version as one
+"""A large JSON Lines file committed by two processes (cas/repo/ingest.py): the same version as one
 process makes, the same refusals (numbered as in the whole file), nothing sealed on failure."""
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def build(repo) -> None:
     repo.delete_dataset("gone")
     # staged, never sealed: its proposed set holds Alice's case
     repo.remove("support", [case_id(bob_case(2))], "stage-1")
-    repo.create_dataset("temp", admission="direct")                                                 # deleted later
+    repo.create_dataset("temp", admission="direct")  # deleted later
     repo.commit("temp", base=None, add=plain("temp", 2))
     repo.commit("temp", base=1, add=[bob_case(5)])
     repo.remove("temp", [case_id(bob_case(5))], "stage-2")
@@ -187,7 +187,7 @@ def sources(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("CAS_USER", OPERATOR)
     mp.setenv("CAS_CONFIG", str(root / "user-config.json"))
-    mp.setattr("cas.storage.store.PACK_MAX_BYTES", 8_000)  # several packs, a multi-pack index
+    mp.setattr("cas.storage.pack.PACK_MAX_BYTES", 8_000)  # several packs, a multi-pack index
     try:
         repo = cas.init(str(root / "before"))
         build(repo)

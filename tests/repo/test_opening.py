@@ -1,4 +1,5 @@
-"""Opening a repository reads and never writes; an erasure left pending is finished by the next
+"""Creating, opening and finding a repository (cas/repo/opening.py): `init` refuses a location
+that holds one; opening reads and never writes; an erasure left pending is finished by the next
 writer, and reads refuse what it names meanwhile (docs/concepts.md, "Opening a repository")."""
 
 from __future__ import annotations
@@ -96,3 +97,40 @@ def test_the_cli_reports_a_pending_erasure(pending, tmp_path, run):
     r = run("--repo", str(location), "--json", "case", "evals", "1", case_id)
     assert r.exit_code == 5, r.output
     assert '"ERASURE_PENDING"' in r.stderr
+
+
+def case_id(case: dict) -> str:
+    return cas.encode_case(case).case_id
+
+
+def test_open_missing_repository_not_found(tmp_path):
+    with pytest.raises(cas.NotFound) as info:
+        cas.open(str(tmp_path))
+    assert info.value.code == "NOT_FOUND"
+    with pytest.raises(cas.NotFound):
+        cas.open(str(tmp_path / "nowhere"))
+    assert not (tmp_path / ".cas").exists()
+
+
+def test_init_twice_already_exists(tmp_path):
+    repo = cas.init(str(tmp_path))
+    assert (tmp_path / ".cas" / "config").is_file()
+    with pytest.raises(cas.AlreadyExists) as info:
+        cas.init(str(tmp_path))
+    assert info.value.code == "ALREADY_EXISTS"
+    # The first repository is untouched and opens (by the dir or by .cas itself).
+    assert cas.open(str(tmp_path)).config == repo.config
+    assert cas.open(str(tmp_path / ".cas")).config == repo.config
+    with pytest.raises(cas.AlreadyExists):
+        cas.Repository.create(repo.backend)
+
+
+def test_open_reads_what_another_handle_wrote(tmp_path):
+    a = cas.init(str(tmp_path))
+    a.create_dataset("ds", admission="direct")
+    b = cas.open(str(tmp_path))
+    assert b.store.indexes() == []  # b has listed the (no) packs before a writes one
+    a.commit("ds", base=None, add=[{"input": 1}])
+    # b listed the packs before a wrote one: it must still find the new objects.
+    assert b.items("ds", 1).items == [case_id({"input": 1})]
+    assert b.case("ds", 1, case_id({"input": 1})).input == 1

@@ -1,489 +1,75 @@
-"""Promotion and removal (cas/proposals.py): a staged proposal with a preview and a confirm
-token, then a seal; idempotency keys, provenance and the content policy.
-
-Every refusal is checked to leave the repository's key listing unchanged: a proposal refuses
-before it stores anything. Tests that touch storage run on both backends (`location`).
-"""
+"""Staged proposals as stored (cas/repo/proposals.py): read by confirm token, the version a
+token sealed, and the deletion of a proposal with the idempotency claim naming it."""
 
 from __future__ import annotations
 
 import pytest
 
 import cas
-import msgspec
-from support.lifecycle import REVIEWER, keys, promote_and_seal, review, subject
+from cas.format import keys
+from cas.repo import proposals
+from support.lifecycle import keys as listing
+from support.lifecycle import subject
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")
 
 
-# -- promote, remove, seal ------------------------------------------------------------------
-def test_promote_previews_and_seal_seals(staged):
+@pytest.fixture
+def preview(staged):
     repo, anns = staged
-    before = keys(repo)
-    p = repo.promote("evals", [subject("r-0", anns["r-0"]), subject("r-1", anns["r-1"])], "k-1")
-    assert p["base_version"] is None and p["operation"] == "promote" and p["changes"] is True
-    assert p["proposed"]["item_count"] == 2 and p["proposed"]["carried"] == []
-    assert p["proposed"]["added"] == sorted(p["proposed"]["added"])
-    assert p["withheld"] == {c: [] for c in p["proposed"]["added"]}
-    assert repo.head("evals") == 0  # nothing sealed by a preview
-    new = set(keys(repo)) - set(before)
-    # a preview stores the frozen cases (packs, with their person index), the proposal and the key
-    assert {k for k in new if not k.startswith(("packs/", "persons/"))} == {
-        f"datasets/evals/proposals/{p['confirm_token']}",
-        next(k for k in new if k.startswith("datasets/evals/keys/"))}
-    result = repo.seal("evals", p["confirm_token"], message="first")
-    v = result.version
-    assert result.already_sealed is False
-    assert (v.number, v.parent, v.item_count, v.added, v.removed, v.operation, v.message) == (
-        1, None, 2, 2, 0, "promote", "first")
-    assert v.content_digest == p["proposed"]["content_digest"] and v.proposal == p["confirm_token"]
-    assert repo.items("evals", 1).items == p["proposed"]["added"]
-    # the next preview names the base and carries its cases
-    p2 = repo.promote("evals", [subject("r-2", anns["r-2"])], "k-2")
-    assert p2["base_version"] == {"number": 1, "item_count": 2, "content_digest": v.content_digest}
-    assert p2["proposed"]["carried"] == repo.items("evals", 1).items
-    assert p2["proposed"]["carried_count"] == 2 and p2["proposed"]["carried_complete"] is True
-    assert p2["proposed"]["item_count"] == 3 and len(p2["proposed"]["added"]) == 1
-    assert repo.fsck().ok
+    return repo, repo.promote("evals", [subject("r-0", anns["r-0"])], "k-1")
 
 
-def refusal_cases(anns):
-    return [
-        ([subject("r-0", None)], "FAILED_PRECONDITION", "REVIEW_REQUIRED",
-         "subject 0 ('r-0'): a promotion needs a saved review: give its review_annotation_id "
-         "(see `cas review add`)"),
-        ([subject("r-0", "")], "FAILED_PRECONDITION", "REVIEW_REQUIRED", None),
-        ([subject("r-0", anns["r-0"]), subject("r-1", anns["r-0"])], "FAILED_PRECONDITION",
-         "REVIEW_RUN_MISMATCH",
-         f"subject 1 ('r-1'): review {anns['r-0']} is a review of run 'r-0', not of this run"),
-        ([subject("r-0", "ann-" + "0" * 32)], "NOT_FOUND", "REVIEW_NOT_FOUND",
-         f"subject 0 ('r-0'): no review 'ann-{'0' * 32}'"),
-        ([subject("r-404", anns["r-0"])], "NOT_FOUND", "RUN_NOT_FOUND",
-         "no recorded run 'r-404' (import it with `cas runs import`)"),
-        ([subject("r-0", anns["r-0"], subject_kind="dataset_item")], "INVALID_ARGUMENT",
-         "SUBJECT_KIND_INVALID",
-         "subject 0 ('r-0'): subject_kind 'dataset_item' is not a run; accepted: agent_run, "
-         "SUBJECT_KIND_AGENT_RUN"),
-        ([subject("r-0", anns["r-0"], subject_kind="SUBJECT_KIND_DATASET_ITEM")],
-         "INVALID_ARGUMENT", "SUBJECT_KIND_INVALID", None),
-        ([subject("r-0", anns["r-0"], run_id="r-1")], "INVALID_ARGUMENT", "RUN_MISMATCH",
-         "subject 0 ('r-0'): run_id 'r-1' and subject_ref 'r-0' name different runs"),
-    ]
+def test_a_proposal_is_read_by_its_token(preview):
+    repo, p = preview
+    token = p["confirm_token"]
+    stored = proposals.load_proposal(repo.context, "evals", token)
+    assert (stored.dataset, stored.operation, stored.base, stored.idempotency_key) == \
+        ("evals", "promote", 0, "k-1")
+    assert stored.add == p["proposed"]["added"]
 
 
-def test_promotion_refusals_store_nothing(staged):
-    repo, anns = staged
-    for subjects, code, reason, message in refusal_cases(anns):
-        before = keys(repo)
-        with pytest.raises(cas.CasError) as info:
-            repo.promote("evals", subjects, "the-key")
-        err = info.value
-        assert (err.code, err.reason) == (code, reason), subjects
-        if message:
-            assert err.message == message
-        assert keys(repo) == before, subjects
-    # no refusal used up the key
-    p = repo.promote("evals", [subject("r-0", anns["r-0"])], "the-key")
-    assert repo.seal("evals", p["confirm_token"]).version.number == 1
-    # and refusals on a dataset with versions store nothing either
-    for subjects, code, reason, message in refusal_cases(anns):
-        before = keys(repo)
-        with pytest.raises(cas.CasError):
-            repo.promote("evals", subjects, "another-key")
-        assert keys(repo) == before
+@pytest.mark.parametrize("token, error", [("ct-" + "0" * 32, cas.NotFound),
+                                          ("ct-../x", cas.InvalidArgument),
+                                          (None, cas.InvalidArgument)])
+def test_an_unknown_or_malformed_token_is_refused(preview, token, error):
+    repo, _ = preview
+    with pytest.raises(error) as info:
+        proposals.load_proposal(repo.context, "evals", token)
+    if error is cas.NotFound:
+        assert info.value.reason == "PROPOSAL_NOT_FOUND"
+    else:
+        assert "is not a confirm token (ct- and 32 hex digits)" in info.value.message
 
 
-def test_promotion_input_refusals(staged):
-    repo, anns = staged
-    before = keys(repo)
-    s = [subject("r-0", anns["r-0"])]
-    for name, subjects, key, exc in [
-            ("nope", s, "k", cas.NotFound), ("Bad Name", s, "k", cas.InvalidArgument),
-            ("evals", s, "", cas.InvalidArgument), ("evals", s, "a\nb", cas.InvalidArgument),
-            ("evals", s, "k" * 257, cas.InvalidArgument),
-            ("evals", [{"subject_kind": "agent_run"}], "k", cas.InvalidArgument),
-            ("evals", [{"subject_ref": "r-0", "subject_kind": "agent_run", "x": 1}], "k",
-             cas.InvalidArgument),
-            ("evals", ["r-0"], "k", cas.InvalidArgument)]:
-        with pytest.raises(exc):
-            repo.promote(name, subjects, key)
-    assert keys(repo) == before
+def test_the_version_a_token_sealed(preview):
+    repo, p = preview
+    token = p["confirm_token"]
+    assert proposals.sealed_by(repo.context, "evals", 0, token) is None
+    version = repo.seal("evals", token).version
+    assert proposals.sealed_by(repo.context, "evals", 0, token) == version
+    assert proposals.sealed_by(repo.context, "evals", 0, "ct-" + "1" * 32) is None
+    assert proposals.sealed_by(repo.context, "evals", 1, token) is None  # not built on 1
 
 
-def test_native_subject_kind_spelling_is_the_same_request(staged):
-    repo, anns = staged
-    a = repo.promote("evals", [subject("r-0", anns["r-0"])], "k")
-    b = repo.promote("evals", [subject("r-0", anns["r-0"], subject_kind="SUBJECT_KIND_AGENT_RUN",
-                                       run_id="r-0")], "k")
-    assert a == b
+def test_deleting_a_proposal_deletes_its_claim_first(preview):
+    repo, p = preview
+    token = p["confirm_token"]
+    key = keys.proposal_key("evals", token)
+    claim = keys.idempotency_key("evals", "k-1")
+    stored = proposals.load_proposal(repo.context, "evals", token)
+    assert repo.backend.exists(claim)
+    assert proposals.delete_proposal(repo.context, key, stored) is True
+    assert not repo.backend.exists(key) and not repo.backend.exists(claim)
+    assert proposals.delete_proposal(repo.context, key, stored) is False  # already gone
+    # the same request stages anew, under the same key
+    again = repo.promote("evals", [subject("r-0", p["subjects"][0]["annotation_id"])], "k-1")
+    assert again["confirm_token"] == token and repo.backend.exists(key)
 
 
-def test_removal_refusals_store_nothing(staged):
-    repo, anns = staged
-    before = keys(repo)
-    with pytest.raises(cas.FailedPrecondition) as info:
-        repo.remove("evals", [], "k")  # no version yet
-    assert info.value.reason == "EMPTY_REMOVAL"
-    promote_and_seal(repo, anns, ["r-0", "r-1"], "p-1")
-    held = repo.items("evals", 1).items
-    stranger = cas.encode_case({"input": "never promoted"}).case_id
-    before = keys(repo)
-    with pytest.raises(cas.FailedPrecondition) as info:
-        repo.remove("evals", [], "k")
-    assert (info.value.code, info.value.reason) == ("FAILED_PRECONDITION", "EMPTY_REMOVAL")
-    assert info.value.message == ("a removal needs at least one case id; an empty removal is "
-                                  "accepted only when the current version is retired")
-    for ids in ([stranger], [held[0], stranger]):
-        with pytest.raises(cas.NotFound) as info:
-            repo.remove("evals", ids, "k")
-        assert (info.value.reason, info.value.fields) == ("ITEM_NOT_IN_VERSION",
-                                                          {"case_id": stranger})
-        assert info.value.message == f"evals@1 does not hold {stranger}"
-    with pytest.raises(cas.InvalidArgument) as info:
-        repo.remove("evals", ["r-0"], "k")
-    assert info.value.message == ("case id 'r-0' is not a digest; expected 'b3:' followed by "
-                                  "64 hex digits")
-    assert keys(repo) == before
-    # the key was not used up by the refusals; an id in upper case is the same id
-    p = repo.remove("evals", [held[0].upper()], "k")
-    assert repo.remove("evals", [held[0]], "k") == p
-    assert p["operation"] == "remove" and p["proposed"]["removed"] == [held[0]]
-    assert p["proposed"]["added"] == [] and p["proposed"]["carried"] == [held[1]]
-    v = repo.seal("evals", p["confirm_token"]).version
-    assert (v.number, v.item_count, v.added, v.removed, v.operation) == (2, 1, 0, 1, "remove")
-    assert repo.provenance("evals", 2) == []
-
-
-def test_preview_carries_a_first_page_of_a_large_base(staged, monkeypatch):
-    from cas.repo import proposals
-    repo, anns = staged
-    promote_and_seal(repo, anns, ["r-0", "r-1", "r-2"], "k1")
-    monkeypatch.setattr(proposals, "CARRIED_PAGE", 2)
-    p = repo.promote("evals", [subject("r-3", anns["r-3"])], "k2")
-    held = repo.items("evals", 1).items
-    assert p["proposed"]["carried"] == held[:2]
-    assert (p["proposed"]["carried_count"], p["proposed"]["carried_complete"]) == (3, False)
-    assert p["proposed"]["item_count"] == 4
-
-
-def test_idempotency_keys(staged):
-    repo, anns = staged
-    s0, s1 = subject("r-0", anns["r-0"]), subject("r-1", anns["r-1"])
-    p = repo.promote("evals", [s0, s1], "key-A")
-    before = keys(repo)
-    # the same key and content: the same token, nothing new stored (order does not matter)
-    assert repo.promote("evals", [s1, s0], "key-A") == p
-    assert keys(repo) == before
-    # the same key, other content: refused
-    for other in ([s0], [s0, subject("r-2", anns["r-2"])]):
-        with pytest.raises(cas.FailedPrecondition) as info:
-            repo.promote("evals", other, "key-A")
-        assert (info.value.code, info.value.reason) == ("FAILED_PRECONDITION",
-                                                        "IDEMPOTENCY_KEY_REUSED")
-        assert info.value.message == ("idempotency key 'key-A' was already used for a different "
-                                      "request; use a new key")
-    with pytest.raises(cas.FailedPrecondition) as info:
-        repo.remove("evals", [p["proposed"]["added"][0]], "key-A")
-    assert info.value.reason == "IDEMPOTENCY_KEY_REUSED"
-    assert keys(repo) == before
-    # a key belongs to one dataset
-    repo.create_dataset("other", admission="direct")
-    q = repo.promote("other", [s0, s1], "key-A")
-    assert q["confirm_token"] != p["confirm_token"] and q["dataset"] == "other"
-    # after sealing, replaying the key still returns the same proposal and seal is idempotent
-    v = repo.seal("evals", p["confirm_token"]).version
-    assert repo.promote("evals", [s0, s1], "key-A")["confirm_token"] == p["confirm_token"]
-    again = repo.seal("evals", p["confirm_token"])
-    assert again == (v, True)
-
-
-def test_sealing_twice_returns_the_same_version(staged):
-    repo, anns = staged
-    p, first = promote_and_seal(repo, anns, ["r-0"], "k")
-    before = keys(repo)
-    second = repo.seal("evals", p["confirm_token"])
-    assert second.already_sealed is True and second.version == first.version
-    assert keys(repo) == before and repo.head("evals") == 1
-    # still true once later versions exist
-    promote_and_seal(repo, anns, ["r-1"], "k2")
-    assert repo.seal("evals", p["confirm_token"]) == (first.version, True)
-
-
-def test_sealing_twice_over_a_deleted_number(staged):
-    """A number deleted above the base is skipped: the proposal seals as the next free number,
-    and sealing its token again still returns that version."""
-    repo, anns = staged
-    promote_and_seal(repo, anns, ["r-0"], "k0")
-    promote_and_seal(repo, anns, ["r-1"], "k1")
-    repo.delete_version("evals", 2)
-    assert repo.head("evals") == 1
-    p = repo.promote("evals", [subject("r-2", anns["r-2"])], "k2")
-    assert p["base_version"]["number"] == 1
-    first = repo.seal("evals", p["confirm_token"])
-    assert (first.version.number, first.version.parent, first.already_sealed) == (3, 1, False)
-    before = keys(repo)
-    assert repo.seal("evals", p["confirm_token"]) == (first.version, True)
-    assert keys(repo) == before
-
-
-def test_stale_token_is_refused_naming_the_head(staged):
-    repo, anns = staged
-    promote_and_seal(repo, anns, ["r-0"], "k0")
-    a = repo.promote("evals", [subject("r-1", anns["r-1"])], "ka")
-    b = repo.promote("evals", [subject("r-2", anns["r-2"])], "kb")
-    assert a["base_version"]["number"] == b["base_version"]["number"] == 1
-    assert repo.seal("evals", a["confirm_token"]).version.number == 2
-    before = keys(repo)
-    with pytest.raises(cas.FailedPrecondition) as info:
-        repo.seal("evals", b["confirm_token"])
-    err = info.value
-    assert (err.code, err.reason, err.fields) == ("FAILED_PRECONDITION", "PROPOSAL_STALE",
-                                                  {"base": 1, "head": 2,
-                                                   "idempotency_key": "kb"})
-    assert err.message == ("this proposal was made on evals@1, but the head is now evals@2; "
-                           "stage it again on the head with a new idempotency key (key 'kb' "
-                           "names this proposal for ever): cas promote evals --reviewed (or "
-                           "--file SUBJECTS.json) --idempotency-key NEW-KEY")
-    assert keys(repo) == before
-    # the same subjects with a new key build on the head
-    c = repo.promote("evals", [subject("r-2", anns["r-2"])], "kc")
-    assert repo.seal("evals", c["confirm_token"]).version.number == 3
-
-
-def test_unknown_and_malformed_tokens(staged):
-    repo, anns = staged
-    repo.create_dataset("other", admission="direct")
-    p = repo.promote("other", [subject("r-0", anns["r-0"])], "k")
-    before = keys(repo)
-    for token, code, reason in [("ct-" + "f" * 32, "NOT_FOUND", "PROPOSAL_NOT_FOUND"),
-                                (p["confirm_token"], "NOT_FOUND", "PROPOSAL_NOT_FOUND"),
-                                ("ct-../../config", "INVALID_ARGUMENT", None),
-                                ("ct-" + "F" * 32, "INVALID_ARGUMENT", None),
-                                ("", "INVALID_ARGUMENT", None)]:
-        with pytest.raises(cas.CasError) as info:
-            repo.seal("evals", token)
-        assert (info.value.code, info.value.reason) == (code, reason), token
-    assert keys(repo) == before
-
-
-def test_a_proposal_that_changes_nothing_seals_nothing(staged):
-    repo, anns = staged
-    p1, v1 = promote_and_seal(repo, anns, ["r-0", "r-1"], "k1")
-    # the same runs again, under another key and with a second review of one of them
-    ann2 = review(repo, "r-0", label="accepted")
-    p = repo.promote("evals", [subject("r-0", ann2), subject("r-1", anns["r-1"])], "k2")
-    assert p["changes"] is False and p["proposed"]["added"] == []
-    assert p["proposed"]["content_digest"] == v1.version.content_digest
-    assert p["proposed"]["carried"] == p1["proposed"]["added"]
-    before = keys(repo)
-    assert repo.seal("evals", p["confirm_token"]) == (None, False)
-    assert repo.head("evals") == 1 and keys(repo) == before
-
-
-def test_same_run_is_one_case_and_keeps_its_id(staged):
-    repo, anns = staged
-    ann_b = review(repo, "r-0", label="accepted")
-    # one request naming the run twice (two reviews): one case
-    p = repo.promote("evals", [subject("r-0", anns["r-0"]), subject("r-0", ann_b)], "k1")
-    assert len(p["proposed"]["added"]) == 1 and p["proposed"]["item_count"] == 1
-    case_id = p["proposed"]["added"][0]
-    repo.seal("evals", p["confirm_token"])
-    # two promotions in two datasets under two keys: the same case id
-    repo.create_dataset("other", admission="direct")
-    q, _ = promote_and_seal(repo, anns, ["r-0", "r-1"], "k2", name="other")
-    assert case_id in q["proposed"]["added"]
-    # the id survives later versions of the first dataset
-    _, v2 = promote_and_seal(repo, anns, ["r-2", "r-3"], "k3")
-    r1 = next(c for c in q["proposed"]["added"] if c != case_id)
-    _, v3 = promote_and_seal(repo, anns, ["r-1"], "k4")
-    assert v3.version.number == 3 and r1 in repo.items("evals", 3).items
-    for n in (1, 2, 3):
-        assert case_id in repo.items("evals", n).items
-        assert repo.case("evals", n, case_id) == repo.case("evals", 1, case_id)
-    frozen = repo.case("evals", 3, case_id)
-    assert cas.encode_case(frozen).case_id == case_id and frozen.run_id == "r-0"
-
-
-def test_provenance_names_review_reviewer_and_time(staged):
-    repo, anns = staged
-    p, v1 = promote_and_seal(repo, anns, ["r-0", "r-1"], "k1")
-    entries = repo.provenance("evals", 1)
-    assert [e.case_id for e in entries] == p["proposed"]["added"]
-    by_run = {e.run_id: e for e in entries}
-    for run_id in ("r-0", "r-1"):
-        [r] = repo.reviews(run_id)
-        e = by_run[run_id]
-        assert (e.annotation_id, e.reviewer, e.reviewed_at, e.withheld) == (
-            r.annotation_id, REVIEWER, r.reviewed_at, [])
-        assert repo.case("evals", 1, e.case_id).run_id == run_id
-    # a later version records only the cases it promoted
-    p2, _ = promote_and_seal(repo, anns, ["r-0", "r-2"], "k2")
-    assert [(e.run_id, e.annotation_id) for e in repo.provenance("evals", 2)] == [
-        ("r-2", anns["r-2"])]
-    assert repo.provenance("evals", 1) == entries
-    # a committed version's provenance names each case it added and its author, no run
-    repo.create_dataset("plain", admission="direct")
-    v1 = repo.commit("plain", base=None, add=[{"input": 1}], author="Bo <bo@example.com>")
-    [e] = repo.provenance("plain", 1)
-    assert (e.promoted, e.committed_by, e.run_id, e.annotation_id) == (
-        False, "Bo <bo@example.com>", msgspec.UNSET, msgspec.UNSET)
-    assert e.case_id == repo.items("plain", 1).items[0] and v1.provenance is not None
-    repo.commit("plain", base=1, add=[{"input": 1}, {"input": 2}], author="Cy")
-    assert [(x.case_id, x.committed_by) for x in repo.provenance("plain", 2)] == [
-        (cas.encode_case({"input": 2}).case_id, "Cy")]  # the carried case is not named
-
-
-CLASS_EFFECT = {
-    "input": lambda c, r: c.input is None and r.input is not None,
-    "output": lambda c, r: c.output is None and r.output is not None,
-    "metadata": lambda c, r: c.metadata == {} and r.metadata,
-    "tool_arguments": lambda c, r: all("arguments" not in s for s in c.steps
-                                       if s["type"] == "tool_call"),
-    "tool_results": lambda c, r: all("result" not in s and "error" not in s for s in c.steps
-                                     if s["type"] == "tool_call"),
-}
-
-
-@pytest.mark.parametrize("withheld", [["input"], ["output"], ["metadata"], ["tool_arguments"],
-                                      ["tool_results"], ["input", "tool_results"],
-                                      sorted(CLASS_EFFECT)])
-def test_content_policy_withholds_classes(staged, withheld):
-    repo, anns = staged
-    assert repo.settings() is None
-    p0 = repo.promote("evals", [subject("r-0", anns["r-0"])], "before-policy")
-    settings = repo.set_content_policy(list(reversed(withheld)) + withheld[:1], author="ops")
-    assert (settings.revision, settings.withheld, settings.author) == (1, sorted(withheld), "ops")
-    assert repo.settings() == settings
-    p = repo.promote("evals", [subject("r-0", anns["r-0"])], "after-policy")
-    [case_id] = p["proposed"]["added"]
-    assert case_id != p0["proposed"]["added"][0]  # a different projection is a different case
-    assert p["withheld"] == {case_id: sorted(withheld)}
-    repo.seal("evals", p["confirm_token"])
-    case, run = repo.case("evals", 1, case_id), repo.run("r-0")
-    assert case.withheld == sorted(withheld)
-    for cls, effect in CLASS_EFFECT.items():
-        assert bool(effect(case, run)) is (cls in withheld), cls
-    # what is not withheld is copied as recorded
-    assert case.outcome == run.outcome and (case.tenant, case.person) == (run.tenant, run.person)
-    assert [s["type"] for s in case.steps] == [s["type"] for s in run.steps]
-    if "tool_results" not in withheld:
-        assert case.steps == [s if "tool_arguments" not in withheld or s["type"] != "tool_call"
-                              else {k: v for k, v in s.items() if k != "arguments"}
-                              for s in run.steps]
-    [entry] = repo.provenance("evals", 1)
-    assert entry.withheld == sorted(withheld)
-    # copying everything again: the earlier, full case id
-    assert repo.set_content_policy([]).revision == 2
-    assert repo.promote("evals", [subject("r-0", anns["r-0"])], "after-reset")[
-        "proposed"]["added"] == p0["proposed"]["added"]
-
-
-def test_content_policy_refuses_unknown_classes(mem):
-    before = keys(mem)
-    with pytest.raises(cas.InvalidArgument) as info:
-        mem.set_content_policy(["input", "secrets"])
-    assert info.value.message == ("unknown content class 'secrets'; accepted: input, output, "
-                                  "tool_arguments, tool_results, metadata")
-    assert keys(mem) == before and mem.settings() is None
-
-
-def test_a_policy_change_makes_a_replayed_key_a_different_request(staged):
-    repo, anns = staged
-    s = [subject("r-0", anns["r-0"])]
-    repo.promote("evals", s, "k")
-    repo.set_content_policy(["input"])
-    with pytest.raises(cas.FailedPrecondition) as info:
-        repo.promote("evals", s, "k")
-    assert info.value.reason == "IDEMPOTENCY_KEY_REUSED"
-
-
-def test_withheld_arguments_and_results_take_what_importers_kept_of_them(repo):
-    """Arguments kept verbatim because they were not JSON, and the rest of a recorded reply,
-    are the same content classes as `arguments` and `result`: never copied when withheld."""
-    from support.lifecycle import run_obj
-    step = {"type": "tool_call", "tool_name": "sql", "call_id": "c1",
-            "arguments_raw": "SELECT * FROM cards WHERE pan = '4111", "arguments_error": "x",
-            "result": "1 row", "reply": {"name": "sql", "content": "1 row"}}
-    repo.import_runs([run_obj("raw", steps=[step])])
-    ann = review(repo, "raw")
-    repo.create_dataset("evals", admission="direct")
-    repo.set_content_policy(["tool_arguments", "tool_results"])
-    _, sealed = promote_and_seal(repo, {"raw": ann}, ["raw"], "k")
-    (case_id,) = repo.items("evals", sealed.version.number).items
-    (kept,) = repo.case("evals", sealed.version.number, case_id).steps
-    assert kept == {"type": "tool_call", "tool_name": "sql", "call_id": "c1"}
-
-
-def test_the_metadata_of_an_imported_run_is_withheld_with_any_of_its_content(repo):
-    """A converted run's metadata may repeat its conversation (a format's own records): a
-    policy that withholds any content class withholds it too, and says so."""
-    import cas.interop.importers
-    chat = {"messages": [{"role": "user", "content": "my card is 4111 1111 1111 1111"},
-                         {"role": "assistant", "content": "noted"}],
-            "metadata": {"echo": "my card is 4111 1111 1111 1111"}}
-    import json
-    (run,) = cas.interop.importers.convert(json.dumps(chat).encode(), "openai-chat", tenant="t")
-    assert run["metadata"]["import"] == {"format": "openai-chat", "container": None}
-    repo.import_runs([run])
-    ann = review(repo, run["run_id"])
-    repo.create_dataset("evals", admission="direct")
-    repo.set_content_policy(["input"])
-    _, sealed = promote_and_seal(repo, {run["run_id"]: ann}, [run["run_id"]], "k")
-    (case_id,) = repo.items("evals", sealed.version.number).items
-    case = repo.case("evals", sealed.version.number, case_id)
-    assert (case.input, case.metadata, case.withheld) == (None, {}, ["input", "metadata"])
-
-
-# -- judgments that gate ----------------------------------------------------------------------
-def _promote_one(repo, run_id, ann, key):
-    return repo.promote("evals", [subject(run_id, ann)], key)
-
-
-def test_promotion_needs_an_accepting_judgment_on_the_eligibility_metric(staged):
-    """A rejected run is not promoted; nor one judged on another metric; and the run's newest
-    judgment on the metric, by anyone, must not be a non-accepting one. Nothing is stored."""
-    repo, _ = staged
-    rejected = review(repo, "r-0", label="rejected")
-    before = keys(repo)
-    with pytest.raises(cas.FailedPrecondition) as info:
-        _promote_one(repo, "r-0", rejected, "k1")
-    assert info.value.reason == "REVIEW_NOT_ACCEPTED"
-    assert info.value.fields == {"annotation_id": rejected, "label": "rejected",
-                                 "accepted": ["accepted", "reviewed"]}
-    other = review(repo, "r-1", metric="tone", label="reviewed")
-    with pytest.raises(cas.FailedPrecondition) as info:
-        _promote_one(repo, "r-1", other, "k2")
-    assert info.value.reason == "REVIEW_WRONG_METRIC"
-    assert info.value.fields == {"metric": "tone", "expected": "dataset_eligibility"}
-    accepted = review(repo, "r-2")
-    later = review(repo, "r-2", label="rejected")  # a later rejection stops the earlier yes
-    with pytest.raises(cas.FailedPrecondition) as info:
-        _promote_one(repo, "r-2", accepted, "k3")
-    assert info.value.reason == "REVIEW_SUPERSEDED"
-    assert info.value.fields == {"annotation_id": accepted, "newer_annotation_id": later,
-                                 "label": "rejected"}
-    # every refusal came before anything was staged: only the reviews were added
-    assert [k for k in keys(repo) if k not in before] == [
-        k for k in keys(repo) if k not in before and k.startswith(("reviews/", "indexes/reviews/"))]
-    assert not any("/proposals/" in k or "/keys/" in k for k in keys(repo))
-    again = review(repo, "r-2", label="accepted")  # a newer acceptance admits it again
-    preview = _promote_one(repo, "r-2", again, "k4")
-    assert preview["subjects"] == [{"run_id": "r-2", "annotation_id": again,
-                                    "metric": "dataset_eligibility", "label": "accepted",
-                                    "reviewer": REVIEWER}]
-
-
-def test_the_eligibility_rule_is_a_setting_with_revisions(staged):
-    repo, anns = staged
-    assert repo.eligibility().revision == 0  # the defaults
-    rule = repo.set_eligibility("quality", ["good", "great", "good"])
-    assert (rule.revision, rule.metric, rule.accepted) == (1, "quality", ["good", "great"])
-    assert repo.eligibility() == rule
-    with pytest.raises(cas.FailedPrecondition) as info:  # the old judgment is on another metric
-        _promote_one(repo, "r-0", anns["r-0"], "k")
-    assert info.value.reason == "REVIEW_WRONG_METRIC"
-    good = review(repo, "r-0", metric="quality", label="great")
-    assert _promote_one(repo, "r-0", good, "k2")["changes"]
-    for bad in (("", ["x"]), ("m", []), ("m", "good")):
-        with pytest.raises(cas.InvalidArgument):
-            repo.set_eligibility(*bad)
+def test_a_damaged_proposal_is_deleted_without_its_claim(preview):
+    repo, p = preview
+    key = keys.proposal_key("evals", p["confirm_token"])
+    before = listing(repo)
+    assert proposals.delete_proposal(repo.context, key, None) is True
+    assert sorted(set(before) - set(listing(repo))) == [key]  # the claim is left for fsck

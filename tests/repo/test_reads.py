@@ -1,15 +1,27 @@
-"""Reads of an exact version (cas/reads.py): what a page costs in storage requests."""
+"""Reads of an exact version (cas/repo/reads.py): what a page costs in storage requests;
+readable listings and lookups (cases with their run, tenant and outcome; a case named by run id
+or by id prefix; versions with their state), library first, then the command line with exact
+output."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cas
-from support.backends import Counting
+import cas.repo.reads as reads
+from cas.errors import CasError
+from cas.format import encoding
+from cas.format import records as objects
 from cas.format.keys import meta_key
 from cas.storage.backends.memory import MemoryBackend
+from cas_cli.main import cli
+from support.backends import Counting
+from support.lifecycle import keys, promote_and_seal, review, run_obj
 
 
 def test_a_cold_page_loads_the_children_it_needs_together():
@@ -109,3 +121,287 @@ def test_a_cold_cas_items_page_reads_the_version_once(tmp_path, monkeypatch):
     # and the 16 leaves (a call each: a level at a time), the listing of pending erasures and
     # the page's 100 cases (one call)
     assert len(calls) == 10, calls
+
+
+ADA = "Ada <ada@example.com>"
+
+
+def make_gold(repo):
+    """A dataset whose cases are committed directly (hand-authored: no run)."""
+    try:
+        repo.create_dataset("gold", admission="direct")
+    except TypeError:  # before datasets had an admission rule
+        repo.create_dataset("gold", admission="direct")
+    return repo.commit("gold", base=None, add=[
+        {"input": "q1", "tenant": "hand", "outcome": "pass"}, {"input": "q2"}])
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """evals@1 promoted from r-1 (acme) and r-2 (globex); evals@2 adds r-3 (the first two are
+    carried: their provenance is that of evals@1); evals@3 adds r-1 again, frozen under
+    another content policy, so it holds two cases of r-1."""
+    monkeypatch.setenv("CAS_USER", ADA)
+    repo = cas.init(str(tmp_path))
+    repo.import_runs([run_obj("r-1", 1), run_obj("r-2", 2, tenant="globex",
+                                                   outcome={"status": "failure"}),
+                      run_obj("r-3", 3, tenant="initech", outcome=None)])
+    anns = {r: review(repo, r) for r in ("r-1", "r-2", "r-3")}
+    repo.create_dataset("evals", admission="direct")
+    promote_and_seal(repo, anns, ["r-1", "r-2"], "k1")
+    promote_and_seal(repo, anns, ["r-3"], "k2")
+    repo.set_content_policy(["tool_results"])
+    promote_and_seal(repo, anns, ["r-1"], "k3")
+    return repo
+
+
+def case_of(repo, number, run_id):
+    """The case ids of evals@number whose bytes name `run_id`."""
+    ids = repo.items("evals", number, limit=500).items
+    return [i for i in ids if repo.case("evals", number, i).run_id == run_id]
+
+
+@pytest.fixture
+def run(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "no-config.json"))
+    monkeypatch.delenv("CAS_REPO", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+    return invoke
+
+
+_entry_st = st.builds(
+    lambda case, run, promoted: objects.ProvenanceEntry(
+        case_id=case, run_id=run, annotation_id="ann-1", reviewer=ADA,
+        reviewed_at="2026-12-02T00:00:00.000000Z", withheld=["tool_results"])
+    if promoted else objects.ProvenanceEntry(case_id=case, committed_by=ADA),
+    st.text(min_size=1).map(lambda t: "b3:" + t), st.text(min_size=1), st.booleans())
+
+
+def test_items_detailed_names_run_tenant_outcome_also_of_carried_cases(repo):
+    before = keys(repo)
+    page = reads.items_detailed(repo.context, "evals", 2)
+    assert [c.case_id for c in page.items] == repo.items("evals", 2).items
+    by_run = {c.run_id: c for c in page.items}
+    assert set(by_run) == {"r-1", "r-2", "r-3"}
+    assert (by_run["r-1"].tenant, by_run["r-1"].outcome) == ("acme", {"status": "success"})
+    assert (by_run["r-2"].tenant, by_run["r-2"].outcome) == ("globex", {"status": "failure"})
+    assert (by_run["r-3"].tenant, by_run["r-3"].outcome) == ("initech", None)
+    first = reads.items_detailed(repo.context, "evals", 2, limit=2)
+    assert first.has_more and first.items == page.items[:2]
+    rest = reads.items_detailed(repo.context, "evals", 2, after=first.next_cursor)
+    assert first.items + rest.items == page.items and not rest.has_more
+    assert keys(repo) == before  # reads never write
+
+
+def test_directly_committed_cases_have_no_run(repo):
+    make_gold(repo)
+    page = reads.items_detailed(repo.context, "gold", 1)
+    assert sorted((c.run_id, c.tenant, c.outcome) for c in page.items
+                  if c.tenant) == [(None, "hand", "pass")]
+    assert all(c.run_id is None for c in page.items)
+
+
+def test_a_reviewed_datasets_listing_reads_run_ids_from_the_cases_not_the_provenance(
+        repo, monkeypatch):
+    anns = {r: review(repo, r) for r in ("r-1", "r-2", "r-3")}
+    repo.create_dataset("reviewed")  # only promotions add cases to it
+    promote_and_seal(repo, anns, ["r-1", "r-2"], "rk1", name="reviewed")
+    promote_and_seal(repo, anns, ["r-3"], "rk2", name="reviewed")
+    expected = {e.case_id: e.run_id for v in (1, 2) for e in repo.provenance("reviewed", v)}
+
+    def no_walk(*args):
+        raise AssertionError("the provenance chain was walked")
+    monkeypatch.setattr(reads, "_provenances", no_walk)
+    page = reads.items_detailed(repo.context, "reviewed", 2)
+    assert {c.case_id: c.run_id for c in page.items} == expected
+    assert sorted(expected.values()) == ["r-1", "r-2", "r-3"]
+    with pytest.raises(AssertionError, match="walked"):  # a direct dataset's still is
+        reads.items_detailed(repo.context, "evals", 2)
+
+
+def test_a_case_committed_with_a_run_id_in_its_bytes_shows_no_run(repo):
+    repo.create_dataset("gold", admission="direct")
+    repo.commit("gold", base=None, add=[{"input": "q", "run_id": "r-1"}])
+    (case,) = reads.items_detailed(repo.context, "gold", 1).items
+    assert repo.case("gold", 1, case.case_id).run_id == "r-1" and case.run_id is None
+
+
+def test_diff_detailed_describes_added_and_removed(repo):
+    d = reads.diff_detailed(repo.context, "evals", 1, 2)
+    assert [(c.run_id, c.tenant) for c in d.added] == [("r-3", "initech")] and d.removed == []
+    back = reads.diff_detailed(repo.context, "evals", 2, 1)
+    assert [c.run_id for c in back.removed] == ["r-3"] and back.added == []
+    assert not back.has_more
+
+
+def test_resolve_by_run_and_ambiguous_run(repo):
+    (r2,) = case_of(repo, 2, "r-2")
+    assert reads.resolve_case(repo.context, "evals", 2, run_id="r-2") == r2
+    (r1,) = case_of(repo, 2, "r-1")
+    assert reads.resolve_case(repo.context, "evals", 2, run_id="r-1") == r1
+    both = sorted(case_of(repo, 3, "r-1"))
+    assert len(both) == 2
+    with pytest.raises(CasError) as info:
+        reads.resolve_case(repo.context, "evals", 3, run_id="r-1")
+    assert (info.value.code, info.value.reason) == ("INVALID_ARGUMENT", "AMBIGUOUS_RUN")
+    assert info.value.fields["case_ids"] == both and info.value.fields["run_id"] == "r-1"
+    with pytest.raises(CasError) as info:
+        reads.resolve_case(repo.context, "evals", 2, run_id="r-9")
+    assert (info.value.code, info.value.reason) == ("NOT_FOUND", "RUN_NOT_IN_VERSION")
+    with pytest.raises(CasError) as info:
+        reads.resolve_case(repo.context, "evals", 2)
+    assert info.value.code == "INVALID_ARGUMENT"
+
+
+def test_resolve_by_prefix(repo):
+    ids = repo.items("evals", 3).items
+    target = ids[1]
+    assert reads.resolve_case(repo.context, "evals", 3, case_id=target[:11].upper()) == target
+    assert reads.resolve_case(repo.context, "evals", 3, case_id=target) == target
+    with pytest.raises(CasError) as info:
+        reads.resolve_case(repo.context, "evals", 3, case_id=target[:10])
+    assert (info.value.code, info.value.reason) == ("INVALID_ARGUMENT", "PREFIX_TOO_SHORT")
+    with pytest.raises(CasError) as info:  # (no id of 7 random ones starts with 8 zeros)
+        reads.resolve_case(repo.context, "evals", 3, case_id="b3:" + "0" * 8)
+    assert (info.value.code, info.value.reason) == ("NOT_FOUND", "NO_CASE_WITH_PREFIX")
+    with pytest.raises(CasError) as info:
+        reads.resolve_case(repo.context, "evals", 3, case_id="b3:zz")
+    assert info.value.code == "INVALID_ARGUMENT"
+
+
+def test_ambiguous_prefix_is_refused_with_candidates(repo, monkeypatch):
+    """Two ids sharing 8 hex digits are rare by chance: the version's tree is read through a
+    test double holding forged ids (a prefix lookup reads only the tree)."""
+    from cas.format.records import TreeLeaf
+    from cas.storage.tree import Trie
+    ids = ["b3:052f26e5" + "0" * 56, "b3:052f26e5" + "f" * 56, "b3:052f26e6" + "0" * 56]
+    monkeypatch.setattr(repo.context, "trie", lambda emit=None: Trie(
+        lambda d: TreeLeaf(ids=ids)))
+    before = keys(repo)
+    with pytest.raises(CasError) as info:
+        reads.resolve_case(repo.context, "evals", 1, case_id="B3:052F26E5")
+    assert (info.value.code, info.value.reason) == ("INVALID_ARGUMENT", "AMBIGUOUS_PREFIX")
+    assert info.value.message == (
+        f"case id prefix b3:052f26e5 is ambiguous in evals@1: it matches 2 cases ({ids[0]}, "
+        f"{ids[1]}); give more digits")
+    assert info.value.fields == {"prefix": "b3:052f26e5", "candidates": ids[:2],
+                                 "dataset": "evals", "version": 1}
+    # the padded prefix is itself a member (ids[0]); one more digit makes each unique
+    assert reads.resolve_case(repo.context, "evals", 1, case_id="b3:052f26e50") == ids[0]
+    assert reads.resolve_case(repo.context, "evals", 1, case_id="b3:052f26e5f") == ids[1]
+    assert reads.resolve_case(repo.context, "evals", 1, case_id="b3:052f26e6") == ids[2]
+    assert keys(repo) == before
+
+
+def test_version_listing_gives_each_state(repo):
+    repo.retire("evals", 2, "CONTAMINATED", "leaked")
+    listing = reads.version_listing(repo.context, "evals")
+    assert [(e.record.number, e.state) for e in listing.versions] == [
+        (3, "ACTIVE"), (2, "RETIRED"), (1, "ACTIVE")]
+    assert listing.versions[1].retirement.cause == "CONTAMINATED"
+    assert listing.next_before is None
+    page = reads.version_listing(repo.context, "evals", limit=1)
+    assert [e.record.number for e in page.versions] == [3] and page.next_before == 3
+
+
+def test_cli_items_and_diff_show_run_tenant_outcome(repo, run):
+    ids = repo.items("evals", 2).items
+    runs = {i: repo.case("evals", 2, i).run_id for i in ids}
+    tenant = {"r-1": "acme     ", "r-2": "globex   ", "r-3": "initech  "}
+    outcome = {"r-1": "success", "r-2": "failure", "r-3": "-"}
+    r = run("items", "evals@2")
+    assert r.exit_code == 0
+    assert r.stdout == ("CASE" + " " * 63 + "  RUN  TENANT   OUTCOME\n" + "".join(
+        f"{i}  {runs[i]}  {tenant[runs[i]]}{outcome[runs[i]]}\n" for i in ids))
+    data = json.loads(run("--json", "items", "evals", "2").stdout)
+    assert [(e["id"], e["run_id"]) for e in data["items"]] == [(i, runs[i]) for i in ids]
+    assert data["items"][0].keys() == {"id", "run_id", "tenant", "outcome"}
+    (r3,) = [i for i in ids if runs[i] == "r-3"]
+    r = run("diff", "evals", "1", "2")
+    assert r.stdout == ("  CASE" + " " * 63 + "  RUN  TENANT   OUTCOME\n"
+                        f"+ {r3}  r-3  initech  -\n")
+    data = json.loads(run("--json", "diff", "evals", "1", "2").stdout)
+    assert data["added"] == [r3] and data["changes"] == [
+        {"change": "added", "id": r3, "run_id": "r-3", "tenant": "initech", "outcome": None}]
+
+
+def test_cli_items_of_direct_commits_say_no_run(repo, run):
+    make_gold(repo)
+    data = json.loads(run("--json", "items", "gold@1").stdout)
+    assert [e["run_id"] for e in data["items"]] == [None, None]
+
+
+def test_cli_case_by_run_and_prefix(repo, run):
+    (r2,) = case_of(repo, 2, "r-2")
+    by_id = run("--json", "case", "evals@2", r2).stdout
+    assert run("--json", "case", "evals@2", "--run", "r-2").stdout == by_id
+    assert run("--json", "case", "evals", "2", r2[:11]).stdout == by_id
+    assert run("case", "evals@2", r2[:12].upper()).stdout == run("case", "evals@2", r2).stdout
+    before = keys(repo)
+    both = sorted(case_of(repo, 3, "r-1"))
+    message = (f"evals@3 holds 2 cases of run 'r-1' (frozen under different content "
+               f"policies): {both[0]}, {both[1]}; name one by its id")
+    r = run("case", "evals@3", "--run", "r-1")
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"cas: error: {message}\n")
+    err = json.loads(run("--json", "case", "evals@3", "--run", "r-1").stderr)["error"]
+    assert err == {"code": "INVALID_ARGUMENT", "reason": "AMBIGUOUS_RUN", "message": message,
+                   "run_id": "r-1", "case_ids": both, "dataset": "evals", "version": 3}
+    r = run("--json", "case", "evals@2", "--run", "r-9")
+    assert r.exit_code == 3
+    assert json.loads(r.stderr)["error"]["reason"] == "RUN_NOT_IN_VERSION"
+    r = run("--json", "case", "evals@2", r2[:10])
+    assert r.exit_code == 2
+    assert json.loads(r.stderr)["error"] == {
+        "code": "INVALID_ARGUMENT", "reason": "PREFIX_TOO_SHORT", "value": r2[:10],
+        "minimum": 8, "message": f"case id prefix {r2[:10]!r} is too short: give 'b3:' and "
+                                 "at least 8 hex digits"}
+    r = run("case", "evals@2", r2, "--run", "r-2")  # both: an extra argument
+    assert r.exit_code == 2
+    assert keys(repo) == before
+
+
+def test_cli_dataset_show_lists_states(repo, run):
+    repo.retire("evals", 2, "CONTAMINATED", "leaked")
+    vs = [repo.version("evals", n) for n in (3, 2, 1)]
+    r = run("dataset", "show", "evals")
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert lines[0] == "evals (revision 1)"
+    assert lines[1] == "  admission: direct (commits may add cases, as promotion does)"
+    assert lines[2] == (
+        "  content policy: withholds tool_results (the repository default, settings revision 1)")
+    del lines[1:3]
+    states = ["ACTIVE                ", "RETIRED (CONTAMINATED)", "ACTIVE                "]
+    assert lines[1:] == [f"  evals@{v.number}  {s}  {v.item_count} cases (+{v.added} "
+                         f"-{v.removed})  promote  {ADA}  {v.sealed_at}" for v, s in
+                         zip(vs, states)]
+    data = json.loads(run("--json", "dataset", "show", "evals").stdout)
+    assert [(v["number"], v["state"], v["retirement_cause"]) for v in data["versions"]] == [
+        (3, "ACTIVE", None), (2, "RETIRED", "CONTAMINATED"), (1, "ACTIVE", None)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_entry_st, max_size=20))
+def test_a_listing_reads_the_same_runs_from_a_provenance_as_the_whole_record(entries):
+    """Listings decode a provenance's case and run ids alone (objects.ProvenanceRuns): the
+    pairs are the whole record's, from its canonical bytes; a committed entry has no run."""
+    data = encoding.encode(objects.Provenance(entries=entries))
+    view = encoding.decode(data, objects.ProvenanceRuns)
+    assert [(e.case_id, e.run_id) for e in view.entries] == \
+        [(e.case_id, e.run_id) for e in entries]
+    with pytest.raises(CasError) as wrong:  # a case's bytes have no entries
+        encoding.decode(encoding.encode(objects.Case(input="x")), objects.ProvenanceRuns)
+    assert wrong.value.reason == "CORRUPT"
+
+
+def test_a_provenance_read_for_its_runs_must_be_one(mem):
+    """The view is untagged: its reader checks the kind the pack names, so a version whose
+    provenance names another object is CORRUPT, never read as runs."""
+    record = make_gold(mem)
+    with pytest.raises(CasError) as wrong:
+        reads._provenance_runs(mem.context, record.content_digest)  # a tree node
+    assert wrong.value.reason == "CORRUPT" and "expected a provenance" in wrong.value.message

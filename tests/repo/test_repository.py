@@ -1,10 +1,15 @@
-"""Repository operations against a simple in-memory model, and the refusals of the Python API."""
+"""The Repository facade (cas/repo/repository.py): its operations against a simple in-memory
+model, the refusals of the Python API, and each method's signature: its operation's, without
+the context."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import shutil
 import tempfile
+import textwrap
 
 import msgspec
 import pytest
@@ -16,7 +21,8 @@ import cas
 from cas.format import records as objects
 from cas.storage.backends.local import LocalBackend
 from cas.storage.backends.memory import MemoryBackend
-from cas.storage.refs import version_key
+from cas.format.keys import version_key
+from cas.repo import repository
 
 # -- case generation: small dicts, drawn from a small space so re-adds and equal sets happen ---
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(-3, 3),
@@ -78,7 +84,8 @@ class RepositoryMachine(RuleBasedStateMachine):
             assert info.value.code == "ALREADY_EXISTS"
             assert self.keys() == before
             return
-        record = self.repo.create_dataset(name, description=description, author="t", admission="direct")
+        record = self.repo.create_dataset(name, description=description, author="t",
+                                          admission="direct")
         assert (record.name, record.revision, record.description) == (name, 1, description)
         self.model[name] = []
 
@@ -313,107 +320,11 @@ TestRepositoryLocal = LocalRepositoryMachine.TestCase
 TestRepositoryLocal.settings = settings(max_examples=25, stateful_step_count=30, **_SETTINGS)
 
 
-# -- plain tests --------------------------------------------------------------------------
 @pytest.fixture
 def repo():
     r = cas.Repository.create(MemoryBackend())
     r.create_dataset("ds", description="first", tags=["b", "a"], author="ann", admission="direct")
     return r
-
-
-def test_edit_dataset_keeps_history(repo):
-    repo.edit_dataset("ds", description="second", author="bob")
-    repo.edit_dataset("ds", tags=["x"], author="cy")
-    history = repo.dataset_history("ds")
-    assert [(h.revision, h.description, h.tags, h.author) for h in history] == [
-        (1, "first", ["a", "b"], "ann"),
-        (2, "second", ["a", "b"], "bob"),
-        (3, "second", ["x"], "cy"),
-    ]
-    assert repo.dataset("ds") == history[-1]
-    # A fresh handle reads the same history from storage.
-    assert cas.Repository(repo.backend).dataset_history("ds") == history
-    with pytest.raises(cas.NotFound):
-        repo.edit_dataset("nope", description="x")
-    with pytest.raises(cas.NotFound):
-        repo.dataset_history("nope")
-
-
-def test_versions_paging_newest_first(repo):
-    for i in range(7):
-        repo.commit("ds", base=i, add=[{"input": i}])
-    page = repo.versions("ds", limit=3)
-    assert [v.number for v in page.versions] == [7, 6, 5]
-    assert page.next_before == 5
-    page = repo.versions("ds", before=page.next_before, limit=3)
-    assert [v.number for v in page.versions] == [4, 3, 2]
-    assert page.next_before == 2
-    page = repo.versions("ds", before=page.next_before, limit=3)
-    assert [v.number for v in page.versions] == [1]
-    assert page.next_before is None
-    # Walking with the default limit gives every version once, newest first.
-    seen, before = [], None
-    while True:
-        page = repo.versions("ds", before=before, limit=2)
-        seen += [v.number for v in page.versions]
-        if page.next_before is None:
-            break
-        before = page.next_before
-    assert seen == [7, 6, 5, 4, 3, 2, 1]
-    assert repo.versions("ds", before=100, limit=2).versions[0].number == 7
-    repo.create_dataset("empty", admission="direct")
-    assert repo.versions("empty") == cas.VersionsPage([], None)
-
-
-@pytest.mark.parametrize("name", ["", "Upper", "has space", "-lead", ".lead", "a/b", "a..b",
-                                  "x" * 129, 7, None, "caf\u00e9"])
-def test_invalid_dataset_name_refused(repo, name):
-    for call in (lambda: repo.create_dataset(name, admission="direct"), lambda: repo.dataset(name),
-                 lambda: repo.version(name, 1), lambda: repo.items(name, 1)):
-        with pytest.raises(cas.InvalidArgument) as info:
-            call()
-        assert info.value.code == "INVALID_ARGUMENT"
-        assert "a-z, 0-9" in info.value.message  # names what is accepted
-    assert repo.datasets() == ["ds"]
-
-
-def test_longest_valid_name_accepted(repo):
-    repo.create_dataset("a" * 128, admission="direct")
-    assert "a" * 128 in repo.datasets()
-
-
-@pytest.mark.parametrize("number", [0, -1, 1.0, "1", True, None])
-def test_invalid_version_refused(repo, number):
-    repo.commit("ds", base=None, add=[{"input": 1}])
-    for call in (lambda: repo.version("ds", number), lambda: repo.items("ds", number),
-                 lambda: repo.case("ds", number, case_id({"input": 1})),
-                 lambda: repo.diff("ds", 1, number)):
-        with pytest.raises(cas.InvalidArgument) as info:
-            call()
-        assert "positive integer" in info.value.message
-
-
-def test_missing_version_and_dataset_not_found(repo):
-    repo.commit("ds", base=None, add=[{"input": 1}])
-    with pytest.raises(cas.NotFound):
-        repo.version("ds", 2)
-    with pytest.raises(cas.NotFound):
-        repo.version("other", 1)
-    with pytest.raises(cas.NotFound):
-        repo.commit("ds", base=5, add=[{"input": 2}])
-    with pytest.raises(cas.NotFound):
-        repo.commit("other", base=None, add=[{"input": 2}])
-
-
-@pytest.mark.parametrize("limit", [0, -1, 1.5, "10", None])
-def test_invalid_limit_refused(repo, limit):
-    repo.commit("ds", base=None, add=[{"input": 1}])
-    with pytest.raises(cas.InvalidArgument) as info:
-        repo.items("ds", 1, limit=limit)
-    assert "positive integer" in info.value.message
-    with pytest.raises(cas.InvalidArgument) as info:
-        repo.versions("ds", limit=limit)
-    assert "positive integer" in info.value.message
 
 
 @pytest.mark.parametrize("limit", [0, -1, 501, 10**6, True, 1.5, "10", None])
@@ -423,7 +334,8 @@ def test_page_limit_is_1_to_500_refused_not_clamped(repo, limit):
                  lambda: repo.diff_page("ds", 1, 1, limit=limit)):
         with pytest.raises(cas.InvalidArgument) as info:
             call()
-        assert info.value.message == f"limit must be a positive integer from 1 to 500, not {limit!r}"
+        assert info.value.message == \
+            f"limit must be a positive integer from 1 to 500, not {limit!r}"
         assert info.value.fields == {"minimum": 1, "maximum": 500}
     assert cas.MAX_PAGE == 500
     assert len(repo.items("ds", 1, limit=500).items) == 3
@@ -479,14 +391,6 @@ def test_prove_refuses_a_case_the_version_does_not_hold(repo):
         assert info.value.message == f"case {missing} is not in ds@2"
 
 
-@pytest.mark.parametrize("before", [0, -3, "2", 1.5])
-def test_invalid_versions_cursor_refused(repo, before):
-    repo.commit("ds", base=None, add=[{"input": 1}])
-    with pytest.raises(cas.InvalidArgument) as info:
-        repo.versions("ds", before=before)
-    assert "positive integer" in info.value.message
-
-
 @pytest.mark.parametrize("bad", ["b3:xyz", "abc", "B3:" + "g" * 64, ""])
 def test_invalid_digest_arguments_refused(repo, bad):
     repo.commit("ds", base=None, add=[{"input": 1}])
@@ -495,85 +399,6 @@ def test_invalid_digest_arguments_refused(repo, bad):
         with pytest.raises(cas.InvalidArgument) as info:
             call()
         assert "'b3:' followed by 64 hex digits" in info.value.message
-
-
-@pytest.mark.parametrize("base", [-1, "1", 1.0])
-def test_invalid_base_refused(repo, base):
-    with pytest.raises(cas.InvalidArgument):
-        repo.commit("ds", base=base, add=[{"input": 1}])
-    assert repo.head("ds") == 0
-
-
-@pytest.mark.parametrize("value, path", [
-    (float("nan"), "$.input"),
-    ({"x": [1, float("inf")]}, "$.input.x[1]"),
-    ({"k": {"deep": [0, {"z": -float("inf")}]}}, "$.input.k.deep[1].z"),
-    ({1: "int key"}, "$.input"),
-    ({"s": "\ud800"}, "$.input.s"),
-])
-def test_commit_with_invalid_json_refused_and_nothing_stored(repo, value, path):
-    repo.commit("ds", base=None, add=[{"input": "ok"}])
-    before = sorted(repo.backend.list(""))
-    cases = [{"input": "fine"}, {"input": value}, {"input": "after"}]
-    with pytest.raises(cas.InvalidJSONValue) as info:
-        repo.commit("ds", base=1, add=cases)
-    assert info.value.path == path
-    assert path in info.value.message
-    assert info.value.code == "INVALID_ARGUMENT"
-    assert sorted(repo.backend.list("")) == before
-    assert repo.head("ds") == 1
-    # The valid cases sent alongside were not stored either.
-    with pytest.raises(cas.NotFound):
-        repo.object(case_id({"input": "fine"}))
-
-
-def test_nan_in_steps_names_the_step(repo):
-    with pytest.raises(cas.InvalidJSONValue) as info:
-        repo.commit("ds", base=None, add=[{"steps": [{}, {}, {}, {"arguments": {"x": float("nan")}}]}])
-    assert info.value.path == "$.steps[3].arguments.x"
-
-
-def test_same_case_is_one_case_id(repo):
-    a = {"input": {"q": 1, "r": [1, 2]}, "output": "x"}
-    a_reordered = {"output": "x", "input": {"r": [1, 2], "q": 1}}
-    cid = case_id(a)
-    assert case_id(a_reordered) == cid
-    assert cas.encode_case(msgspec.convert(a, cas.Case)).case_id == cid
-    v1 = repo.commit("ds", base=None, add=[a, a_reordered, a])
-    assert (v1.item_count, v1.added) == (1, 1)
-    assert repo.items("ds", 1).items == [cid]
-    # Adding it again in a later commit changes nothing about it: same id, still one member.
-    v2 = repo.commit("ds", base=1, add=[a_reordered, {"input": "other"}])
-    assert (v2.item_count, v2.added) == (2, 1)
-    assert cid in repo.items("ds", 2).items
-    assert repo.diff("ds", 1, 2) == cas.Diff([case_id({"input": "other"})], [])
-    # Alone, it is no change at all.
-    with pytest.raises(cas.FailedPrecondition):
-        repo.commit("ds", base=2, add=[a])
-    # Stored once: exactly two case objects in the whole repository.
-    report = repo.fsck()
-    assert report.ok
-    case_objects = [e for idx in repo.store.indexes()
-                    for e in cas.storage.store.packfmt.parse_index(repo.backend.get(idx.key))[1]
-                    if e.kind == objects.KIND_CODES["case"]]
-    assert len(case_objects) == 2
-
-
-def test_add_and_remove_same_case_refused(repo):
-    repo.commit("ds", base=None, add=[{"input": 1}])
-    with pytest.raises(cas.InvalidArgument):
-        repo.commit("ds", base=1, add=[{"input": 1}], remove=[case_id({"input": 1})])
-
-
-def test_remove_everything_then_read(repo):
-    repo.commit("ds", base=None, add=[{"input": i} for i in range(100)])
-    ids = all_items(repo, "ds", 1, 33)
-    assert len(ids) == 100
-    v2 = repo.commit("ds", base=1, remove=ids)
-    assert (v2.item_count, v2.removed, v2.added) == (0, 100, 0)
-    assert repo.items("ds", 2) == cas.ItemsPage([], None)
-    assert repo.diff("ds", 2, 1) == cas.Diff(ids, [])
-    assert repo.fsck().ok
 
 
 @pytest.mark.parametrize("kind", ["version", "dataset", "config", "case"])
@@ -616,40 +441,44 @@ def test_unknown_record_format_refused(kind):
     assert any("format 2" in p.message for p in report.problems if p.severity == "error")
 
 
-def test_open_missing_repository_not_found(tmp_path):
-    with pytest.raises(cas.NotFound) as info:
-        cas.open(str(tmp_path))
-    assert info.value.code == "NOT_FOUND"
-    with pytest.raises(cas.NotFound):
-        cas.open(str(tmp_path / "nowhere"))
-    assert not (tmp_path / ".cas").exists()
+def _methods() -> list[str]:
+    return sorted(n for n, v in vars(cas.Repository).items()
+                  if inspect.isfunction(v) and not n.startswith("_"))
 
 
-def test_init_twice_already_exists(tmp_path):
-    repo = cas.init(str(tmp_path))
-    assert (tmp_path / ".cas" / "config").is_file()
-    with pytest.raises(cas.AlreadyExists) as info:
-        cas.init(str(tmp_path))
-    assert info.value.code == "ALREADY_EXISTS"
-    # The first repository is untouched and opens (by the dir or by .cas itself).
-    assert cas.open(str(tmp_path)).config == repo.config
-    assert cas.open(str(tmp_path / ".cas")).config == repo.config
-    with pytest.raises(cas.AlreadyExists):
-        cas.Repository.create(repo.backend)
+def _operation(name: str):
+    """The operation function a facade method delegates to: the one it calls with the context."""
+    method = getattr(cas.Repository, name)
+    body = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(method)))).body[0].body
+    [call] = [n.value for n in body if isinstance(n, ast.Return)]
+    assert ast.unparse(call.args[0]) == "self.context", name
+    module, function = ast.unparse(call.func).split(".")
+    return getattr(vars(repository)[module], function)
 
 
-def test_open_reads_what_another_handle_wrote(tmp_path):
-    a = cas.init(str(tmp_path))
-    a.create_dataset("ds", admission="direct")
-    b = cas.open(str(tmp_path))
-    assert b.store.indexes() == []  # b has listed the (no) packs before a writes one
-    a.commit("ds", base=None, add=[{"input": 1}])
-    # b listed the packs before a wrote one: it must still find the new objects.
-    assert b.items("ds", 1).items == [case_id({"input": 1})]
-    assert b.case("ds", 1, case_id({"input": 1})).input == 1
+@pytest.mark.parametrize("name", _methods())
+def test_each_method_has_its_operations_signature_without_the_context(name):
+    method = inspect.signature(getattr(cas.Repository, name))
+    assert "ctx" not in method.parameters and list(method.parameters)[0] == "self"
+    params = list(method.parameters.values())[1:]
+    assert all(p.annotation is not inspect.Parameter.empty for p in params), name
+    assert method.return_annotation is not inspect.Signature.empty, name
+    operation = inspect.signature(_operation(name))
+    assert list(operation.parameters)[0] == "ctx"
+    assert params == list(operation.parameters.values())[1:], name
+    assert method.return_annotation == operation.return_annotation, name
 
 
-def test_commit_writes_no_unreferenced_objects(repo):
-    repo.commit("ds", base=None, add=[{"input": i} for i in range(90)])
-    repo.commit("ds", base=1, remove=repo.items("ds", 1, limit=30).items)  # 60 left: folds
-    assert repo.fsck().problems == []
+def test_a_method_shows_its_real_signature_and_a_writer_finishes_an_erasure_first(monkeypatch):
+    assert str(inspect.signature(cas.Repository.commit)) == (
+        "(self, name: 'str', *, base: 'int | None', add: 'Iterable[Any]' = (), "
+        "remove: 'Iterable[str]' = (), message: 'str' = '', author: 'str | None' = None, "
+        "operation: 'str' = 'commit', retry: 'bool' = False) -> 'VersionRecord'")
+    calls = []
+    monkeypatch.setattr(repository._erasure, "recover", lambda ctx: calls.append(ctx))
+    repo = cas.Repository.create(MemoryBackend())
+    repo.create_dataset("ds", admission="direct")
+    repo.commit("ds", base=None, add=[{"input": 1}])
+    assert calls == [repo.context, repo.context]
+    repo.items("ds", 1)  # a read does not
+    assert len(calls) == 2

@@ -1,4 +1,4 @@
-"""Retirement (cas/retirement.py): an operator retires a version with a cause and a note; the
+"""Retirement (cas/repo/retirement.py): an operator retires a version with a cause and a note; the
 version record never changes, the first retirement stands, and the set can be sealed again as
 a new, active version. Runs on both backends. (Retirement by an erasure: test_erasure.py.)"""
 
@@ -16,7 +16,8 @@ pytestmark = pytest.mark.usefixtures("as_operator")
 def test_operator_retirement(repo):
     build(repo)
     record = repo.version("billing", 2)
-    before = {k: repo.backend.get(k) for k in repo.backend.list("") if not k.startswith("datasets/billing/retired/")}
+    before = {k: repo.backend.get(k) for k in repo.backend.list("")
+              if not k.startswith("datasets/billing/retired/")}
     r = repo.retire("billing", 2, "contaminated", "cases appeared in the model-9 training mix")
     assert (r.cause, r.note, r.author) == ("CONTAMINATED", "cases appeared in the model-9 "
                                            "training mix", OPERATOR)

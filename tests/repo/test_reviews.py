@@ -1,4 +1,5 @@
-"""Human reviews of recorded runs (cas/reviews.py): a preview with a confirm token, then a save.
+"""Human reviews of recorded runs (cas/repo/reviews.py): a preview with a confirm token, then a
+save.
 
 Every refusal is checked to leave the repository's key listing unchanged. Tests that touch
 storage run on both backends (`location`).

@@ -1,4 +1,5 @@
-"""Recorded runs (cas/runs.py): validated JSON Lines import, all or nothing, and lookup by run id.
+"""Recorded runs (cas/repo/runs.py): validated JSON Lines import, all or nothing, and lookup by
+run id.
 
 Every refusal is checked to leave the repository's key listing unchanged: an import refuses
 before it stores anything. Tests that touch storage run on both backends (`location`).

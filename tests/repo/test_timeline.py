@@ -1,4 +1,4 @@
-"""The timeline and the state of work (cas/timeline.py): `cas log`, `cas status`."""
+"""The timeline and the state of work (cas/repo/timeline.py): `cas log`, `cas status`."""
 
 from __future__ import annotations
 

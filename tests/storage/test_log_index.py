@@ -1,6 +1,6 @@
-"""The keyed indexes of the run and review logs (cas/log_index.py, docs/format.md 8.2): a fresh
-process resolves ids in a few small reads; lookups always agree with reading the logs whole,
-through erasures, lost segments, gc and copies cut short."""
+"""The keyed indexes of the run and review logs (docs/format.md 8.2): a fresh process resolves
+ids in a few small reads; lookups always agree with reading the logs whole, through erasures,
+lost segments, gc and copies cut short."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Pack files and pack indexes: round trips, lookups by range reads, and parsers that raise only
-cas errors on any input."""
+"""Pack files, pack indexes and multi-pack indexes: round trips, lookups by range reads, and
+parsers that raise only cas errors on any input."""
 
 import os
 import random
@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from cas.storage.backends.memory import MemoryBackend
 from cas.errors import CasError, CorruptData, DigestMismatch, UnsupportedFormat
-from cas.storage.pack import (DIGEST_LEN, DIGESTS_AT, SCAN_BELOW, Entry, IndexReader, format_index,
-                              format_pack, pack_id, parse_index, parse_pack, _slot)
+from cas.storage.pack import (DIGEST_LEN, DIGESTS_AT, SCAN_BELOW, Entry, IndexReader, _slot,
+                              format_index, format_multi_index, format_pack, pack_id, parse_index,
+                              parse_multi_index, parse_pack)
 
 SETTINGS = settings(max_examples=80, deadline=None)
 
@@ -536,3 +537,49 @@ def test_a_digest_found_across_two_neighbours_is_not_a_match(mapped):
     _, reader = _reader(entries, mapped=mapped)
     want = next(e for e in entries if e.digest == straddling)
     assert reader.lookup(straddling) == (reader.packs[0], want)
+
+
+# -- multi-pack indexes: one index over every pack of a large batch ------------------------
+rows_st = st.lists(st.tuples(st.binary(min_size=32, max_size=32), st.integers(0, 2**40),
+                             st.integers(0, 2**31), st.integers(1, 3), st.integers(0, 2)),
+                   unique_by=lambda r: r[0], max_size=200)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows_st)
+def test_round_trip_and_lookup(rows):
+    packs = [os.urandom(32).hex() for _ in range(3)]
+    entries = [(Entry(d, off, n, k), p) for d, off, n, k, p in rows]
+    data = format_multi_index([format_index(pid, [e for e, p in entries if p == i])
+                               for i, pid in enumerate(packs)])
+    got_packs, got = parse_multi_index(data)
+    assert got_packs == packs and got == sorted(entries)
+    backend = MemoryBackend()
+    backend.put_if_absent("packs/m.midx", data)
+    reader = IndexReader(backend, "packs/m.midx")
+    assert reader.packs == packs and len(reader) == len(entries)
+    for e, p in entries:
+        assert reader.lookup(e.digest) == (packs[p], e)
+    assert reader.lookup(b"\x7f" * 32) is None or any(e.digest == b"\x7f" * 32 for e, _ in entries)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_any_damage_is_a_cas_error(data):
+    packs = [os.urandom(32).hex() for _ in range(2)]
+    blob = bytearray(format_multi_index([
+        format_index(pid, [Entry(os.urandom(32), i * 10, 10, 1) for i in range(10)])
+        for pid in packs]))
+    pos = data.draw(st.integers(0, len(blob) - 1))
+    blob[pos] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(CasError):
+        parse_multi_index(bytes(blob))
+
+
+def test_an_object_two_packs_hold_gets_one_row():
+    d = os.urandom(32)
+    a, b = os.urandom(32).hex(), os.urandom(32).hex()
+    data = format_multi_index([format_index(a, [Entry(d, 5, 10, 1)]),
+                               format_index(b, [Entry(d, 5, 10, 1), Entry(b"\xff" * 32, 9, 3, 1)])])
+    packs, rows = parse_multi_index(data)  # strictly sorted: it parses
+    assert packs == [a, b] and [e.digest for e, _ in rows] == [d, b"\xff" * 32]

@@ -1,10 +1,17 @@
 """What the tests share: paths of the checkout, helpers and servers (no tests here).
 
+- `cli`: the command-line tests' repository of example cases, refusals in both forms, and the
+  lifecycle's steps through `cas`.
+- `transcripts`: runs of every kind of step, any steps, real traces imported.
 - `lifecycle`: a recorded run, JSON Lines, key listings, a saved review, a promotion subject.
 - `erasure_world`: two people, three datasets and their versions, and a backend that fails on cue.
 - `sample_cases`: small case lists for commits, and reading every id of a version.
+- `evals`: suites and their runs, frozen cases with tool calls, cassettes, eval set scenarios,
+  capture events and an in-memory capture store.
 - `secrets`: hypothesis strategies of secrets and personal data placed in text.
 - `person_files`: person index files as the tests need them.
+- `backend_contract`: the backend contract, which each backend's test file runs.
+- `backends`: backends that count the storage calls made, or intrude at one.
 - `seaweed`: a real SeaweedFS S3 server; `faultproxy`: network faults in front of it.
 - `browser`: an ASGI app served by uvicorn, and Debian's headless Chromium.
 """

@@ -5,7 +5,7 @@ the tests check such repositories are still read, erased, mirrored and collected
 
 from __future__ import annotations
 
-from cas.storage import person_table
+from cas.storage import person_index
 from cas.digest import to_bytes
 from cas.format.keys import (PERSON_TABLES, parse_person_table_key, person_index_key,
                              person_shards_key, person_table_key)
@@ -16,7 +16,7 @@ def tables(backend) -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """Pack id -> (key of its person table, its rows (keyed person, digest) in order)."""
     out = {}
     for key in backend.list(PERSON_TABLES):
-        pid, shards = person_table.parse_table(backend.get(key), key)
+        pid, shards = person_index.parse_table(backend.get(key), key)
         assert parse_person_table_key(key) == (pid, set(shards)), key
         out[pid] = (key, [row for shard in sorted(shards) for row in shards[shard]])
     return out
@@ -30,7 +30,7 @@ def write_table(backend, pid: str, rows: list[tuple[str, str]]) -> str:
     old = tables(backend).get(pid)
     if old is not None:
         backend.delete(old[0])
-    data, shards = person_table.format_table(pid, persons)
+    data, shards = person_index.format_table(pid, persons)
     key = person_table_key(pid, shards)
     backend.replace(key, data)
     return key

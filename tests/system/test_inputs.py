@@ -21,7 +21,7 @@ from cas.format import encoding
 from cas.errors import CasError
 from cas import EncodedCase
 from cas.repo.reviews import read_review_requests
-from cas.repo.proposals import parse_subjects
+from cas.repo.promotion import parse_subjects
 from cas_cli.main import EXIT_CODES, cli
 
 LIMIT = encoding.MAX_DEPTH

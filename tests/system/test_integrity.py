@@ -12,9 +12,9 @@ import pytest
 import cas
 from support.backends import Interleave
 from cas.storage.backends import backend_for
-from cas.storage import person_table
+from cas.storage import maintenance, person_index
 from cas.format.keys import PERSON_TABLES, parse_person_table_key
-from cas.storage.store import SHARDS, index_key, person_shard
+from cas.format.keys import SHARDS, index_key, person_shard
 from support.person_files import to_records
 
 PERSON = "dana-4e1f"
@@ -80,7 +80,7 @@ def test_a_lost_person_index_file_is_reported_and_the_erasure_still_finds_everyt
         else:  # one byte of Dana's rows: the header still reads, the shard's check fails
             data = bytearray((tmp_path / ".cas" / key).read_bytes())
             shard = person_shard(repo.store.person_digest(PERSON))
-            data[person_table.shard_span(bytes(data), shard, key)[0] + 40] ^= 0x01
+            data[person_index.shard_span(bytes(data), shard, key)[0] + 40] ^= 0x01
             (tmp_path / ".cas" / key).write_bytes(bytes(data))
     report = cas.open(str(tmp_path)).fsck()
     assert not report.ok
@@ -144,7 +144,7 @@ def test_a_damaged_staged_proposal_never_blocks_an_erasure(tmp_path):
     # lose the proposed tree's root node (as an over-eager gc once could): rewrite its pack
     located = repo.store.locate(tree)[0][len("packs/"):-len(".pack")]
     from cas.digest import to_bytes
-    repo.store.rewrite_pack(located, {to_bytes(tree)})
+    maintenance.rewrite_pack(repo.store, located, {to_bytes(tree)})
     record = erase(cas.open(str(tmp_path)))
     assert record.proposals_deleted >= 1
     assert not list(repo.backend.list("datasets/other/proposals/"))

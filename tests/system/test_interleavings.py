@@ -21,7 +21,7 @@ import pytest
 import cas
 from support.backends import Interleave
 import cas.storage.refs
-import cas.storage.store
+import cas.storage.maintenance
 from cas.storage.backends import backend_for
 from cas.errors import Aborted, CasError
 from support.sample_cases import read_all_items as all_items
@@ -94,15 +94,15 @@ def op_review(repo, ann):
 def op_commit_merging(repo, ann, dataset="ds", add=(X, {"input": "brand new"}), retry=False):
     """A commit whose writer merges the small packs into one and the pack indexes into a
     multi-pack index (the thresholds are lowered for it: the seed has a handful of packs), or
-    the indexes alone when someone else is at work (store.maintain)."""
-    import cas.storage.store
-    saved = cas.storage.store.AUTO_MULTI_INDEX_AT, cas.storage.store.MERGE_MULTI_INDEXES_AT
-    cas.storage.store.AUTO_MULTI_INDEX_AT, cas.storage.store.MERGE_MULTI_INDEXES_AT = 2, 1
+    the indexes alone when someone else is at work (maintenance.maintain)."""
+    maintenance = cas.storage.maintenance
+    saved = maintenance.AUTO_MULTI_INDEX_AT, maintenance.MERGE_MULTI_INDEXES_AT
+    maintenance.AUTO_MULTI_INDEX_AT, maintenance.MERGE_MULTI_INDEXES_AT = 2, 1
     try:
         return repo.commit(dataset, base=repo.head(dataset), add=list(add), author="w",
                            retry=retry)
     finally:
-        cas.storage.store.AUTO_MULTI_INDEX_AT, cas.storage.store.MERGE_MULTI_INDEXES_AT = saved
+        maintenance.AUTO_MULTI_INDEX_AT, maintenance.MERGE_MULTI_INDEXES_AT = saved
 
 
 WRITERS = {"commit": op_commit, "promote+seal": op_promote_and_seal, "import": op_import,
@@ -284,13 +284,13 @@ def test_a_merging_writer_at_every_storage_call_of_another(where, rival, tmp_pat
     seeds = LocalSeeds(tmp_path) if where == "local" else S3Seeds(
         request.getfixturevalue("seaweed"), tmp_path, monkeypatch)
     merges: list[bool] = []
-    real = cas.storage.store.ObjectStore.merge_packs
+    real = cas.storage.maintenance.merge_packs
 
-    def counted(self, pids, lease):
-        result = real(self, pids, lease)
+    def counted(store, pids, lease):
+        result = real(store, pids, lease)
         merges.append(result is not None)
         return result
-    monkeypatch.setattr(cas.storage.store.ObjectStore, "merge_packs", counted)
+    monkeypatch.setattr(cas.storage.maintenance, "merge_packs", counted)
     lost_claims = []  # a writer's claim of a number another took first: it retries
     claim = cas.storage.refs.RefsLog.append_version
 

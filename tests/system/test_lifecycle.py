@@ -1,7 +1,7 @@
 """The whole lifecycle across modules (the Python API): runs, reviews, content policy,
 promote/remove/seal and provenance together, on a fresh process view and against a model.
 
-The tests of each module live in test_runs.py, test_reviews.py and test_proposals.py.
+The tests of each module live in tests/repo/test_runs.py, test_reviews.py and test_promotion.py.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def pool_run(run_id: str, variant: int) -> dict:
 
 
 def expected_case(run: dict, withheld: frozenset) -> dict:
-    """The frozen projection of a run, written out independently of cas.repo.proposals.freeze."""
+    """The frozen projection of a run, written out independently of cas.format.projection.freeze."""
     steps = []
     for s in run["steps"]:
         s = dict(s)
@@ -85,7 +85,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         for name in DATASETS:
             self.repo.create_dataset(name, author="t")
         # The team's rule: every judgment this model gives, on metric m, admits a run (the
-        # rule itself is tested in tests/test_proposals.py)
+        # rule itself is tested in tests/repo/test_settings.py)
         self.repo.set_eligibility("m", ["bad", "good"], author="t")
         self.runs: dict[str, tuple[int, dict]] = {}      # run id -> (variant, run)
         self.review_of: dict[str, str] = {}              # annotation id -> run id

@@ -120,7 +120,7 @@ class CaptureSpanProcessor(SpanProcessor):
     spans (those with `gen_ai.operation.name`) wait, per trace, until the agent span they
     belong to ends (`invoke_agent`, `create_agent`, `invoke_workflow`, or a GenAI span that is
     the root of its trace); that span and the spans under it become one CaptureEvent, built
-    in the capture worker (`event_of`), and are submitted with `cas.evals.capture.pipeline.submit`."""
+    in the capture worker (`event_of`), and are submitted with `cas.capture.submit`."""
 
     def __init__(self, agent: str | None = None) -> None:
         self.agent = agent  # the agent name when the spans do not give one

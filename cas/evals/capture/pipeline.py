@@ -4,7 +4,7 @@ under a content policy, stored in the background, never delaying or breaking the
 
 One entry point, `submit(event)`: it only puts the event on a bounded queue. A worker thread
 runs the rule, the sampling, the redactor and the store, in that order, and logs
-`capture.stored` or `capture.failed` (never any content) on the `cas.evals.capture.pipeline` logger.
+`capture.stored` or `capture.failed` (never any content) on the `cas.capture` logger.
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ from blake3 import blake3
 from cas.format import encoding
 from cas.evals.capture.records import (COMPLETED, FAILED, OMITTED, REDACTED, RULE, SAMPLE, STATUSES,
                                        CaptureEvent, CaptureRecord, RecordedTool, ToolCall)
-from cas.evals.capture.stores import (LocalCaptureStore, RepositoryCaptureStore, protocol_problem,
-                                      record_of, run_of)
 from cas.errors import InvalidArgument
 
+PROTOCOL = ("start", "close", "append", "list")  # a store's methods, every one async
 SWITCH_ENV = "CAS_CAPTURE"
 RATE_ENV = "CAS_CAPTURE_SAMPLE_RATE"
 OFF = frozenset(("off", "false", "0", "no", "disabled"))
@@ -87,6 +86,17 @@ def _rate(value: Any, source: str) -> float:
         raise InvalidArgument(f"{source} {encoding.describe(value)} is not a share from 0 to 1",
                               reason="CAPTURE_SAMPLE_RATE")
     return float(value)
+
+
+def protocol_problem(store: Any) -> str | None:
+    """What `store` lacks of the store protocol (async start, close, append, list), or None."""
+    for name in PROTOCOL:
+        method = getattr(store, name, None)
+        if method is None:
+            return f"it has no {name}()"
+        if not inspect.iscoroutinefunction(method):
+            return f"its {name}() is not async (async def {name}(...))"
+    return None
 
 
 def register_store(name: str, store: Any) -> Any:
@@ -167,8 +177,8 @@ def sample_rate(environ=os.environ) -> float:
 # -- the caller's side --------------------------------------------------------------------------
 def submit(event: CaptureEvent) -> bool:
     """Queue `event` (a CaptureEvent, a dict of its fields, or a function of no argument that
-    the worker calls to build one) for capture; returns at once. False when capture is off, no rule is
-    registered, or the queue is full (the capture is dropped and counted)."""
+    the worker calls to build one) for capture; returns at once. False when capture is off, no
+    rule is registered, or the queue is full (the capture is dropped and counted)."""
     if not enabled() or _R.rule is None:
         _R.counts["off"] += 1
         return False
@@ -544,9 +554,3 @@ class invocation:  # noqa: N801 - used as a decorator: @capture.invocation(agent
             self._finish(inv, result, args, kwargs)
             return result
         return captured
-
-
-__all__ = ["CaptureEvent", "CaptureRecord", "LocalCaptureStore", "RecordedTool",
-           "RepositoryCaptureStore", "ToolCall", "enabled", "flush", "invocation",
-           "record_of", "redactor", "register_store", "reset", "rule", "run_of", "sample_rate",
-           "sampled", "stats", "submit"]

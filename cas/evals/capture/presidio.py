@@ -20,7 +20,7 @@ from cas.evals.capture.records import CaptureRecord, RecordedTool
 def presidio_redactor(analyzer: Any = None, anonymizer: Any = None, language: str = "en",
                       entities: list[str] | None = None) -> Callable[[CaptureRecord],
                                                                      CaptureRecord]:
-    """A redactor for `@cas.evals.capture.pipeline.redactor`: the input and output text with what Presidio's
+    """A redactor for `@cas.capture.redactor`: the input and output text with what Presidio's
     `analyzer` detects (`entities`, default all it knows) replaced by `anonymizer` (its
     default: `<ENTITY_TYPE>`), and every tool call's arguments, result and error dropped
     (their schemas may hold anything; the tool's name and whether it failed stay).

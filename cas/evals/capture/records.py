@@ -11,8 +11,8 @@ from cas.format import encoding
 
 SCHEMA_VERSION = 1
 COMPLETED, FAILED = STATUSES = ("completed", "failed")
-OMITTED, REDACTED = CONTENT = ("omitted", "redacted")
-RULE, SAMPLE = REASONS = ("rule", "sample")
+OMITTED, REDACTED = "omitted", "redacted"  # a record's content: no redactor ran, or one did
+RULE, SAMPLE = "rule", "sample"  # why a record was kept: the rule chose it, or the sample
 
 
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True):

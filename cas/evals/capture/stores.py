@@ -1,10 +1,8 @@
-"""Where captures go: the store protocol, a local store (one JSON Lines file per UTC day, with
-retention), and a repository store (captures become recorded runs, ready for review)
-(docs/capture.md)."""
+"""Where captures go: a local store (one JSON Lines file per UTC day, with retention), and a
+repository store (captures become recorded runs, ready for review) (docs/capture.md)."""
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import re
@@ -14,24 +12,14 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from cas.format import encoding
-from cas.evals.capture.records import FAILED, OMITTED, CaptureRecord, format_record, parse_record
-from cas.errors import InvalidArgument
+from cas.errors import FailedPrecondition, InvalidArgument, NotFound
+from cas.evals.capture.records import (FAILED, OMITTED, CaptureRecord, RecordedTool,
+                                       format_record, parse_record)
+from cas.repo.erased import erased_persons
 
-PROTOCOL = ("start", "close", "append", "list")  # every one async
 RUN_PREFIX = "capture-"  # a captured run's id: this and the record's id
 logger = logging.getLogger("cas.capture")
 _DAY_FILE = re.compile(r"captures-(\d{4}-\d{2}-\d{2})\.jsonl\Z")
-
-
-def protocol_problem(store: Any) -> str | None:
-    """What `store` lacks of the store protocol (async start, close, append, list), or None."""
-    for name in PROTOCOL:
-        method = getattr(store, name, None)
-        if method is None:
-            return f"it has no {name}()"
-        if not inspect.iscoroutinefunction(method):
-            return f"its {name}() is not async (async def {name}(...))"
-    return None
 
 
 def _since_text(since: Any) -> str | None:
@@ -222,7 +210,6 @@ def record_of(run) -> CaptureRecord | None:
     meta = (run.metadata or {}).get("capture") if isinstance(run.metadata, dict) else None
     if not isinstance(meta, dict) or not str(run.run_id).startswith(RUN_PREFIX):
         return None
-    from cas.evals.capture.records import RecordedTool
     tools = tuple(RecordedTool(name=s["tool_name"], failed=bool(s.get("failed")),
                                arguments=s.get("arguments"), result=s.get("result"),
                                error=s.get("error"))
@@ -291,8 +278,6 @@ class RepositoryCaptureStore:
         """Import the records as runs. Those of a person an erasure deleted are left out (an
         erasure stays erased: cas imports a person's data again only when someone admits
         them deliberately, docs/concepts.md), counted in `erased_skipped` and logged."""
-        from cas.repo.erased import erased_persons
-        from cas.errors import FailedPrecondition
         for attempt in range(2):
             erased = erased_persons(self.repo.context)
             kept = [r for r in records if r.person is None or r.person not in erased]
@@ -309,8 +294,10 @@ class RepositoryCaptureStore:
             logger.info("capture.skipped reason=person_erased count=%d",
                         len(records) - len(kept))
         if self.evalset is not None:
-            from cas.evals import evalset
-            corpus = evalset.open(self.repo, self.evalset)
+            # Imported here: an agent that captures never loads the eval sets (and they import
+            # capture's records).
+            from cas.evals.evalset.scenarios import open as open_evalset
+            corpus = open_evalset(self.repo, self.evalset)
             for record in kept:
                 if record.failed or record.tool_error:
                     corpus.capture_failure(record, author=self.author)
@@ -318,7 +305,6 @@ class RepositoryCaptureStore:
     async def list(self, since: Any = None, limit: int = 100) -> list[CaptureRecord]:
         since_text, limit = _since_text(since), _limit(limit)
         found = []
-        from cas.errors import NotFound
         for run_id in self.repo.runs():
             if not run_id.startswith(RUN_PREFIX):
                 continue

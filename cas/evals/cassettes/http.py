@@ -22,9 +22,9 @@ except ImportError as exc:  # an extra: say which
                              "'cas-datasets[cassette-http]'", reason="EXTRA_REQUIRED",
                              extra="cassette-http") from exc
 
-from cas.evals.cassettes import (HTTP, LIVE, RECORD, RECORD_MISSING, REPLAY, RERECORD, Cassette,
-                                 StaleCassette, body_bytes, body_text, credential_name, request_key,
-                                 strip_query)
+from cas.evals.cassettes.matching import (HTTP, LIVE, RECORD, RECORD_MISSING, REPLAY, RERECORD,
+                                          Cassette, StaleCassette, body_bytes, body_text,
+                                          credential_name, request_key, strip_query)
 from cas.errors import FailedPrecondition
 from cas.format.records import CassetteExchange
 

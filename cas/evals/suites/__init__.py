@@ -1,15 +1,42 @@
-"""Suites (docs/suites.md) under one name: suite files (`cas.evals.suites.files`) and the runner
-(`cas.evals.suites.runner`) that turns one into a verdict."""
+"""Suites (docs/suites.md), public as `cas.suites` and `cas.runner`:
 
-from cas.evals.suites.runner import CaseResult, Run, SuiteResult, SuiteRunner
-from cas.evals.suites.files import (CASE_FIELDS, FORMAT, HEADER_FIELDS, IDENTITY_FIELDS, MIGRATIONS,
-                                    SUITE_FORMATS, Suite, SuiteCase, SuiteExport, case_of, export,
-                                    from_version, migration, path_component_problem, read_jsonl,
-                                    write_jsonl)
+- `files`: suite files: read, write (scrubbed, atomic), a pinned version as a suite.
+- `results`: each case's verdict and the run's, run ids, the result digest, merge and diff.
+- `executors`: the shipped executors, `module:function` loaded by name, what one returned.
+- `runner`: the suite runner: the run loop, concurrency, shards, artefacts, signals.
+- `recording`: a result recorded as a score batch citing its pinned version.
+- `session`: a suite run from its source (a pin or a file), as `cas suite run` makes it.
+"""
+
+from cas.evals.suites.executors import (SHIPPED_EXECUTORS, Run, cassette_executor, echo,
+                                        load_callable, load_executor, load_scorer,
+                                        replay_executor, takes_cassette)
+from cas.evals.suites.files import (CASE_FIELDS, FORMAT, HEADER_FIELDS, IDENTITY_FIELDS,
+                                    MIGRATIONS, SUITE_FORMATS, Suite, SuiteCase, SuiteExport,
+                                    case_of, export, from_version, migration,
+                                    path_component_problem, read_jsonl, write_jsonl)
+from cas.evals.suites.recording import (Recorded, check_record, experiment_over, record,
+                                        record_scores_of)
+from cas.evals.suites.results import (COMPLETED, ERRORED, EXIT_ERRORED, EXIT_INCOMPLETE,
+                                      EXIT_OK, INCOMPLETE, OUTCOMES, CaseResult, Shard,
+                                      SuiteRef, SuiteResult, as_result, diff, merge,
+                                      result_digest, run_id)
+from cas.evals.suites.runner import (ARTEFACT_FILES, DEFAULT_CONCURRENCY, DEFAULT_GRACE,
+                                     MAX_CONCURRENCY, SuiteRunner)
 
 __all__ = [
+    # suite files
     "CASE_FIELDS", "FORMAT", "HEADER_FIELDS", "IDENTITY_FIELDS", "MIGRATIONS", "SUITE_FORMATS",
-    "CaseResult", "Run", "Suite", "SuiteCase", "SuiteExport", "SuiteResult", "SuiteRunner",
-    "case_of", "export", "from_version", "migration", "path_component_problem", "read_jsonl",
-    "write_jsonl",
+    "Suite", "SuiteCase", "SuiteExport", "case_of", "export", "from_version", "migration",
+    "path_component_problem", "read_jsonl", "write_jsonl",
+    # results
+    "COMPLETED", "ERRORED", "EXIT_ERRORED", "EXIT_INCOMPLETE", "EXIT_OK", "INCOMPLETE",
+    "OUTCOMES", "CaseResult", "Shard", "SuiteRef", "SuiteResult", "as_result", "diff", "merge",
+    "result_digest", "run_id",
+    # executors and the runner
+    "SHIPPED_EXECUTORS", "Run", "cassette_executor", "echo", "load_callable", "load_executor",
+    "load_scorer", "replay_executor", "takes_cassette", "ARTEFACT_FILES", "DEFAULT_CONCURRENCY",
+    "DEFAULT_GRACE", "MAX_CONCURRENCY", "SuiteRunner",
+    # recording
+    "Recorded", "check_record", "experiment_over", "record", "record_scores_of",
 ]

@@ -1,7 +1,5 @@
-"""Suite files: cases to run an agent over, as JSON Lines, read strictly and written redacted.
-
-Public as `cas.evals.suites`, beside the runner (the runner imports this module, never the other
-way round)."""
+"""Suite files: cases to run an agent over, as JSON Lines, read strictly and written redacted;
+a pinned version as a suite (public as `cas.suites`)."""
 
 from __future__ import annotations
 
@@ -19,6 +17,7 @@ from cas.interop import exports
 from cas.format.cases import encode_case
 from cas.errors import CasError, FailedPrecondition, InvalidArgument, NotFound
 from cas.format.records import Case
+from cas.format.version_names import Pin, as_pin
 
 SUITE_FORMATS = (1,)  # the header formats this cas reads; it writes the last
 FORMAT = SUITE_FORMATS[-1]
@@ -422,17 +421,30 @@ def _write(out: Any, name: str, version: str, cases: Iterable[tuple[SuiteCase, d
 
 def write_jsonl(path: Any, suite: Suite) -> None:
     """Write `suite` as a suite file at `path` (or to a binary stream), scrubbed on the way
-    (cas.format.redaction.scrub on every field but id, tenant and user; `frozen` is never written).
+    (cas.redaction.scrub on every field but id, tenant and user; `frozen` is never written).
     A credential-shaped identity field is refused naming its line and field
     (CREDENTIAL_IN_IDENTITY_FIELD), and a refusal leaves no file, not even a partial one."""
     if not isinstance(suite, Suite):
-        raise InvalidArgument(f"write_jsonl writes a cas.evals.suites.Suite, not "
+        raise InvalidArgument(f"write_jsonl writes a cas.suites.Suite, not "
                               f"{encoding.describe(suite)}", reason="INVALID_FIELD",
                               field="suite")
     _write(path, suite.name, suite.version, ((c, {}) for c in suite.cases))
 
 
 # -- a pinned version as a suite ----------------------------------------------------------------
+def version_pin(version: Any, why: str) -> Pin:
+    """The pin a suite's version is (a suite of a version, or exported from one); refused
+    (FAILED_PRECONDITION, SUITE_NOT_PINNED) for a version that is none, a suite file written
+    by hand, saying `why` a pin is needed."""
+    try:
+        return as_pin(version)
+    except InvalidArgument:
+        raise FailedPrecondition(
+            f"suite version {version!r} is not a pin (DATASET@N#b3:...) of this repository: "
+            f"{why}", reason="SUITE_NOT_PINNED", version=str(version)) from None
+
+
+
 def _version_cases(repo, dataset: str, number: int) -> tuple[str, Iterator[SuiteCase]]:
     """The pin text and the version's cases as suite cases, in id order, read a page at a
     time. A retired, deleted or missing version is refused here, before any case is read."""

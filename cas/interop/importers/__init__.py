@@ -15,7 +15,7 @@ import importlib
 
 from cas.format import encoding
 from cas.errors import InvalidArgument
-from cas.repo.runs import IMPORT_KEY
+from cas.format.projection import IMPORT_KEY
 from cas.interop.importers import vcr
 from cas.interop.importers.common import Options, parse_documents
 
@@ -69,7 +69,7 @@ def convert(data: bytes, format: str = "auto", *, source: str = "input",  # noqa
         values = parse_documents(data, source)
         module = _module(format, lambda m: all(m.detect(v) for v in values), source)
         runs = module.convert(values, options, source)
-    for run in runs:  # where it came from; a content policy reads it (cas/proposals.py)
+    for run in runs:  # where it came from; a content policy reads it (cas/format/projection.py)
         run.setdefault("metadata", {})[IMPORT_KEY] = {"format": module.NAME,
                                                       "container": container}
     return runs

@@ -425,7 +425,7 @@ def _join(joiner: CallJoiner, block: dict) -> bool:
     call["error" if failed else "result"] = content
     other = {k: v for k, v in block.items() if k not in ("tool_use_id", "content", "is_error")}
     if other != {"type": "tool_result"}:
-        call["reply"] = other  # withheld with tool_results (cas/proposals.py)
+        call["reply"] = other  # withheld with tool_results (cas/format/projection.py)
     return True
 
 

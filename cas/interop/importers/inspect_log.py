@@ -249,7 +249,7 @@ def _reply(message: dict, joiner: CallJoiner, steps: list[dict]) -> None:
         step["error"] = message["error"]
     extra = kept(message, ("role", "content", "tool_call_id", "error"))
     if extra:
-        step["reply"] = extra  # withheld with tool_results (cas/proposals.py)
+        step["reply"] = extra  # withheld with tool_results (cas/format/projection.py)
 
 
 __all__ = ["NAME", "convert", "convert_bytes", "detect", "detect_bytes", "read_archive"]

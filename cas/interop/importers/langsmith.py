@@ -283,7 +283,7 @@ class _Steps:
             self.steps.append(step)
         step["result"] = content
         if extra:
-            step["reply"] = extra  # withheld with tool_results (cas/proposals.py)
+            step["reply"] = extra  # withheld with tool_results (cas/format/projection.py)
 
     def tool(self, run: dict) -> None:
         """A tool run: the result of the llm call it answers, or a tool_call step of its own."""

@@ -573,7 +573,7 @@ class _Steps:
         if field in item:
             call["result"] = item[field]
         if rest:
-            call["reply"] = rest  # withheld with tool_results (cas/proposals.py)
+            call["reply"] = rest  # withheld with tool_results (cas/format/projection.py)
 
     def approval(self, call_id: Any, note: dict | None) -> bool:
         """Mark the call an approval request is for; False when no such call is a step."""

@@ -20,7 +20,8 @@ def check_key(key: str) -> str:
 
 
 class Backend(Protocol):
-    """The contract every backend meets; tests/test_backends.py checks it against each one.
+    """The contract every backend meets; tests/support/backend_contract.py checks it, run by
+    each backend's test file.
 
     - `get` returns the whole value or raises NotFound.
     - `get_range` returns `length` bytes at `offset` (fewer only at the end), NotFound if absent

@@ -40,7 +40,8 @@ def aws_settings(environ=os.environ) -> dict[str, str]:
     profile = environ.get("AWS_PROFILE") or environ.get("AWS_DEFAULT_PROFILE") or "default"
     home = os.path.expanduser("~")
     config_file = environ.get("AWS_CONFIG_FILE") or os.path.join(home, ".aws", "config")
-    cred_file = environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(home, ".aws", "credentials")
+    cred_file = (environ.get("AWS_SHARED_CREDENTIALS_FILE")
+                 or os.path.join(home, ".aws", "credentials"))
     from_files: dict[str, str] = {}
     for path, section in ((config_file, profile if profile == "default" else f"profile {profile}"),
                           (cred_file, profile)):

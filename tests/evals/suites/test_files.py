@@ -460,3 +460,12 @@ def test_cli_export_refusals(run, cli_repo, tmp_path):
     r = run("suite", "export", "evals@1")
     assert r.exit_code == 5 and r.stdout == ""
     assert listing(tmp_path) == before
+
+
+def test_a_suites_version_is_its_pin_or_refused_saying_why_one_is_needed():
+    from cas.evals.suites.files import version_pin
+    pin = "evals@3#b3:" + "a" * 64
+    assert str(version_pin(pin, "to record it")) == pin
+    with pytest.raises(cas.FailedPrecondition, match="not a pin .*: to record it") as e:
+        version_pin("2026-08-01", "to record it")
+    assert e.value.reason == "SUITE_NOT_PINNED" and e.value.fields["version"] == "2026-08-01"

@@ -1,5 +1,5 @@
-"""S3 behaviour against a real SeaweedFS: network faults, caching, request counts (mirroring
-to and from S3: test_mirror.py)."""
+"""The S3 backend against a real SeaweedFS: the backend contract, then network faults, caching
+and request counts (mirroring to and from S3: tests/repo/test_mirror.py)."""
 
 import json
 import os
@@ -12,8 +12,21 @@ import cas
 from cas.storage.backends import backend_for
 from cas.storage.backends.s3 import S3Backend, aws_settings, parse_url
 from cas_cli.main import cli
+from support.backend_contract import BackendContract
 from support.faultproxy import FaultProxy
 from support.sample_cases import tool_cases
+
+
+@pytest.fixture
+def make_backend(seaweed):
+    return lambda: S3Backend(seaweed.url())
+
+
+class TestS3Backend(BackendContract):
+    """Every test of the backend contract, on an S3Backend against SeaweedFS."""
+
+    # SeaweedFS makes same-key losers wait in whole-second steps: fewer racers, fewer rounds.
+    RACERS, RACE_ROUNDS = 4, 3
 
 
 @pytest.fixture
@@ -156,7 +169,8 @@ def test_cli_init_and_commands_on_s3(s3_url, tmp_path, monkeypatch):
     assert runner.invoke(cli, ["init", s3_url]).exit_code == 0
     assert runner.invoke(cli, ["init", s3_url]).exit_code == 4
     monkeypatch.setenv("CAS_REPO", s3_url)
-    assert runner.invoke(cli, ["dataset", "create", "evals", "--admission", "direct"]).exit_code == 0
+    created = runner.invoke(cli, ["dataset", "create", "evals", "--admission", "direct"])
+    assert created.exit_code == 0
     out = runner.invoke(cli, ["--json", "commit", "evals", "--add", example])
     assert out.exit_code == 0 and json.loads(out.stdout)["item_count"] == 5
     fsck = runner.invoke(cli, ["--json", "fsck"])

@@ -1,0 +1,528 @@
+"""Promotion and removal: a staged proposal with a preview and a confirm token, then a seal.
+
+Nothing is sealed by a preview. A proposal names its base version; sealing it creates version
+`base + 1` only while `base` is still the head, and sealing the same token again returns the
+version it already sealed. An idempotency key names one request for ever.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, NamedTuple
+
+import msgspec
+
+from cas import digest
+from cas.errors import FailedPrecondition, InvalidArgument, NotFound
+from cas.format import encoding, keys
+from cas.format.projection import freeze
+from cas.format.records import (Eligibility, IdempotencyRecord, Proposal, Provenance,
+                                ProvenanceEntry, VersionRecord, encode_object,
+                                format_record_file, parse_record_file)
+from cas.format.version_names import check_dataset_name
+from cas.repo import checks, datasets, reads, retirement, sealing
+from cas.repo.checks import Progress
+from cas.repo.proposals import load_proposal, sealed_by
+from cas.repo.reviews import index as review_index
+from cas.repo.reviews import require_runs
+from cas.repo.runs import get_run
+from cas.repo.runs import index as run_index
+from cas.repo.settings import content_policy, eligibility
+from cas.storage import leases
+from cas.storage.tree import EMPTY_ROOT
+
+SUBJECT_KINDS = {"agent_run": "agent_run", "SUBJECT_KIND_AGENT_RUN": "agent_run"}
+CARRIED_PAGE = 500
+PROGRESS_EVERY = 200  # subjects (or runs, reviews) between two progress reports
+
+
+class Subject(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    subject_kind: str
+    subject_ref: str
+    review_annotation_id: str = ""
+    run_id: str | None = None
+
+
+def parse_subjects(data: bytes, source: str) -> list[Subject]:
+    """A JSON array of subjects, or {"subjects": [...]}."""
+    if not isinstance(source, str):
+        source = "subjects"
+    try:
+        value = encoding.parse_json(data)
+    except InvalidArgument as exc:
+        raise encoding.in_context(exc, source) from None
+    if isinstance(value, dict) and set(value) == {"subjects"}:
+        value = value["subjects"]
+    return convert_subjects(value, source)
+
+
+def convert_subjects(value: Any, source: str) -> list[Subject]:
+    """Subjects given as decoded JSON (or Subject objects): a non-empty list, each checked."""
+    if not isinstance(source, str):
+        source = "subjects"
+    if not isinstance(value, (list, tuple)) or not value:
+        raise InvalidArgument(f"{source}: expected a non-empty JSON array of subjects "
+                              '(or {"subjects": [...]})')
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, Subject):
+            # A Subject built by hand is not validated: its fields may have any type.
+            if not all(isinstance(getattr(item, f), str) for f in
+                       ("subject_kind", "subject_ref", "review_annotation_id")) or \
+                    not isinstance(item.run_id, (str, type(None))):
+                raise InvalidArgument(f"{source}: subject {i}: its subject_kind, subject_ref "
+                                      "and review_annotation_id must be strings, its run_id a "
+                                      "string or None")
+            _check_subject_json(item, i, source)
+            out.append(item)
+            continue
+        _check_subject_json(item, i, source)
+        try:
+            out.append(msgspec.convert(item, Subject))
+        except msgspec.ValidationError as exc:
+            raise InvalidArgument(f"{source}: subject {i}: {exc} (fields: subject_kind, "
+                                  "subject_ref, review_annotation_id, run_id)") from None
+    return out
+
+
+def _check_subject_json(item: Any, i: int, source: str) -> None:
+    """A subject holds only what canonical JSON can carry, nested at most MAX_DEPTH levels."""
+    try:
+        encoding.check_json(item, f"$[{i}]")
+    except InvalidArgument as exc:
+        raise encoding.in_context(exc, source) from None
+
+
+def _check_key(key: str) -> str:
+    if not isinstance(key, str) or not key:
+        raise InvalidArgument("an idempotency key is required: 1-256 printable characters")
+    problem = encoding.text_problem(key, 256)
+    if problem is not None:
+        raise InvalidArgument(f"an idempotency key is 1-256 printable characters; it {problem}")
+    return key
+
+
+class SealResult(NamedTuple):
+    version: VersionRecord | None   # None: the proposal changes nothing, no version sealed
+    already_sealed: bool            # the token was sealed before; this is that version
+
+
+def promote(ctx, name: str, subjects: list[Subject | dict[str, Any]], idempotency_key: str,
+            author: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    """Stage a promotion of reviewed runs and return its preview (with `confirm_token`);
+    seals nothing. `progress(stage, done, total)` hears how far the freezing is."""
+    author = checks.author(author)
+    subjects = convert_subjects(subjects, "subjects")
+    datasets.dataset(ctx, name)
+    _check_key(idempotency_key)
+    withheld = content_policy(ctx, name).withheld
+    rules = eligibility(ctx)
+    cases: dict[str, tuple[bytes, str | None]] = {}  # id -> (bytes, person)
+    provenance: dict[str, ProvenanceEntry] = {}
+    runs: dict[str, str] = {}  # digest -> run id of every run promoted
+    request, judged = [], []
+    refs = [s.subject_ref for s in subjects]
+    run_index(ctx).get_many(refs)  # each subject's lookups then find what these read
+    review_index(ctx).prefetch([s.review_annotation_id for s in subjects if s.review_annotation_id],
+                               refs)
+    for i, s in enumerate(subjects):
+        if progress is not None and i % PROGRESS_EVERY == 0:
+            progress("checking and freezing runs", i, len(subjects))
+        where = f"subject {i} ({s.subject_ref!r})"
+        kind = SUBJECT_KINDS.get(s.subject_kind)
+        run, review = _subject_review(ctx, s, where, kind, rules)
+        judged.append({"run_id": run.run_id, "annotation_id": review.annotation_id,
+                       "metric": review.metric, "label": review.label,
+                       "reviewer": review.reviewer})
+        runs[encode_object(run)[2]] = run.run_id
+        _, data, case_id = encode_object(freeze(run, withheld))
+        cases[case_id] = (data, run.person)
+        provenance.setdefault(case_id, ProvenanceEntry(
+            case_id=case_id, run_id=run.run_id, annotation_id=review.annotation_id,
+            reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=sorted(withheld)))
+        request.append([kind, s.subject_ref, s.review_annotation_id])
+    request = encoding.encode(
+        {"operation": "promote", "subjects": sorted(request), "withheld": sorted(withheld)})
+    shown = _stage(ctx, name, "promote", idempotency_key, request, cases, [],
+                   Provenance(entries=[provenance[c] for c in sorted(provenance)]), author,
+                   runs)
+    # (in run order: the same request in another order is the same proposal, and preview)
+    return {**shown, "subjects": sorted(judged, key=lambda j: (j["run_id"],
+                                                                 j["annotation_id"]))}
+
+
+def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
+                      since: str | None = None,
+                      run_ids: Iterable[str] | None = None) -> list[Subject]:
+    """Promotion by selection: the runs whose newest judgment on the eligibility metric (by
+    anyone) accepts them, as subjects naming that judgment, in import order (ties by run id).
+    `tenant` and `since` (`started_at` compared as ISO 8601 UTC text; a run without one does
+    not match) narrow the selection; `run_ids` restricts it to those runs, each of which must
+    then be selected (else refused, naming why). `metric`, if given, must be the rule's."""
+    rules = eligibility(ctx)
+    for value, what in ((tenant, "tenant"), (since, "since")):
+        encoding.check_text(value, what, optional=True)
+    if metric is not None:
+        encoding.check_text(metric, "metric")
+        if metric != rules.metric:
+            raise FailedPrecondition(
+                f"promotion needs judgments on {rules.metric!r} (`cas settings eligibility`), "
+                f"not on {metric!r}", reason="REVIEW_WRONG_METRIC", metric=metric,
+                expected=rules.metric)
+    named = None if run_ids is None else checks.strings(run_ids, "run_ids", "run ids")
+    newest: dict[str, Any] = {}
+    for review in review_index(ctx).all():
+        if review.metric == rules.metric:
+            known = newest.get(review.run_id)
+            if known is None or (review.reviewed_at, review.annotation_id) > (
+                    known.reviewed_at, known.annotation_id):
+                newest[review.run_id] = review
+    order = list(run_index(ctx).all())  # import order
+    if named:
+        for run_id in named:
+            get_run(ctx, run_id)  # RUN_NOT_FOUND for one that is not recorded
+        wanted = set(named)
+        candidates = [r for r in order if r in wanted]
+    else:
+        candidates = order
+    out = []
+    for run_id in candidates:
+        review = newest.get(run_id)
+        problem = _not_selected(ctx, run_id, review, rules, tenant, since)
+        if problem is not None:
+            if named:
+                raise problem
+            continue
+        out.append(Subject(subject_kind="agent_run", subject_ref=run_id,
+                           review_annotation_id=review.annotation_id))
+    if not out:
+        narrowed = "".join(f" {flag} {value}" for flag, value in (
+            ("--tenant", tenant), ("--since", since)) if value is not None)
+        raise FailedPrecondition(
+            f"no recorded run{' matching' + narrowed if narrowed else ''} has a newest "
+            f"judgment on {rules.metric!r} that accepts it ({', '.join(rules.accepted)}); "
+            "see `cas review queue`", reason="NO_ACCEPTED_RUNS", metric=rules.metric,
+            accepted=list(rules.accepted))
+    return out
+
+
+def _not_selected(ctx, run_id: str, review, rules: Eligibility, tenant, since):
+    """Why a run is not selected for promotion (an error to raise when it was named), or
+    None when it is."""
+    if review is None:
+        return FailedPrecondition(
+            f"run {run_id!r} has no judgment on {rules.metric!r} yet (`cas review add`)",
+            reason="REVIEW_REQUIRED", run_id=run_id)
+    if review.label not in rules.accepted:
+        return FailedPrecondition(
+            f"run {run_id!r}: its newest judgment on {rules.metric!r}, {review.annotation_id} "
+            f"({review.label!r} by {review.reviewer}), does not accept it; accepted: "
+            f"{', '.join(rules.accepted)}", reason="REVIEW_NOT_ACCEPTED",
+            annotation_id=review.annotation_id, label=review.label,
+            accepted=list(rules.accepted), run_id=run_id)
+    if tenant is None and since is None:
+        return None
+    run = get_run(ctx, run_id)
+    if tenant is not None and run.tenant != tenant:
+        return FailedPrecondition(f"run {run_id!r} is of tenant {run.tenant!r}, not {tenant!r}",
+                                  reason="RUN_NOT_SELECTED", run_id=run_id)
+    if since is not None and not (isinstance(run.started_at, str) and run.started_at >= since):
+        return FailedPrecondition(f"run {run_id!r} started at {run.started_at!r}, not since "
+                                  f"{since!r}", reason="RUN_NOT_SELECTED", run_id=run_id)
+    return None
+
+
+def promote_reviewed(ctx, name: str, idempotency_key: str, metric: str | None = None,
+                     tenant: str | None = None, since: str | None = None,
+                     run_ids: Iterable[str] | None = None, author: str | None = None,
+                     progress: Progress | None = None) -> dict[str, Any]:
+    """`promote` of the runs `reviewed_subjects` selects: nobody assembles subjects by hand."""
+    datasets.dataset(ctx, name)
+    _check_key(idempotency_key)
+    return promote(ctx, name, reviewed_subjects(ctx, metric, tenant, since, run_ids),
+                   idempotency_key, author, progress)
+
+
+def _subject_review(ctx, s: Subject, where: str, kind: str | None, rules: Eligibility):
+    """The run a subject names and the judgment that admits it: a saved review of that very
+    run, on the eligibility metric, with an accepted label, and not superseded by a newer
+    judgment on that metric (by anyone) that does not accept it."""
+    if kind is None:
+        raise InvalidArgument(f"{where}: subject_kind {s.subject_kind!r} is not a run; "
+                              "accepted: agent_run, SUBJECT_KIND_AGENT_RUN",
+                              reason="SUBJECT_KIND_INVALID")
+    if s.run_id is not None and s.run_id != s.subject_ref:
+        raise InvalidArgument(f"{where}: run_id {s.run_id!r} and subject_ref "
+                              f"{s.subject_ref!r} name different runs", reason="RUN_MISMATCH")
+    if not s.review_annotation_id:
+        raise FailedPrecondition(f"{where}: a promotion needs a saved review: give its "
+                                 "review_annotation_id (see `cas review add`)",
+                                 reason="REVIEW_REQUIRED")
+    run = get_run(ctx, s.subject_ref)
+    review = review_index(ctx).get(s.review_annotation_id)
+    if review is None:
+        raise NotFound(f"{where}: no review {s.review_annotation_id!r}",
+                       reason="REVIEW_NOT_FOUND")
+    if review.run_id != s.subject_ref or review.run != encode_object(run)[2]:
+        raise FailedPrecondition(f"{where}: review {review.annotation_id} is a review of "
+                                 f"run {review.run_id!r}, not of this run",
+                                 reason="REVIEW_RUN_MISMATCH")
+    _check_admits(rules, review, review_index(ctx).of_run(run.run_id), where)
+    return run, review
+
+
+def _check_admits(rules: Eligibility, review, all_reviews: list, where: str) -> None:
+    if review.metric != rules.metric:
+        raise FailedPrecondition(
+            f"{where}: review {review.annotation_id} judges {review.metric!r}; promotion "
+            f"needs a judgment on {rules.metric!r}", reason="REVIEW_WRONG_METRIC",
+            metric=review.metric, expected=rules.metric)
+    if review.label not in rules.accepted:
+        raise FailedPrecondition(
+            f"{where}: review {review.annotation_id} is labelled {review.label!r}, which does "
+            f"not accept the run; accepted: {', '.join(rules.accepted)}",
+            reason="REVIEW_NOT_ACCEPTED", annotation_id=review.annotation_id,
+            label=review.label, accepted=list(rules.accepted))
+    on_metric = [r for r in all_reviews if r.metric == rules.metric]  # oldest first
+    newest = on_metric[-1]  # (the review itself is among them)
+    if newest.label not in rules.accepted:
+        raise FailedPrecondition(
+            f"{where}: review {review.annotation_id} was superseded by "
+            f"{newest.annotation_id} ({newest.label!r} by {newest.reviewer}), which does not "
+            "accept the run", reason="REVIEW_SUPERSEDED", annotation_id=review.annotation_id,
+            newer_annotation_id=newest.annotation_id, label=newest.label)
+
+
+
+def remove(ctx, name: str, item_ids: list[str], idempotency_key: str,
+           author: str | None = None) -> dict[str, Any]:
+    """Stage the removal of cases from the head and return its preview; seals nothing."""
+    item_ids = checks.strings(item_ids, "item_ids", "case ids")
+    author = checks.author(author)
+    datasets.dataset(ctx, name)
+    _check_key(idempotency_key)
+    ids = [digest.parse_digest(i, "case id") for i in item_ids]  # as every read: upper case folded
+    head = ctx.refs.head(name)
+    if not ids and (head == 0 or retirement.version_state(ctx, name, head) != "RETIRED"):
+        raise FailedPrecondition("a removal needs at least one case id; an empty removal is "
+                                 "accepted only when the current version is retired",
+                                 reason="EMPTY_REMOVAL")
+    request = encoding.encode({"operation": "remove", "ids": sorted(set(ids))})
+    return _stage(ctx, name, "remove", idempotency_key, request, {}, sorted(set(ids)),
+                  None, author)
+
+
+def _stage(ctx, name, operation, key, request: bytes, cases, removes, provenance, author,
+           runs: dict[str, str] | None = None) -> dict[str, Any]:
+    with leases.writing(ctx, operation) as lease:
+        require_runs(ctx, runs or {})  # the runs promoted were not erased since they were read
+        return _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
+                             provenance, author, ctx.clock())
+
+
+def _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
+                  provenance, author, now) -> dict[str, Any]:
+    ikey = keys.idempotency_key(name, key)
+    request_digest = digest.request_digest(request)
+    # A claim stored before request digests had their own domain names the request in the
+    # proposal kind's domain: the same request still finds it.
+    same_request = {request_digest, digest.legacy_request_digest(request)}
+    try:
+        prior = parse_record_file(ctx.backend.get(ikey), IdempotencyRecord, ikey)
+    except NotFound:
+        prior = None
+    if prior is not None:
+        _check_same_request(prior, same_request, key)
+        return preview(ctx, load_proposal(ctx, name, prior.token), prior.token, replayed=True)
+    head = ctx.refs.head(name)
+    base = ctx.refs.read_version(name, head) if head else None
+    base_root = base.content_digest if base else EMPTY_ROOT
+    # A retired base may have lost erased cases: they are not carried, and promoting the same
+    # run again adds its case anew (its bytes are stored again).
+    lost = retirement.lost_cases(ctx, base) if base and ctx.refs.read_retirement(name, head) \
+        else []
+    with ctx.store.writer(lease) as writer:
+        added, removes, prov_digest, root, count = _stage_tree(
+            ctx, writer, name, head, base_root, cases, removes, lost, provenance)
+    carried = (base.item_count if base else 0) - len(removes) - len(set(added) & set(lost))
+    core = dict(dataset=name, operation=operation, base=head, idempotency_key=key,
+                request=request_digest, add=added, carried=carried, remove=removes,
+                provenance=prov_digest, proposed_root=root, proposed_count=count)
+    token = digest.proposal_token(encoding.encode(core))
+    record = Proposal(**core, author=author, created_at=now)
+    lease.check()
+    ctx.backend.put_if_absent(keys.proposal_key(name, token), format_record_file(record))
+    claim = IdempotencyRecord(dataset=name, key=key, request=request_digest, token=token)
+    if not ctx.backend.put_if_absent(ikey, format_record_file(claim)):
+        prior = parse_record_file(ctx.backend.get(ikey), IdempotencyRecord, ikey)
+        _check_same_request(prior, same_request, key)
+        token = prior.token
+        record = load_proposal(ctx, name, token)
+    return preview(ctx, record, token)
+
+
+def _stage_tree(ctx, writer, name, head, base_root, cases, removes, lost, provenance):
+    """Store the proposed tree: the cases added (new to the base, or lost from it), their
+    provenance, the nodes. Returns (added, removed, provenance digest, root, count)."""
+    trie = ctx.trie(writer.add)
+    missing = [r for r in removes if not trie.contains(base_root, r)]
+    if missing:
+        raise NotFound(f"{name}@{head} does not hold {missing[0]}"
+                       + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                       reason="ITEM_NOT_IN_VERSION", case_id=missing[0])
+    added = sorted(c for c in cases if c in lost or not trie.contains(base_root, c))
+    removes = sorted(set(removes).union(lost).difference(added))
+    for case_id in added:
+        data, person = cases[case_id]
+        writer.add_encoded("case", data, case_id, person)
+    prov_digest = None
+    if provenance is not None and added:
+        new_ids = set(added)
+        kept = Provenance(entries=[e for e in provenance.entries if e.case_id in new_ids])
+        prov_digest = writer.add(kept, persons={cases[c][1] for c in added
+                                                if cases[c][1] is not None})
+    root = trie.apply(base_root, added, removes)
+    writer.add(trie.node(root))
+    return added, removes, prov_digest, root, trie.count(root)
+
+
+def _check_same_request(prior: IdempotencyRecord, same_request: set[str], key: str) -> None:
+    if prior.request not in same_request:
+        raise FailedPrecondition(f"idempotency key {key!r} was already used for a different "
+                                 "request; use a new key", reason="IDEMPOTENCY_KEY_REUSED")
+
+
+
+def preview(ctx, p: Proposal, token: str, replayed: bool = False) -> dict[str, Any]:
+    """What a proposal would seal. `replayed`: the request was staged before (its idempotency
+    key names it), so the head may have moved since: `stale` then says sealing it will be
+    refused, and `restage` how to stage it anew."""
+    base = ctx.refs.read_version(p.dataset, p.base) if p.base else None
+    stale = replayed and bool(p.add or p.remove or _recut(p)) and \
+        ctx.refs.head(p.dataset) != p.base and sealed_by(ctx, p.dataset, p.base, token) is None
+    withheld, runs = {}, {}
+    if p.provenance:
+        for e in ctx.store.get(p.provenance, Provenance).entries:
+            withheld[e.case_id] = e.withheld
+            if e.promoted:
+                runs[e.case_id] = e.run_id
+    carried = []
+    if base is not None:
+        removed = set(p.remove).union(p.add)  # an erased case added again is not carried
+        trie = ctx.trie()
+        for case_id in trie.iterate(base.content_digest):
+            if case_id not in removed:
+                carried.append(case_id)
+                if len(carried) == CARRIED_PAGE:
+                    break
+    return {
+        "confirm_token": token,
+        "dataset": p.dataset,
+        "operation": p.operation,
+        "base_version": None if base is None else {
+            "number": base.number, "item_count": base.item_count,
+            "content_digest": base.content_digest},
+        "proposed": {"item_count": p.proposed_count, "content_digest": p.proposed_root,
+                     "added": p.add, "removed": p.remove,
+                     "added_cases": _described(reads.summarize(ctx, p.add, runs)),
+                     "removed_cases": _described(_removed(ctx, base, p.remove)),
+                     "carried": carried,
+                     "carried_count": p.carried,
+                     "carried_complete": len(carried) == p.carried},
+        "withheld": withheld,
+        "changes": bool(p.add or p.remove) or _recut(p),
+        "stale": stale,
+        "restage": restage(p) if stale else None,
+    }
+
+
+def _described(summaries) -> list[dict[str, Any]]:
+    return [{"id": c.case_id, "run_id": c.run_id, "tenant": c.tenant, "outcome": c.outcome}
+            for c in summaries]
+
+
+def _removed(ctx, base, ids: list[str]) -> list:
+    """What the base says of the cases a proposal removes; a case an erasure deleted (a
+    retired base's) is described by its id alone."""
+    if not ids:
+        return []
+    try:
+        return reads.summaries(ctx, base, ids)
+    except (NotFound, FailedPrecondition):
+        out = []
+        for case_id in ids:
+            try:
+                out.extend(reads.summaries(ctx, base, [case_id]))
+            except (NotFound, FailedPrecondition):
+                out.append(reads.CaseSummary(case_id, None, None, None))
+        return out
+
+
+def _recut(p: Proposal) -> bool:
+    """An empty removal (only ever staged on a retired head) seals the cases that are left,
+    even when that is the whole set: a retired version is cut again as a new, active one."""
+    return p.operation == "remove" and not p.remove
+
+
+def seal(ctx, name: str, confirm_token: str, author: str | None = None,
+         message: str = "") -> SealResult:
+    """Seal the proposal a preview's `confirm_token` names; sealing it again returns the
+    version it sealed (`already_sealed`)."""
+    check_dataset_name(name)
+    encoding.check_text(confirm_token, "confirm token")
+    encoding.check_text(message, "message")
+    author = checks.author(author)
+    load_proposal(ctx, name, confirm_token)  # refuse a bad token before taking a lease
+    with leases.writing(ctx, "seal") as lease:
+        return SealResult(*_seal_leased(ctx, lease, name, confirm_token, author, message))
+
+
+def _seal_leased(ctx, lease, name: str, token: str, author: str, message: str):
+    if keys.proposal_key(name, token) in lease.doomed_proposals:
+        raise FailedPrecondition(
+            f"the proposal with confirm token {token} is stale and a gc is collecting it; "
+            "preview again to stage it anew", reason="PROPOSAL_STALE")
+    p = load_proposal(ctx, name, token)  # again, under the lease: gc may have collected it
+    if not (p.add or p.remove or _recut(p)):
+        return None, False
+    existing = sealed_by(ctx, name, p.base, token)
+    if existing is not None:
+        return existing, True
+    head = ctx.refs.head(name)
+    if head != p.base:
+        raise FailedPrecondition(
+            f"this proposal was made on {name}@{p.base}, but the head is now {name}@{head}; "
+            f"{restage(p)}", reason="PROPOSAL_STALE", base=p.base, head=head,
+            idempotency_key=p.idempotency_key)
+    with ctx.store.writer(lease) as writer:
+        record = sealing.seal_tree(ctx, name, p.base, p.add, p.remove, writer, message, author,
+                                   p.operation)
+    if record.content_digest != p.proposed_root:  # the base lost erased cases since the preview
+        raise FailedPrecondition(
+            f"{name}@{p.base} was retired since this proposal was previewed and no longer "
+            f"holds the set it showed; {restage(p)}", reason="PROPOSAL_STALE", base=p.base,
+            head=head, idempotency_key=p.idempotency_key)
+    record = msgspec.structs.replace(record, proposal=token, provenance=p.provenance)
+    lease.check()
+    if ctx.refs.append_version(record):
+        sealing.settle(ctx, record)
+        return record, False
+    existing = sealed_by(ctx, name, p.base, token)
+    if existing is not None:
+        return existing, True
+    raise FailedPrecondition(
+        f"another writer sealed {name}@{record.number} first; {restage(p)}",
+        reason="PROPOSAL_STALE", base=p.base, head=ctx.refs.head(name),
+        idempotency_key=p.idempotency_key)
+
+
+def restage(p: Proposal) -> str:
+    """How to stage a stale proposal anew. Its idempotency key names it for ever (staging
+    with that key again returns this very proposal), so the advice names a new key."""
+    if p.operation == "promote":
+        command = f"cas promote {p.dataset} --reviewed (or --file SUBJECTS.json)"
+    else:
+        ids = " ".join(p.remove) if len(p.remove) <= 2 else "ITEM_ID..."
+        command = f"cas remove {p.dataset} {ids}".rstrip()
+    return (f"stage it again on the head with a new idempotency key (key "
+            f"{p.idempotency_key!r} names this proposal for ever): {command} "
+            "--idempotency-key NEW-KEY")

@@ -1,0 +1,211 @@
+"""`cas dataset ...`: create, list, show, edit and delete datasets."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .common import (
+    INTEGER,
+    Example,
+    Invocation,
+    VersionOption,
+    json_option,
+    pass_ctx,
+    policy_source,
+    to_json,
+)
+
+
+@click.group()
+@json_option
+def dataset() -> None:
+    """Create, list, show and edit datasets."""
+
+
+def _meta_line(d) -> str:
+    tags = f" [{', '.join(d.tags)}]" if d.tags else ""
+    desc = f" - {d.description}" if d.description else ""
+    return f"{d.name} (revision {d.revision}){tags}{desc}"
+
+
+ADMISSION_SAYS = {"reviewed": "only promotion of reviewed runs adds cases",
+                  "direct": "commits may add cases, as promotion does"}
+
+
+def _dataset_json(record) -> dict:
+    """A dataset record as JSON, with the admission rule in force (a dataset created before
+    the rule existed reads as direct)."""
+    return {**to_json(record), "admission": record.admits}
+
+
+@dataset.command("create")
+@click.argument("name")
+@click.option("--description", default="", help="What the dataset is for.")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--admission", type=click.Choice(["reviewed", "direct"]), default="reviewed",
+              show_default=True,
+              help="How cases enter, fixed for ever: reviewed (only `cas promote` adds "
+                   "them) or direct (`cas commit --add` too: hand-authored golden sets).")
+@json_option
+@pass_ctx
+def create(ctx: Invocation, name: str, description: str, tags: tuple[str, ...],
+           admission: str) -> None:
+    """Create an empty dataset NAME."""
+    record = ctx.repo().create_dataset(name, description=description, tags=tags,
+                                       admission=admission)
+    ctx.emit(_dataset_json(record),
+             f"created dataset {name} (admission {admission}: {ADMISSION_SAYS[admission]})")
+
+
+@dataset.command("list")
+@json_option
+@pass_ctx
+def list_(ctx: Invocation) -> None:
+    """List the datasets."""
+    names = ctx.repo().datasets()
+    ctx.emit({"datasets": names}, "\n".join(names))
+
+
+@dataset.command("show")
+@click.argument("name")
+@click.option("--limit", type=INTEGER, default=20, show_default=True, help="Versions per page.")
+@click.option("--before", type=VersionOption(), default=None,
+              help="Continue below this version number.")
+@json_option
+@pass_ctx
+def show(ctx: Invocation, name: str, limit: int, before: int | None) -> None:
+    """Show a dataset's metadata and a page of its versions, newest first."""
+    repo = ctx.repo()
+    meta = repo.dataset(name)
+    policy = repo.content_policy(name)
+    page = repo.version_listing(name, before=before, limit=limit)
+
+    def human() -> str:
+        lines = [_meta_line(meta),
+                 f"  admission: {meta.admits} ({ADMISSION_SAYS[meta.admits]})",
+                 (f"  content policy: withholds {', '.join(policy.withheld) or 'nothing'} "
+                  f"({policy_source(policy)})")]
+        lines += _version_table(page.versions)
+        if page.next_before:
+            lines.append(f"  ... more: --before {page.next_before}")
+        return "\n".join(lines)
+
+    ctx.emit({"dataset": _dataset_json(meta),
+              "content_policy": {"withheld": policy.withheld, "overridden": policy.overridden,
+                                 "revision": policy.source.revision if policy.source else 0},
+              "versions": [_version_json(e) for e in page.versions],
+              "next_before": page.next_before}, human)
+
+
+def _state(entry) -> str:
+    return entry.state if entry.retirement is None else \
+        f"{entry.state} ({entry.retirement.cause})"
+
+
+def _version_table(entries) -> list[str]:
+    """One aligned line per version: `DATASET@N  STATE  COUNT cases (+ADDED -REMOVED)
+    OPERATION  AUTHOR  TIME  MESSAGE` (a retired version's state names its cause; an empty
+    message is left out)."""
+    rows = [(f"{e.record.dataset}@{e.record.number}", _state(e),
+             f"{e.record.item_count} cases (+{e.record.added} -{e.record.removed})",
+             e.record.operation, e.record.author,
+             e.record.sealed_at, e.record.message) for e in entries]
+    widths = [max(len(r[k]) for r in rows) for k in range(6)] if rows else []
+    return ["  " + "  ".join(r[k].ljust(widths[k]) for k in range(6)).rstrip()
+            + (f"  {_message(r[6])}" if r[6] else "") for r in rows]
+
+
+def _message(text: str) -> str:
+    """A message on one line: as written when printable, else as JSON (a newline in it
+    cannot break the listing)."""
+    return text if text.isprintable() else json.dumps(text, ensure_ascii=False)
+
+
+def _version_json(entry) -> dict:
+    retired = entry.retirement
+    return {**to_json(entry.record), "state": entry.state,
+            "retirement_cause": retired and retired.cause,
+            "retired_at": retired and retired.retired_at}
+
+
+@dataset.command("edit")
+@click.argument("name")
+@click.option("--description", default=None, help="New description.")
+@click.option("--tag", "tags", multiple=True, help="Replace the tags (repeatable).")
+@click.option("--clear-tags", is_flag=True, help="Remove every tag.")
+@json_option
+@pass_ctx
+def edit(ctx: Invocation, name: str, description: str | None, tags: tuple[str, ...],
+         clear_tags: bool) -> None:
+    """Edit a dataset's description or tags; every revision is kept."""
+    new_tags = [] if clear_tags else (list(tags) if tags else None)
+    record = ctx.repo().edit_dataset(name, description=description, tags=new_tags)
+    ctx.emit(_dataset_json(record), f"{name}: metadata revision {record.revision}")
+
+
+@dataset.command("history")
+@click.argument("name")
+@json_option
+@pass_ctx
+def history(ctx: Invocation, name: str) -> None:
+    """Every metadata revision of a dataset, oldest first."""
+    records = ctx.repo().dataset_history(name)
+    ctx.emit({"revisions": [_dataset_json(r) for r in records]},
+             lambda: "\n".join(f"{r.revision}  {r.edited_at}  {r.author}  {_meta_line(r)}"
+                               for r in records))
+
+
+@dataset.command("delete")
+@click.argument("name")
+@json_option
+@pass_ctx
+def delete(ctx: Invocation, name: str) -> None:
+    """Delete a dataset; refused while a score or an experiment cites any of its versions.
+    Its name can never be used again."""
+    t = ctx.repo().delete_dataset(name)
+    ctx.emit(to_json(t), f"deleted dataset {t.dataset}; the name {t.dataset!r} cannot be "
+                         "used again")
+
+
+EXAMPLES = {
+    "dataset": (
+        Example('cas dataset create support-evals --description "Support agent regressions"',
+                "Create an empty dataset; promoting reviewed runs adds its cases."),
+        Example("cas dataset show support-evals",
+                "Its metadata and its newest versions, with their state."),
+        Example("cas dataset list", "The names of every dataset."),
+    ),
+    "dataset create": (
+        Example('cas dataset create support-evals --description "Support agent regressions" '
+                "--tag support --tag prod",
+                "Create an empty dataset; only promotion of reviewed runs adds cases."),
+        Example('cas dataset create support-golden --admission direct --tag golden',
+                "Hand-authored cases: a direct dataset takes `cas commit --add` too."),
+    ),
+    "dataset list": (
+        Example("cas dataset list", "The names of every dataset, sorted."),
+        Example("cas dataset list --json", 'The same as {"datasets": [...]}, for scripts.'),
+    ),
+    "dataset show": (
+        Example("cas dataset show support-evals",
+                "Metadata and the 20 newest versions, each ACTIVE or RETIRED (CAUSE)."),
+        Example("cas dataset show support-evals --before 12",
+                "The versions below 12 (as `... more: --before 12` said)."),
+    ),
+    "dataset edit": (
+        Example('cas dataset edit support-evals --description "Tier-1 support regressions"',
+                "Write a new metadata revision; every revision is kept."),
+        Example("cas dataset edit support-evals --tag support --tag tier-1",
+                "Replace the tags."),
+        Example("cas dataset edit support-evals --clear-tags", "Remove every tag."),
+    ),
+    "dataset history": (
+        Example("cas dataset history support-evals", "Every metadata revision, oldest first."),
+    ),
+    "dataset delete": (
+        Example("cas dataset delete support-evals-scratch",
+                "Delete a dataset nothing cites; its name can never be used again."),
+    ),
+}

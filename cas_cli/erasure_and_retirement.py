@@ -1,0 +1,97 @@
+"""The plain commands of "Erasure and retirement": `cas erase`, `cas retire`."""
+
+from __future__ import annotations
+
+import shlex
+
+import click
+
+from .common import (
+    TOKEN,
+    VERSION_ARGS,
+    VERSION_FORMS,
+    Example,
+    Invocation,
+    erasure_text,
+    json_option,
+    pass_ctx,
+    plural,
+    split_version_args,
+    to_json,
+)
+
+
+@click.command()
+@click.option("--person", required=True, metavar="PERSON_ID",
+              help="The person whose cases, runs and reviews are deleted.")
+@click.option("--confirm-token", default=None, metavar="TOKEN",
+              help="The token of the preview: carries out exactly what it showed.")
+@json_option
+@pass_ctx
+def erase(ctx: Invocation, person: str, confirm_token: str | None) -> None:
+    """Erase a person: without --confirm-token, preview what would be deleted and retired;
+    with the preview's token, delete it from every version, pack and log."""
+    result = ctx.repo().erase(person, confirm_token, progress=ctx.progress)
+    if isinstance(result, dict):  # a preview
+        for warning in result["warnings"]:
+            click.echo(f"cas: warning: {warning}", err=True)
+        ctx.emit(result, lambda: _preview_text(result, person))
+        return
+    ctx.progress("", 0, 0)
+    ctx.emit(to_json(result), lambda: erasure_text(result, "erased"))
+
+
+def _preview_text(p: dict, person: str) -> str:
+    """The preview, in the future tense: nothing is deleted or retired before the confirmation.
+    It names the person as typed (the caller gave it); the record keeps only the digest."""
+    if not p["matched"]:
+        return f"nothing to erase: nothing matched {person}; no record will be written"
+    lines = [(f"erasing {person} will delete {plural(len(p['cases']), 'case')}, "
+              f"{plural(len(p['runs']), 'run')} and {plural(len(p['reviews']), 'review')}, "
+              f"and will retire {plural(len(p['versions_to_retire']), 'version')}:")]
+    lines += [f"  will retire {v['dataset']}@{v['number']} ({v['state']}, "
+              f"{plural(v['item_count'], 'case')})" for v in p["versions_to_retire"]]
+    lines += [f"  will delete run {r}" for r in p["runs"]]
+    lines += [f"  will delete case {c}" for c in p["cases"]]
+    lines += [f"  will delete review {a}" for a in p["reviews"]]
+    lines += [f"  will delete proposal {t}" for t in p["proposals_to_delete"]]
+    lines += [f"  cited by score {s['score_id']} ({s['metric']}, {s['dataset']}@{s['version']})"
+              for s in p["citing_scores"]]
+    lines += [f"  cited by experiment {e['name']} ({e['dataset']}@{e['version']})"
+              for e in p["citing_experiments"]]
+    lines.append(f"confirm with: cas erase --person {shlex.quote(person)} --confirm-token "
+                 f"{p['confirm_token']}")
+    return "\n".join(lines)
+
+
+@click.command(context_settings=VERSION_ARGS)
+@click.argument("args", nargs=-1, metavar="DATASET VERSION")
+@click.option("--cause", required=True, metavar="CAUSE",
+              help="CONTAMINATED, INVALID_LABELS or OPERATOR_REQUEST (any letter case).")
+@click.option("--note", required=True, help="Why, for whoever finds the version retired.")
+@json_option
+@pass_ctx
+def retire(ctx: Invocation, args: tuple[str, ...], cause: str, note: str) -> None:
+    """Retire DATASET VERSION for good: reads, scores and experiments over it are refused from
+    now on. Deletes nothing (erasing a person is `cas erase`)."""
+    name, number, _ = split_version_args("retire", args, VERSION_FORMS)
+    r = ctx.repo().retire(name, number, cause, note)
+    ctx.emit({**to_json(r), "state": "RETIRED"},
+             f"retired {r.dataset}@{r.number}: {r.cause} at {r.retired_at}")
+
+
+EXAMPLES = {
+    "erase": (
+        Example("cas erase --person p-2231",
+                "Preview what erasing the person deletes and retires; nothing changes."),
+        Example(f"cas erase --person p-2231 --confirm-token {TOKEN}",
+                "Carry out exactly what the preview showed."),
+    ),
+    "retire": (
+        Example('cas retire support-evals@2 --cause CONTAMINATED '
+                '--note "found in a training crawl"',
+                "Retire version 2 for good: every read, score and experiment is refused."),
+        Example('cas retire support-evals 1 --cause INVALID_LABELS --note "rubric v1 was wrong"',
+                "Retire version 1 because its labels were wrong."),
+    ),
+}

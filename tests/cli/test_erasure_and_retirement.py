@@ -1,0 +1,105 @@
+"""`cas retire` and `cas erase` (and `cas show` of a retired version): exit codes and exact
+output."""
+
+import json
+
+import pytest
+from support.cli import commit_people
+
+OPERATOR = "Grace <grace@example.com>"
+
+
+@pytest.fixture
+def run(run, monkeypatch):
+    monkeypatch.setenv("CAS_USER", OPERATOR)  # retiring and erasing are an operator's work
+    return run
+
+
+@pytest.fixture
+def repo(run, tmp_path):
+    return commit_people(run, tmp_path)
+
+
+def test_retire_and_show(run, repo):
+    r = run("retire", "evals", "1", "--cause", "invalid_labels", "--note", "labels were swapped")
+    retired = repo.retirement("evals", 1)
+    assert (r.exit_code, r.stdout) == (0, f"retired evals@1: INVALID_LABELS at "
+                                          f"{retired.retired_at}\n")
+    v = repo.version("evals", 1)
+    r = run("show", "evals@1")
+    assert r.stdout == (
+        f"evals@1: 2 cases (+2 -0) {v.content_digest}\n"
+        "state:     RETIRED\n"
+        f"retired:   INVALID_LABELS at {retired.retired_at} by {OPERATOR}\n"
+        "note:      labels were swapped\n"
+        "parent:    -\n"
+        "operation: commit\n"
+        f"author:    {v.author}\n"
+        f"sealed at: {v.sealed_at}\n")
+    shown = json.loads(run("--json", "show", "evals", "1").stdout)
+    assert shown["state"] == "RETIRED" and shown["item_count"] == 2
+    assert (shown["retirement_cause"], shown["retired_at"], shown["retirement_note"],
+            shown["retired_by"]) == ("INVALID_LABELS", retired.retired_at,
+                                     "labels were swapped", OPERATOR)
+    assert json.loads(run("--json", "show", "evals", "2").stdout)["state"] == "ACTIVE"
+    # every read of it is refused, with the code and reason
+    for args in (("items", "evals", "1"), ("case", "evals", "1", repo.items("evals", 2).items[0]),
+                 ("pin", "evals", "1"), ("diff", "evals", "1", "2")):
+        r = run("--json", *args)
+        assert r.exit_code == 5 and r.stdout == ""
+        error = json.loads(r.stderr)["error"]
+        assert (error["code"], error["reason"], error["state"], error["retirement_cause"]) == (
+            "FAILED_PRECONDITION", "EVALUATION_DATASET_VERSION_RETIRED", "RETIRED",
+            "INVALID_LABELS")
+    r = run("retire", "evals", "1", "--cause", "contaminated", "--note", "again")
+    assert r.exit_code == 5 and r.stderr == (
+        f"cas: error: evals@1 is already retired (INVALID_LABELS at {retired.retired_at}); a "
+        "retirement is permanent and its first cause stands\n")
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (("retire", "evals", "2", "--cause", "PERSON_ERASED", "--note", "x"), 2,
+     "the cause PERSON_ERASED cannot be given by hand: it is recorded by `cas erase`, which also "
+     "deletes the person's data; accepted: CONTAMINATED, INVALID_LABELS, OPERATOR_REQUEST"),
+    (("retire", "evals", "2", "--cause", "stale", "--note", "x"), 2,
+     "unknown retirement cause 'stale'; accepted: CONTAMINATED, INVALID_LABELS, "
+     "OPERATOR_REQUEST (any letter case)"),
+    (("retire", "evals", "2", "--cause", "contaminated", "--note", ""), 2,
+     "a retirement needs a note saying why: 1-4096 characters"),
+    (("retire", "evals", "7", "--cause", "contaminated", "--note", "x"), 3,
+     "dataset 'evals' has no version 7"),
+    (("erase", "--person", "p-1", "--confirm-token", "ct-" + "0" * 32), 5,
+     "the confirm token does not match this request (it was issued for a different request, or "
+     "what it previewed has changed); run the command without --confirm-token to preview again"),
+])
+def test_refusals_change_nothing(run, repo, args, code, message):
+    before = {k: repo.backend.get(k) for k in repo.backend.list("")}
+    r = run(*args)
+    assert (r.exit_code, r.stdout, r.stderr) == (code, "", f"cas: error: {message}\n")
+    assert {k: repo.backend.get(k) for k in repo.backend.list("")} == before
+
+
+def test_erase_preview_then_confirm(run, repo):
+    preview = json.loads(run("--json", "erase", "--person", "p-2").stdout)
+    assert sorted(preview) == ["cases", "cassettes", "citing_experiments", "citing_scores",
+                               "confirm_token",
+                               "matched", "person", "proposals_to_delete", "reviews", "runs",
+                               "versions_to_retire", "warnings"]
+    assert preview["matched"] is True and preview["warnings"] == []
+    assert len(preview["cases"]) == 2 and preview["runs"] == preview["reviews"] == []
+    assert [(v["dataset"], v["number"], v["state"]) for v in preview["versions_to_retire"]] == \
+        [("evals", 1, "ACTIVE"), ("evals", 2, "ACTIVE")]
+    human = run("erase", "--person", "p-2").stdout
+    # the person as typed, in the future tense: nothing is deleted before the confirmation
+    assert human.splitlines()[0] == ("erasing p-2 will delete 2 cases, 0 runs and 0 reviews, "
+                                     "and will retire 2 versions:")
+    assert human.splitlines()[-1] == ("confirm with: cas erase --person p-2 "
+                                      f"--confirm-token {preview['confirm_token']}")
+    r = run("--json", "erase", "--person", "p-2", "--confirm-token", preview["confirm_token"])
+    assert r.exit_code == 0
+    done = json.loads(r.stdout)
+    assert done["id"] == preview["confirm_token"] and done["person"] == preview["person"]
+    assert done["retired"] == [{"dataset": "evals", "number": 1},
+                               {"dataset": "evals", "number": 2}]
+    assert "p-2" not in r.stdout
+    assert json.loads(run("--json", "fsck").stdout)["ok"] is True

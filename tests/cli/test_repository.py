@@ -1,0 +1,66 @@
+"""`cas init`, `fsck`, `gc` and `cat`: exit codes and exact output."""
+
+import json
+
+import pytest
+from support.cli import commit_example, files, refused
+
+from cas_cli.main import EXIT_CODES
+
+
+@pytest.fixture
+def repo(run):
+    """Dataset `evals` holds the example cases as version 1: its commit's JSON."""
+    return commit_example(run)
+
+
+def test_init_creates_dot_cas_and_refuses_a_second_time(run, tmp_path):
+    r = run("init")
+    assert r.exit_code == 0
+    assert r.stdout == f"initialized empty cas repository in {tmp_path / '.cas'}\n"
+    r = run("init")
+    assert r.exit_code == EXIT_CODES["ALREADY_EXISTS"] == 4
+    assert r.stderr == f"cas: error: a repository already exists at {tmp_path / '.cas'}\n"
+    assert r.stdout == ""
+
+
+def test_cat_prints_verified_canonical_bytes(run, repo):
+    r = run("cat", repo["content_digest"])
+    assert r.exit_code == 0
+    from cas.digest import digest_of
+    data = r.stdout_bytes.rstrip(b"\n")
+    assert digest_of(json.loads(data)["kind"], data) == repo["content_digest"]
+    r = run("cat", "b3:" + "0" * 64)
+    assert r.exit_code == 3
+    r = run("cat", "nonsense")
+    assert r.exit_code == 2 and "64 hex digits" in r.stderr
+
+
+def test_fsck_json_and_exit_code_on_damage(run, repo, tmp_path):
+    r = run("--json", "fsck")
+    assert r.exit_code == 0
+    report = json.loads(r.stdout)
+    assert report["ok"] is True and report["versions"] == 1 and report["problems"] == []
+    version_file = tmp_path / ".cas" / "datasets" / "evals" / "versions" / "0000000001"
+    data = bytearray(version_file.read_bytes())
+    data[-5] ^= 0x01
+    version_file.write_bytes(bytes(data))
+    r = run("fsck")
+    assert r.exit_code == 7
+    assert "datasets/evals/versions/0000000001" in r.stdout and "DAMAGED" in r.stdout
+
+
+def test_gc_reports_what_it_would_reclaim_and_refuses_a_bad_duration(run, repo, tmp_path):
+    before = files(tmp_path)
+    gc = json.loads(run("--json", "gc", "--dry-run", "--grace", "0").stdout)
+    assert sorted(gc) == ["bytes_reclaimed", "deferred", "dry_run", "garbage_kept",
+                          "log_indexes_deleted", "multi_indexes_deleted", "objects_deleted",
+                          "packs", "packs_deleted", "packs_rewritten", "packs_written",
+                          "proposals_deleted", "records_deleted"]
+    assert gc["dry_run"] is True and gc["deferred"] == 0
+    r = run("gc", "--dry-run", "--grace", "0")
+    assert r.exit_code == 0 and r.stdout.startswith("would reclaim ")
+    assert files(tmp_path) == before
+    refused(run, tmp_path, ("gc", "--grace", "soon"), 2, "INVALID_ARGUMENT", None,
+            "invalid grace period 'soon'; use seconds or a number with s, m, h or d, e.g. 0, "
+            "90, 15m, 24h, 7d")

@@ -1,0 +1,48 @@
+"""`cas settings show` and `content-policy`: what promotion copies into cases."""
+
+from support.cli import ADA, ok_json, refused, seal, subject, subjects_file
+
+
+def test_settings_content_policy(run, reviewed, tmp_path):
+    assert ok_json(run("--json", "settings", "show")) == {
+        "revision": 0, "dataset": None, "overridden": False, "withheld": [],
+        "copied": ["input", "output", "tool_arguments", "tool_results", "metadata"],
+        "eligibility": {"revision": 0, "metric": "dataset_eligibility",
+                        "accepted": ["accepted", "reviewed"]}}
+    r = run("settings", "show")
+    assert r.stdout == "copied: input, output, tool_arguments, tool_results, metadata\n" \
+                       "withheld: -\npromotion needs: dataset_eligibility = accepted or reviewed\n"
+    record = ok_json(run("--json", "settings", "content-policy", "--withhold", "tool_results",
+                         "--withhold", "input"))
+    assert record == {"kind": "settings", "format": 1, "revision": 1,
+                      "withheld": ["input", "tool_results"], "author": ADA,
+                      "edited_at": record["edited_at"]}
+    assert run("settings", "show").stdout == ("copied: output, tool_arguments, metadata\n"
+                                              "withheld: input, tool_results\n"
+                                              "promotion needs: dataset_eligibility = "
+                                              "accepted or reviewed\n")
+    one_of = "give one of --withhold CLASS (repeatable), --copy-all or --inherit (with --dataset)"
+    refused(run, tmp_path, ("settings", "content-policy"), 2, "INVALID_ARGUMENT", None, one_of)
+    refused(run, tmp_path, ("settings", "content-policy", "--withhold", "input", "--copy-all"),
+            2, "INVALID_ARGUMENT", None, one_of)
+    refused(run, tmp_path, ("settings", "content-policy", "--inherit"), 2, "INVALID_ARGUMENT",
+            None, "--inherit drops a dataset's override: name it with --dataset")
+    refused(run, tmp_path, ("settings", "content-policy", "--withhold", "secrets"), 2,
+            "INVALID_ARGUMENT", None, "unknown content class 'secrets'; accepted: input, "
+            "output, tool_arguments, tool_results, metadata")
+    # the preview names the withheld classes per case, the frozen case too
+    path = subjects_file(tmp_path, subject("r-1", reviewed["r-1"]))
+    p = ok_json(run("--json", "promote", "evals", "--file", path, "--idempotency-key", "k"))
+    [cid] = p["proposed"]["added"]
+    assert p["withheld"] == {cid: ["input", "tool_results"]}
+    r = run("promote", "evals", "--file", path, "--idempotency-key", "k")
+    assert r.stdout.splitlines()[1].split() == ["CASE", "RUN", "TENANT", "OUTCOME", "WITHHELD"]
+    assert r.stdout.splitlines()[2].split() == ["+", cid, "r-1", "acme", "success", "input,",
+                                                "tool_results"]
+    seal(run, p["confirm_token"])
+    case = ok_json(run("--json", "case", "evals", "1", cid))
+    assert case["withheld"] == ["input", "tool_results"] and case["input"] is None
+    assert all("result" not in s for s in case["steps"] if s["type"] == "tool_call")
+    assert case["output"] == "done 1" and case["run_id"] == "r-1"
+    r = run("--json", "settings", "content-policy", "--copy-all")
+    assert ok_json(r)["withheld"] == [] and ok_json(r)["revision"] == 2

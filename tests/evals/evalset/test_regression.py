@@ -1,0 +1,275 @@
+"""Regression runs (cas/evals/evalset/regression.py): a pinned eval set version replayed and its
+new scores compared with the baselines; held, regressed, improved, inconclusive and skipped;
+exit codes; one score batch citing the version; and `cas evalset`, end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+import cas
+from cas.errors import FailedPrecondition, InvalidArgument
+from cas.evals import evalset
+from support.evals import AUTHOR, clocked_repo, fill
+
+
+def scored_set(kinds: str = "fw"):
+    repo = clocked_repo()
+    es = evalset.open(repo, "es")
+    return repo, es, fill(es, kinds, replay_input={"q": "hi"})
+
+def new_run(scenario, system_context):
+    return f"new-{scenario.session_id}"
+
+def scorer_of(values: dict):
+    """A scorer giving each session's scores from `values` (session -> scores)."""
+    return lambda scenario, run_id: values[scenario.session_id]
+
+def test_held_regressed_and_improved_with_a_scorer():
+    repo, es, (f0, w1) = scored_set("fw")
+    result = evalset.regress(repo, "es@2", new_run, scorer_of(
+        {"s0": {"success": 1.0, "extra": "label"}, "s1": {"success": 1.0}}), author=AUTHOR)
+    by_id = {r.id: r for r in result.results}
+    assert by_id[f0.id].outcome == "improved" and by_id[w1.id].outcome == "held"
+    assert by_id[f0.id].new_run_id == "new-s0"
+    assert result.exit_code == 0 and result.warnings == ()
+    assert result.counts == {"held": 1, "regressed": 0, "improved": 1, "inconclusive": 0,
+                             "skipped": 0}
+    regressed = evalset.regress(repo, "es@2", new_run, scorer_of(
+        {"s0": {"success": 0.0}, "s1": {"success": 0}}), record=False)
+    assert [r.outcome for r in regressed.results] == ["held", "regressed"]
+    assert regressed.exit_code == evalset.EXIT_WIN_REGRESSED == 12
+    assert "success 1.0 -> 0" in regressed.results[1].reason
+
+def test_a_regressed_failure_never_changes_the_exit_code_and_tolerance_and_direction():
+    repo, es, (f0, w1) = scored_set("fw")
+    es.capture("lat", "win", [], {"latency_s": 2.0, "ok": True}, replay_input="x",
+               author=AUTHOR)
+    scores = {"s0": {"success": -1.0}, "s1": {"success": 0.95},
+              "lat": {"latency_s": 1.0, "ok": True}}
+    result = evalset.regress(repo, "es@3", new_run, scorer_of(scores), tolerance=0.1,
+                             lower_is_better=["latency_s"], record=False)
+    assert [r.outcome for r in result.results] == ["regressed", "held", "improved"]
+    assert result.exit_code == 0
+    strict = evalset.regress(repo, "es@3", new_run, scorer_of(scores),
+                             lower_is_better=["latency_s"], record=False)
+    assert [r.outcome for r in strict.results] == ["regressed", "regressed", "improved"]
+    higher = evalset.regress(repo, "es@3", new_run, scorer_of(scores), record=False)
+    assert higher.results[2].outcome == "regressed"  # latency 2.0 -> 1.0, higher is better
+
+def test_compare_rules():
+    assert evalset.compare({}, {"a": 1})[0] == "inconclusive"
+    assert evalset.compare({"a": True}, {"a": 0.5})[0] == "regressed"
+    assert evalset.compare({"a": False}, {"a": True})[0] == "improved"
+    assert evalset.compare({"a": 1}, {"a": "good"})[0] == "inconclusive"
+    assert evalset.compare({"a": 1, "b": 0}, {"a": 2, "b": -1}) == \
+        ("regressed", "worse: b 0 -> -1")
+    outcome, reason = evalset.compare({"a": 1, "b": 1}, {"c": 1})
+    assert outcome == "inconclusive" and "'a', 'b'" in reason
+
+async def slow_async(scenario, system_context):
+    await asyncio.sleep(5)
+    return "never"
+
+def slow_sync(scenario, system_context):
+    time.sleep(0.3)
+    return "late"
+
+def test_inconclusive_scenarios_never_crash_the_run():
+    repo, es, (f0, w1, w2, w3, w4) = scored_set("fwwww")
+
+    def replay(scenario, system_context):
+        if scenario.session_id == "s1":
+            raise RuntimeError("the agent fell over")
+        if scenario.session_id == "s2":
+            return scenario.session_id          # not a new run
+        if scenario.session_id == "s3":
+            return 42                           # not a run id
+        return new_run(scenario, system_context)
+    result = evalset.regress(repo, "es@5", replay, scorer_of(
+        {"s0": {"success": 0.0}, "s4": {"other": 1.0}}), record=False)
+    reasons = [r.reason for r in result.results]
+    assert [r.outcome for r in result.results] == ["held"] + ["inconclusive"] * 4
+    assert "RuntimeError: the agent fell over" in reasons[1]
+    assert "own session 's2'" in reasons[2]
+    assert "42" in reasons[3]
+    assert "lack the baseline metric(s) 'success'" in reasons[4]
+    assert result.exit_code == evalset.EXIT_WIN_UNCHECKED == 13
+
+@pytest.mark.parametrize("slow", [slow_async, slow_sync])
+def test_a_slow_replay_times_out_as_inconclusive(slow):
+    repo, es, _ = scored_set("w")
+    started = time.monotonic()
+    timed = evalset.regress(repo, "es@1", slow, scorer_of({}), timeout=0.2, record=False)
+    assert time.monotonic() - started < 0.28  # stopped waiting at the timeout
+    assert timed.results[0].outcome == "inconclusive" and timed.exit_code == 13
+    assert "did not return within 0.2 s" in timed.results[0].reason
+
+def test_a_raising_scorer_is_inconclusive():
+    repo, es, _ = scored_set("w")
+
+    async def scorer(scenario, run_id):
+        raise ValueError("no judge")
+    result = evalset.regress(repo, "es@1", new_run, scorer, record=False)
+    assert result.results[0].outcome == "inconclusive"
+    assert "ValueError: no judge" in result.results[0].reason
+
+def test_without_a_replay_function_every_scenario_is_skipped_with_one_warning():
+    repo, es, _ = scored_set("fw")
+    es.capture("bare", "failure", [], {"success": 0}, author=AUTHOR)  # not replayable
+    result = evalset.regress(repo, "es@3")
+    assert result.counts["skipped"] == 3 and result.warnings == (evalset.NO_REPLAY_WARNING,)
+    assert result.exit_code == 13 and result.recorded is None  # a win went unchecked
+    assert repo.scores("es") == []
+    replayed = evalset.regress(repo, "es@3", new_run, scorer_of(
+        {"s0": {"success": 0}, "s1": {"success": 1}}), record=False)
+    skipped = [r for r in replayed.results if r.outcome == "skipped"]
+    assert len(skipped) == 1 and skipped[0].reason.startswith("not replayable")
+    assert replayed.warnings == () and replayed.exit_code == 0
+
+def test_scores_are_read_from_the_new_runs_outcome_without_a_scorer():
+    repo, es, (w0,) = scored_set("w")
+    repo.import_runs([{"run_id": "new-s0", "tenant": "t", "input": "x", "steps": [],
+                       "outcome": {"scores": {"success": 1.0}}}])
+    result = evalset.regress(repo, "es@1", new_run, record=False)
+    assert result.results[0].outcome == "held"
+    assert result.results[0].scores == {"success": 1.0}
+    missing = evalset.regress(repo, "es@1", lambda s, c: "elsewhere-1", record=False)
+    assert missing.results[0].outcome == "inconclusive"
+    assert "not a run of this repository" in missing.results[0].reason
+
+def test_results_are_recorded_as_one_batch_citing_the_version():
+    repo, es, (f0, w1) = scored_set("fw")
+    es.capture("bare", "win", [], {"success": 1}, author=AUTHOR)  # skipped, still labelled
+    result = evalset.regress(repo, str(es.pin), new_run, scorer_of(
+        {"s0": {"success": 0.0}, "s1": {"success": 1.0}}), author=AUTHOR)
+    rec = result.recorded
+    assert rec is not None and rec.created and rec.experiment.startswith("regress-")
+    assert len(rec.experiment) == len("regress-") + 12
+    scores = repo.scores("es", 3)
+    assert {s.batch for s in scores} == {rec.batch} and rec.scores == len(scores) == 5
+    assert all(s.version == 3 and s.experiment == rec.experiment for s in scores)
+    labels = {s.item: s.value for s in scores if s.metric == "regression"}
+    assert sorted(labels.values()) == ["held", "held", "skipped"]
+    assert [e.name for e in repo.experiments("es")] == [rec.experiment]
+    again = evalset.regress(repo, "es@3", new_run, scorer_of(
+        {"s0": {"success": 0.0}, "s1": {"success": 1.0}}), author=AUTHOR)
+    assert again.recorded.experiment == rec.experiment and not again.recorded.created
+    named = evalset.regress(repo, "es@3", new_run, scorer_of(
+        {"s0": {"success": 0.0}, "s1": {"success": 1.0}}), experiment="nightly",
+        author=AUTHOR)
+    assert named.recorded.experiment == "nightly"
+    es.capture("later", "failure", [], {"success": 0}, author=AUTHOR)
+    with pytest.raises(FailedPrecondition) as refused:  # checked before anything runs
+        evalset.regress(repo, "es@4", experiment="nightly", author=AUTHOR)
+    assert refused.value.reason == "EXPERIMENT_VERSION_MISMATCH"
+
+def test_a_retired_version_or_a_wrong_source_is_refused():
+    repo, es, _ = scored_set("fw")
+    pin = str(es.pin)
+    repo.retire("es", 2, "contaminated", "leaked into a training mix", author=AUTHOR)
+    for source in ("es@2", pin):
+        with pytest.raises(FailedPrecondition) as refused:
+            evalset.regress(repo, source)
+        assert refused.value.reason == "EVALUATION_DATASET_VERSION_RETIRED"
+    with pytest.raises(FailedPrecondition) as refused:
+        es.capture("new", "failure", [], {"success": 0}, author=AUTHOR)  # not renewed
+    assert refused.value.reason == "EVALUATION_DATASET_VERSION_RETIRED"
+    with pytest.raises(InvalidArgument):
+        evalset.regress(repo, "es")
+    with pytest.raises(FailedPrecondition) as mismatch:
+        evalset.regress(repo, "es@1#b3:" + "0" * 64)
+    assert mismatch.value.reason == "PIN_MISMATCH"
+    repo.create_dataset("plain", admission="direct")
+    repo.commit("plain", base=None, add=[{"input": 1}])
+    with pytest.raises(FailedPrecondition) as refused:
+        evalset.regress(repo, "plain@1")
+    assert refused.value.reason == "NOT_AN_EVAL_SET"
+
+def test_bad_regression_arguments():
+    repo, es, _ = scored_set("w")
+    for kwargs in (dict(tolerance=-1), dict(tolerance=float("nan")), dict(timeout=-1),
+                   dict(lower_is_better="latency"), dict(replay="mod:fn")):
+        with pytest.raises(InvalidArgument):
+            evalset.regress(repo, "es@1", **kwargs)
+
+
+# -- the CLI ----------------------------------------------------------------------------------
+REPLAY_MODULE = '''
+def replay(scenario, system_context):
+    return "new-" + scenario.session_id + ("-ctx" if system_context else "")
+
+def score(scenario, run_id):
+    return {"success": 0.0 if run_id.endswith("-ctx") else 1.0}
+'''
+
+def test_cli_capture_list_show_matching_attach_and_regress(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cas_cli.main import cli
+    monkeypatch.setenv("CAS_USER", AUTHOR)
+    location = str(tmp_path / "repo")
+    cas.init(location)
+    (tmp_path / "evalset_cli_agent.py").write_text(REPLAY_MODULE)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args):
+        return CliRunner().invoke(cli, ["--repo", location, *args], catch_exceptions=False)
+
+    def ok(*args):
+        r = run(*args, "--json")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+    win = ok("evalset", "capture", "es", "--session", "s1", "--kind", "win", "--signature",
+             "refund", "--baseline", "success=1", "--replay-input", '{"q": "refund"}')
+    assert win["sealed"] and win["version"] == 1 and win["evicted"] == []
+    assert win["scenario"]["baseline_scores"] == {"success": 1}
+    fail = ok("evalset", "capture", "es", "--session", "s2", "--kind", "failure",
+              "--signature", "tool_failed:search", "--signature", "failed",
+              "--baseline", "success=0", "--notes", "call +1 415 555 0100")
+    assert "555" not in fail["scenario"]["notes"]
+    again = ok("evalset", "capture", "es", "--session", "s2", "--kind", "failure",
+               "--signature", "failed", "--signature", "tool_failed:search",
+               "--baseline", "success=0")
+    assert not again["sealed"] and again["version"] == 2
+    listed = ok("evalset", "list", "es")
+    assert listed["version"] == 2 and len(listed["scenarios"]) == 2
+    assert [s["kind"] for s in ok("evalset", "list", "es", "--kind", "win")["scenarios"]] == \
+        ["win"]
+    assert "es@2: 2 scenarios" in run("evalset", "list", "es").stdout
+    shown = ok("evalset", "show", "es", fail["scenario"]["id"])
+    assert shown["scenario"]["signature"] == ["failed", "tool_failed:search"]
+    matched = ok("evalset", "matching", "es", "--signature", "failed")
+    assert [s["id"] for s in matched["scenarios"]] == [fail["scenario"]["id"]]
+    attached = ok("evalset", "attach", "es", fail["scenario"]["id"], "--replay-input", '"q"')
+    assert attached["version"] == 3 and attached["scenario"]["replay_input"] == "q"
+
+    r = run("evalset", "regress", "es@3", "--json")   # no replay: all skipped, exit 13
+    assert r.exit_code == 13 and "cas: warning: no replay function" in r.stderr
+    out = json.loads(r.stdout)
+    assert out["counts"]["skipped"] == 2 and out["recorded"] is None
+    assert set(out) == {"evalset", "version", "results", "counts", "warnings", "exit_code",
+                        "recorded"}
+    assert set(out["results"][0]) == {"id", "kind", "outcome", "scores", "baseline", "reason"}
+    r = run("evalset", "regress", "es@3", "--replay", "evalset_cli_agent:replay",
+            "--scorer", "evalset_cli_agent:score", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["recorded"]["scores"] == 4
+    (tmp_path / "context.txt").write_text("be terse")
+    r = run("evalset", "regress", "es@3", "--replay", "evalset_cli_agent:replay",
+            "--scorer", "evalset_cli_agent:score", "--system-context", "@context.txt",
+            "--no-record")
+    assert r.exit_code == 12 and "1 regressed" in r.stdout and "NOT ok (exit 12)" in r.stdout
+
+    refused = run("evalset", "capture", "es", "--session", "s3", "--kind", "win",
+                  "--baseline", "success", "--json")
+    assert refused.exit_code == 2 and json.loads(refused.output)["error"]["reason"] == "USAGE"
+    bad = run("evalset", "capture", "es", "--session", "s3", "--kind", "win",
+              "--baseline", "success=great", "--json")
+    assert bad.exit_code == 2 and json.loads(bad.output)["error"]["field"] == "baseline_scores"
+    missing = run("evalset", "list", "nope", "--json")
+    assert missing.exit_code == 3
+    assert run("evalset", "renew", "es", "--json").exit_code == 0
