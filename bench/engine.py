@@ -223,7 +223,7 @@ def child_ingest(jsonl: str, repo: str) -> dict[str, Any]:
     return {"seconds": dt, "item_count": rec.item_count, "content_digest": rec.content_digest,
             "rss_before": rss0,
             "maxrss": peak_rss(),
-            # the process that stored the second half of the file (cas/ingest.py), if any
+            # the process that stored the second half of the file (cas/repo/ingest.py), if any
             "helper_maxrss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
             "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
@@ -349,7 +349,7 @@ def bench_size(n: int, jsonl: str, out: str, args, rng: random.Random, log) -> d
             f"(helper {ingests[-1]['helper_maxrss'] / 2**20:.0f} MiB, both sampled "
             f"{ingests[-1]['sampled_rss'] / 2**20:.0f} MiB)")
     assert ingests[-1]["item_count"] == n, ingests[-1]
-    # The same ingest by one process (a file this large is otherwise split in two: cas/ingest.py)
+    # The same ingest by one process (a file this large is otherwise split in two: cas/repo/ingest.py)
     settle()
     shutil.rmtree(repo, ignore_errors=True)
     alone = run_child("ingest", jsonl, repo, one_process=True)
@@ -532,7 +532,7 @@ def cold_processes(results: list[dict[str, Any]], args, rng: random.Random, log)
     # Where PYTHONDONTWRITEBYTECODE is set (this VM sets it), an editable install compiles all
     # of cas in every process: compile it once, as pip does for an installed package.
     import compileall
-    for package in ("cas", "cli"):
+    for package in ("cas", "cas_cli"):
         compileall.compile_dir(os.path.join(ROOT, package), quiet=1)
     out: dict[str, Any] = {"tool": "cas CLI" if use_cli else "python -c 'import cas; ...'"}
     startup = [sys.executable, "-c", "pass"]

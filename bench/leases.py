@@ -1,4 +1,4 @@
-"""Lease overhead: what the gc/erasure protocol (cas/leases.py) costs a writer.
+"""Lease overhead: what the gc/erasure protocol (cas/storage/leases.py) costs a writer.
 
 Run by hand (not a timed test):
 
@@ -52,9 +52,15 @@ class Counting:
 
 
 class NoLease:
-    """What a writer held before leases: nothing."""
+    """What a writer held before leases: nothing. It keeps the repository's context and a key
+    that is never stored for the writers' own upkeep (maintenance.merge_packs), which both
+    sides then do alike."""
     avoid_packs = frozenset()
     doomed_proposals = frozenset()
+    key = None
+
+    def __init__(self, ctx):
+        self.ctx = ctx
 
     def check(self, *_):
         pass
@@ -76,7 +82,7 @@ class NoLease:
 def protocol(on: bool):
     original = leases.writing
     if not on:
-        leases.writing = lambda repo, operation: NoLease()
+        leases.writing = lambda ctx, operation: NoLease(ctx)
     try:
         yield
     finally:

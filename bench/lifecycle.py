@@ -190,8 +190,8 @@ def part_a(jsonl: str, n: int, repo_dir: str, log) -> dict:
 def build_base(jsonl: str, n: int, chunk: int, repo_dir: str, how: str, log) -> dict:
     """An n-case dataset: import + review + promote + seal in chunks (or commit the cases)."""
     import cas
-    from cas.format.records import Run
     from cas.format.projection import freeze
+    from cas.format.records import RunRecord
     new_repo(repo_dir)
     t0 = time.perf_counter()
     for start in range(0, n, chunk):
@@ -204,7 +204,7 @@ def build_base(jsonl: str, n: int, chunk: int, repo_dir: str, how: str, log) -> 
     if how == "commit":
         r = cas.open(repo_dir)
         from cas.repo.runs import index as run_index
-        cases = (freeze(r.store.get(d, Run), [])
+        cases = (freeze(r.store.get(d, RunRecord), [])
                  for _, d in sorted(run_index(r.context).all().items()))
         r.commit(DATASET, base=None, add=cases, author=AUTHOR, message="base")
     seconds = time.perf_counter() - t0
@@ -354,8 +354,8 @@ def merge_indexes(repo_dir: str) -> int:
     go, maintenance.maintain: this shows what one full merge adds to that). Readers then search one
     index instead of one per pack."""
     import cas
-    from cas.storage import pack as packfmt
     from cas.format.keys import PACKS, multi_index_key
+    from cas.storage import pack as packfmt
     backend = cas.open(repo_dir).backend
     keys = [k for k in backend.list(PACKS) if k.endswith(".idx")]
     data = packfmt.format_multi_index([backend.get(k) for k in keys])
@@ -371,8 +371,8 @@ GIT_ENV = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull
 
 def frozen(run: dict[str, Any]) -> tuple[str, bytes]:
     """(case id, canonical bytes) of the case a run becomes: the bytes cas stores."""
-    from cas.format.records import encode_object
     from cas.format.projection import freeze
+    from cas.format.records import encode_object
     from cas.repo.runs import parse_run
     _, data, case_id = encode_object(freeze(parse_run(run, "$"), []))
     return case_id, data

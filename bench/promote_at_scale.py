@@ -27,11 +27,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "bench")]
 
+from lifecycle import cold_index_loads  # noqa: E402
+
 import cas  # noqa: E402
 from cas.repo import reviews  # noqa: E402
 from cas.repo import runs as run_log  # noqa: E402
-from lifecycle import cold_index_loads  # noqa: E402
-from lifecycle_helpers import run_obj  # noqa: E402
+from support.lifecycle import run_obj  # noqa: E402
 
 AUTHOR = "Bench <bench@example.com>"
 

@@ -23,8 +23,9 @@ from collections import Counter
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "bench")]
 
-import cas  # noqa: E402
 from engine import extra_case, generate  # noqa: E402
+
+import cas  # noqa: E402
 
 
 def ingest(location: str, jsonl: str) -> tuple[float, "cas.Repository"]:
@@ -92,7 +93,7 @@ def main() -> int:
     os.environ.setdefault("CAS_CACHE_DIR", os.path.join(out, "cache"))
     server = None
     if not os.environ.get("AWS_ENDPOINT_URL"):
-        from seaweed import BUCKET, SeaweedServer
+        from support.seaweed import BUCKET, SeaweedServer
         server = SeaweedServer().start()
         os.environ.update(server.environ())
         bucket = BUCKET

@@ -34,7 +34,7 @@ def rate(n: int, fn, workers: int = 1) -> float:
 def main() -> None:
     server = None
     if not os.environ.get("AWS_ENDPOINT_URL"):
-        from seaweed import BUCKET, SeaweedServer
+        from support.seaweed import BUCKET, SeaweedServer
         server = SeaweedServer().start()
         os.environ.update(server.environ())
         bucket = BUCKET

@@ -19,21 +19,21 @@ import importlib.abc as _importlib_abc
 import importlib.util as _importlib_util
 import sys as _sys
 
-from cas.format.encoding import MAX_DEPTH
 from cas.errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
                         FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
                         UnsupportedFormat, VersionConflict)
+from cas.evals.replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
+                              diff_runs, format_plan, parse_plan, plan_digest, replay_case,
+                              replay_item)
+from cas.format.cases import EncodedCase, encode_case, read_cases_jsonl
+from cas.format.encoding import MAX_DEPTH
 from cas.format.records import Case, DatasetRecord, VersionRecord
 from cas.format.version_names import Pin
-from cas.format.cases import EncodedCase, encode_case, read_cases_jsonl
 from cas.repo.checks import MAX_PAGE
 from cas.repo.datasets import VersionsPage
 from cas.repo.opening import find, init, open
 from cas.repo.reads import Diff, DiffPage, ItemsPage
 from cas.repo.repository import Repository
-from cas.evals.replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
-                              diff_runs, format_plan, parse_plan, plan_digest, replay_case,
-                              replay_item)
 from cas.repo.scores import RecordedScore
 from cas.storage.tree import Proof, check_proof, verify_proof
 

@@ -6,16 +6,8 @@ import json
 
 import click
 
-from .common import (
-    INTEGER,
-    Example,
-    Invocation,
-    VersionOption,
-    json_option,
-    pass_ctx,
-    policy_source,
-    to_json,
-)
+from .common import (INTEGER, Example, Invocation, VersionOption, json_option, pass_ctx,
+                     policy_source, to_json)
 
 
 @click.group()

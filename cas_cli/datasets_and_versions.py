@@ -7,27 +7,10 @@ import sys
 
 import click
 
-from .common import (
-    CASE,
-    INTEGER,
-    PIN,
-    TOKEN,
-    VERSION_ARGS,
-    VERSION_FORMS,
-    Example,
-    Invocation,
-    VersionOption,
-    case_json,
-    case_table,
-    json_option,
-    pass_ctx,
-    read_usage_error,
-    refuse_unknown_options,
-    split_version_args,
-    to_json,
-    version_name,
-    version_summary,
-)
+from .common import (CASE, INTEGER, PIN, TOKEN, VERSION_ARGS, VERSION_FORMS, Example, Invocation,
+                     VersionOption, case_json, case_table, json_option, pass_ctx, read_usage_error,
+                     refuse_unknown_options, split_version_args, to_json, version_name,
+                     version_summary)
 
 
 def _preview_text(p: dict) -> str:

@@ -6,19 +6,8 @@ import shlex
 
 import click
 
-from .common import (
-    TOKEN,
-    VERSION_ARGS,
-    VERSION_FORMS,
-    Example,
-    Invocation,
-    erasure_text,
-    json_option,
-    pass_ctx,
-    plural,
-    split_version_args,
-    to_json,
-)
+from .common import (TOKEN, VERSION_ARGS, VERSION_FORMS, Example, Invocation, erasure_text,
+                     json_option, pass_ctx, plural, split_version_args, to_json)
 
 
 @click.command()

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .common import (
-    VERSION_ARGS,
-    VERSION_FORMS,
-    Example,
-    Invocation,
-    json_option,
-    pass_ctx,
-    split_version_args,
-    table,
-    to_json,
-)
+from .common import (VERSION_ARGS, VERSION_FORMS, Example, Invocation, json_option, pass_ctx,
+                     split_version_args, table, to_json)
 
 
 @click.group()

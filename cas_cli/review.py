@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .common import (
-    TOKEN,
-    Example,
-    Invocation,
-    emit_runs_page,
-    json_option,
-    pass_ctx,
-    run_page_options,
-    to_json,
-)
+from .common import (TOKEN, Example, Invocation, emit_runs_page, json_option, pass_ctx,
+                     run_page_options, to_json)
 
 
 @click.group()

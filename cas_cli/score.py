@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .common import (
-    CASE,
-    VERSION_ARGS,
-    VERSION_FORMS,
-    Example,
-    Invocation,
-    json_option,
-    pass_ctx,
-    refuse_unknown_options,
-    split_version_args,
-    table,
-    to_json,
-)
+from .common import (CASE, VERSION_ARGS, VERSION_FORMS, Example, Invocation, json_option, pass_ctx,
+                     refuse_unknown_options, split_version_args, table, to_json)
 
 
 def score_json(s) -> dict:

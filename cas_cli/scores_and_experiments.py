@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .common import (
-    PIN,
-    VERSION_ARGS,
-    VERSION_FORMS,
-    Example,
-    Invocation,
-    json_option,
-    pass_ctx,
-    split_version_args,
-)
+from .common import (PIN, VERSION_ARGS, VERSION_FORMS, Example, Invocation, json_option, pass_ctx,
+                     split_version_args)
 
 
 @click.command("pin", context_settings=VERSION_ARGS)

@@ -8,18 +8,8 @@ import sys
 
 import click
 
-from .common import (
-    INTEGER,
-    VERSION_ARGS,
-    VERSION_FORMS,
-    Example,
-    Invocation,
-    Seconds,
-    json_option,
-    pass_ctx,
-    split_version_args,
-    to_json,
-)
+from .common import (INTEGER, VERSION_ARGS, VERSION_FORMS, Example, Invocation, Seconds,
+                     json_option, pass_ctx, split_version_args, to_json)
 
 
 @click.group()

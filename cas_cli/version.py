@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .common import (
-    VERSION_ARGS,
-    Example,
-    Invocation,
-    json_option,
-    pass_ctx,
-    split_version_args,
-    to_json,
-)
+from .common import (VERSION_ARGS, Example, Invocation, json_option, pass_ctx, split_version_args,
+                     to_json)
 
 
 @click.group("version")

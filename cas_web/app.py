@@ -17,12 +17,7 @@ import msgspec
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import (
-    HTMLResponse,
-    PlainTextResponse,
-    RedirectResponse,
-    Response,
-)
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from cas.errors import CasError, FailedPrecondition, InvalidArgument

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cas import digest
-from cas.format import records as objects
 from cas.errors import InvalidArgument
+from cas.format import records as objects
 
 DOC = (pathlib.Path(__file__).parent.parent / "docs" / "format.md").read_text()
 

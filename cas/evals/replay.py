@@ -8,12 +8,12 @@ from typing import Any, Iterator, Union
 import msgspec
 from blake3 import blake3
 
-from cas.format import encoding
 from cas.digest import PREFIX, domain
 from cas.errors import InvalidArgument, InvalidJSONValue, UnsupportedFormat
-from cas.format.records import Case
+from cas.format import encoding
 from cas.format.cases import EncodedCase, encode_case
 from cas.format.projection import withhold
+from cas.format.records import Case
 
 NONE, INTERNAL, EXTERNAL = EFFECTS = ("none", "internal", "external")
 CARRIED, RECORDED, UNRECORDED, STUBBED = DISPOSITIONS = (

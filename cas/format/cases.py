@@ -6,9 +6,9 @@ from typing import IO, Any, Iterable, Iterator, NamedTuple
 
 import msgspec
 
-from cas.format import encoding
 from cas.digest import digest_of
 from cas.errors import CasError, InvalidArgument
+from cas.format import encoding
 from cas.format.records import FORMAT, Case, check_format
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from cas.format.records import Case, Run
+from cas.format.records import Case, RunRecord
 
 # The content classes a content policy may withhold from the cases promoted into a dataset.
 CONTENT_CLASSES = ("input", "output", "tool_arguments", "tool_results", "metadata")
@@ -19,7 +19,7 @@ _STEP_FIELDS = {"tool_arguments": ("arguments", "arguments_raw", "arguments_erro
                 "tool_results": ("result", "error", "reply")}
 
 
-def freeze(run: Run, withheld: list[str]) -> Case:
+def freeze(run: RunRecord, withheld: list[str]) -> Case:
     """The case a run becomes under a content policy: withheld classes are left out and named."""
     return withhold(Case(run_id=run.run_id, started_at=run.started_at, input=run.input,
                          output=run.output, steps=run.steps, outcome=run.outcome,

@@ -6,9 +6,9 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from cas.format import encoding
 from cas.digest import digest_of, register_kind
 from cas.errors import CorruptData, DigestMismatch, UnsupportedFormat
+from cas.format import encoding
 
 FORMAT = 1  # the only record format this cas reads and writes
 
@@ -110,7 +110,7 @@ class RepoConfig(_Record, tag="config", kw_only=True):
 
 
 # -- recorded runs, reviews and promotion (docs/runs.md, docs/format.md) --------------------
-class Run(_Record, tag="run", kw_only=True):
+class RunRecord(_Record, tag="run", kw_only=True):
     """A recorded agent run, as imported (stored in packs, found by run id via imports)."""
 
     PACK_CODE: ClassVar[int | None] = 7
@@ -129,7 +129,7 @@ class Run(_Record, tag="run", kw_only=True):
 
 class RunEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     run_id: str
-    run: str  # digest of the Run object
+    run: str  # digest of the RunRecord object
 
 
 class RunImport(_Record, tag="run.import", kw_only=True):
@@ -154,7 +154,7 @@ class RunAdmission(_Record, tag="run.admission", kw_only=True):
 class Review(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     annotation_id: str
     run_id: str
-    run: str  # digest of the reviewed Run object
+    run: str  # digest of the reviewed RunRecord object
     metric: str
     label: str
     reviewer: str
@@ -437,7 +437,7 @@ class ErasurePlan(_Record, tag="erasure.plan", kw_only=True):
     id: str
     person: str          # keyed digest
     cases: list[str]
-    runs: list[str]      # digests of Run objects
+    runs: list[str]      # digests of RunRecord objects
     reviews: list[str]   # annotation ids of the reviews of those runs
     author: str
     started_at: str
@@ -478,7 +478,7 @@ class Lease(_Record, tag="lease", kw_only=True):
 
 
 # The objects: the records stored in packs, by digest (the kinds with a PACK_CODE).
-Object = Case | TreeLeaf | TreeNode | Run | Provenance | CassetteRecord
+Object = Case | TreeLeaf | TreeNode | RunRecord | Provenance | CassetteRecord
 
 
 def _record_types() -> list[type]:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from cas.format.records import Case, Run
+from cas.format.records import Case, RunRecord
 
 
 class Value(msgspec.Struct, frozen=True):
@@ -107,9 +107,9 @@ class Transcript(msgspec.Struct, frozen=True):
     entries: tuple[Entry, ...]
 
 
-def transcript(run: Run | Case) -> Transcript:
-    """The transcript of a `cas.format.records.Run` or `Case`: the input when the steps do not hold it,
-    each step in order, then the output and the outcome."""
+def transcript(run: RunRecord | Case) -> Transcript:
+    """The transcript of a `RunRecord` or `Case`: the input when the steps do not hold it, each
+    step in order, then the output and the outcome."""
     withheld = tuple(_label(c) for c in _listed(getattr(run, "withheld", ())))
     steps = _listed(getattr(run, "steps", ()))
     entries: list[Any] = []

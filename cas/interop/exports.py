@@ -11,11 +11,11 @@ from typing import Any, Callable, Iterator, NamedTuple, Union
 
 import msgspec
 
-from cas.format import encoding
-from cas.storage.backends.local import fsync_dir
 from cas.errors import AlreadyExists, DataLoss, FailedPrecondition, InvalidArgument
+from cas.format import encoding
 from cas.format.records import Case
 from cas.format.version_names import Pin, as_pin
+from cas.storage.backends.local import fsync_dir
 
 FORMATS = ("jsonl", "parquet", "hf", "openai-chat")
 EXPORT_FORMAT = 1  # of the JSON Lines header and of the metadata of parquet and hf exports

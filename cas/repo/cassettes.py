@@ -9,13 +9,13 @@ from cas.digest import parse_digest
 from cas.errors import NotFound
 from cas.format import encoding
 from cas.format.keys import DATASETS, cassette_log_key, numbers
-from cas.format.version_names import as_pin
 from cas.format.records import (CassetteEntry, CassetteExchange, CassetteLog, CassetteRecord,
                                 format_record_file)
+from cas.format.version_names import as_pin
 from cas.repo import checks
 from cas.repo.datasets import dataset as dataset_record
-from cas.repo.reads import case as read_case
 from cas.repo.pins import verify_pin
+from cas.repo.reads import case as read_case
 from cas.storage import claims, leases
 from cas.storage.refs import read_log_from
 

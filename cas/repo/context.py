@@ -11,10 +11,10 @@ import datetime as _dt
 import time as _time
 from typing import Any, Callable
 
+from cas.digest import person_key
 from cas.errors import DataLoss, FailedPrecondition, NotFound
 from cas.format.keys import CONFIG, PENDING
 from cas.format.records import ErasurePlan, RepoConfig, TreeLeaf, TreeNode, parse_record_file
-from cas.digest import person_key
 from cas.storage import maintenance
 from cas.storage.refs import RefsLog
 from cas.storage.store import ObjectStore

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, NamedTuple
 
-from cas.repo import checks
-from cas.format import encoding
 from cas.errors import AlreadyExists, InvalidArgument, NotFound, VersionConflict
-from cas.format.records import ADMISSION_RULES, DatasetRecord, VersionRecord
+from cas.format import encoding
 from cas.format.keys import meta_key
+from cas.format.records import ADMISSION_RULES, DatasetRecord, VersionRecord
 from cas.format.version_names import check_dataset_name, check_version_number
+from cas.repo import checks
 
 
 class VersionsPage(NamedTuple):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from cas.repo import checks
 from cas.digest import person_digest
 from cas.errors import FailedPrecondition, InvalidArgument, NotFound
 from cas.format.keys import LOG, PENDING
 from cas.format.records import Erasure, ErasurePlan, parse_record_file
+from cas.repo import checks
 
 MAX_PERSON = 512
 

@@ -19,22 +19,24 @@ from typing import Any
 
 import msgspec
 
-from cas.repo import checks, datasets, retirement, reviews
-from cas.format import encoding
-from cas.storage import leases, log_index, maintenance
-from cas.storage import pack as packfmt
 from cas.digest import to_bytes
 from cas.errors import Aborted, CasError, DataLoss, FailedPrecondition, InvalidArgument, NotFound
-from cas.format.records import (KIND_CODES, Erasure, ErasurePlan, PersonIndex, Proposal, Provenance,
-                                ReviewBatch, Run, VersionRef, format_record_file, parse_record_file)
-from cas.repo.erased import keyed_person
-from cas.repo.checks import Progress
-from cas.repo.citations import recorded_scores, score_id
-from cas.repo.experiments import experiments
-from cas.repo.proposals import delete_proposal
+from cas.format import encoding
 from cas.format.keys import (DATASETS, LOG, PENDING, PERSONS, STAGING_AGE, index_key, log_key,
                              pack_key, parse_proposal_key, pending_key, person_shard)
+from cas.format.records import (KIND_CODES, Erasure, ErasurePlan, PersonIndex, Proposal, Provenance,
+                                ReviewBatch, RunRecord, VersionRef, format_record_file,
+                                parse_record_file)
+from cas.repo import checks, datasets, retirement, reviews
+from cas.repo.checks import Progress
+from cas.repo.citations import recorded_scores, score_id
+from cas.repo.erased import keyed_person
+from cas.repo.experiments import experiments
+from cas.repo.proposals import delete_proposal
 from cas.repo.reviews import check_token, confirm_token
+from cas.storage import leases, log_index, maintenance
+from cas.storage import pack as packfmt
+
 
 # -- finding a person's data ------------------------------------------------------------------
 def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
@@ -185,7 +187,7 @@ def preview(ctx, person: str, trie=None) -> tuple[dict[str, Any], ErasurePlan]:
                                     "versions": [[v.dataset, v.number] for v in held]})
     proposals = sorted("/".join(parse_proposal_key(key))
                        for key, p in _holding_proposals(ctx, cases, trie))
-    run_ids = sorted(ctx.store.get(d, Run).run_id for d in runs)
+    run_ids = sorted(ctx.store.get(d, RunRecord).run_id for d in runs)
     versions, citing_scores, citing_experiments = [], [], []
     for v in held:
         state = retirement.state_of(ctx, v.dataset, v.number)  # (v was just listed)

@@ -8,13 +8,9 @@ from typing import NamedTuple
 
 import msgspec
 
-from cas.repo import checks
-from cas.storage import log_index
-from cas.format import keys as K
-from cas.storage import pack as packfmt
-from cas.storage import person_index
 from cas.digest import digest_of, from_bytes, is_digest, to_bytes
 from cas.errors import CasError
+from cas.format import keys as K
 from cas.format.records import (ADMISSION_RULES, KIND_BY_CODE, CassetteLog, DatasetRecord,
                                 DatasetTombstone, Eligibility, Erasure, ErasurePlan, Experiment,
                                 Fence, IdempotencyRecord, Lease, PersonIndex, PersonShards,
@@ -22,8 +18,12 @@ from cas.format.records import (ADMISSION_RULES, KIND_BY_CODE, CassetteLog, Data
                                 ScoreBatch, ScoreWithdrawal, Settings, TreeLeaf, VersionRecord,
                                 VersionRetirement, VersionTombstone, decode_object,
                                 parse_record_file, parse_record_file_of)
+from cas.repo import checks
 from cas.repo.checks import Progress
 from cas.repo.retirement import CAUSES
+from cas.storage import log_index
+from cas.storage import pack as packfmt
+from cas.storage import person_index
 from cas.storage.tree import LEAF_MAX, Trie
 
 GC_HINT = ("`cas gc` reclaims them once the pack is older than the grace period "

@@ -14,21 +14,21 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from cas.repo import checks, erasure
-from cas.storage import leases, log_index, maintenance
-from cas.storage import pack as packfmt
-from cas.storage import store as store_module
 from cas.digest import to_bytes
 from cas.errors import Aborted, CasError, NotFound
-from cas.format.records import (CassetteLog, Proposal, RunImport, TreeLeaf, TreeNode,
-                                parse_record_file)
-from cas.repo.checks import Progress
-from cas.repo.proposals import delete_proposal, sealed_by
-from cas.repo.datasets import live_versions
 from cas.format.keys import (DATASETS, ERASURES, PACKS, PERSON_TABLES, PERSONS, SHARDS, import_key,
                              index_key, pack_key, parse_cassette_log_key, parse_log_key,
                              parse_multi_index_key, parse_person_index_key, split_dataset_key,
                              split_map_key)
+from cas.format.records import (CassetteLog, Proposal, RunImport, TreeLeaf, TreeNode,
+                                parse_record_file)
+from cas.repo import checks, erasure
+from cas.repo.checks import Progress
+from cas.repo.datasets import live_versions
+from cas.repo.proposals import delete_proposal, sealed_by
+from cas.storage import leases, log_index, maintenance
+from cas.storage import pack as packfmt
+from cas.storage import store as store_module
 from cas.storage.refs import read_log_from
 
 REWRITE_AT = 0.5  # a pack is rewritten once at least this share of its bytes is garbage

@@ -24,9 +24,9 @@ from typing import Any, Iterable
 
 import msgspec
 
+from cas.errors import CasError
 from cas.format.cases import JsonlCases, encode_case
 from cas.repo.erased import Erased, refuse_erased
-from cas.errors import CasError
 
 SPLIT_MIN_BYTES = 64 << 20  # a smaller file is read in line: a second process costs ~0.2 s
 _FIND_NEWLINE = 1 << 20     # a split point is the end of the line at the middle, if this near

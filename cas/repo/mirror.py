@@ -6,17 +6,17 @@ import os
 import time
 from typing import NamedTuple
 
+from cas.digest import digest_of, from_bytes
+from cas.errors import CorruptData, FailedPrecondition, InvalidArgument, NotFound
 from cas.format import keys as K
+from cas.format.records import (KIND_BY_CODE, TYPES, RepoConfig, ReviewBatch, RunImport,
+                                parse_record_file, parse_record_file_of)
+from cas.repo.checks import Progress
+from cas.repo.erasure import redacted
 from cas.storage import log_index
 from cas.storage import pack as packfmt
 from cas.storage import person_index
 from cas.storage.backends import backend_for, is_remote
-from cas.digest import digest_of, from_bytes
-from cas.repo.checks import Progress
-from cas.repo.erasure import redacted
-from cas.errors import CorruptData, FailedPrecondition, InvalidArgument, NotFound
-from cas.format.records import (KIND_BY_CODE, TYPES, RepoConfig, ReviewBatch, RunImport,
-                                parse_record_file, parse_record_file_of)
 
 CONFIG_KEY = K.CONFIG
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import errno
 import os
 
-from cas.repo import checks
-from cas.storage.backends import is_remote, remote_backend
-from cas.storage.backends.local import LocalBackend
 from cas.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
 from cas.format.keys import CONFIG
+from cas.repo import checks
 from cas.repo.repository import Repository
+from cas.storage.backends import is_remote, remote_backend
+from cas.storage.backends.local import LocalBackend
 
 REPO_DIR = ".cas"
 

@@ -16,8 +16,8 @@ from cas.errors import FailedPrecondition, InvalidArgument, NotFound
 from cas.format import encoding, keys
 from cas.format.projection import freeze
 from cas.format.records import (Eligibility, IdempotencyRecord, Proposal, Provenance,
-                                ProvenanceEntry, VersionRecord, encode_object,
-                                format_record_file, parse_record_file)
+                                ProvenanceEntry, VersionRecord, encode_object, format_record_file,
+                                parse_record_file)
 from cas.format.version_names import check_dataset_name
 from cas.repo import checks, datasets, reads, retirement, sealing
 from cas.repo.checks import Progress

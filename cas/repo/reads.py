@@ -6,13 +6,13 @@ from typing import Iterator, NamedTuple
 
 import msgspec
 
-from cas.repo import checks, datasets
-from cas.format import encoding
 from cas.digest import parse_digest
 from cas.errors import CorruptData, DataLoss, InvalidArgument, NotFound
+from cas.format import encoding
 from cas.format.records import (Case, Object, Provenance, ProvenanceEntry, ProvenanceRuns,
                                 VersionRecord, VersionRetirement, check_format, decode_object)
 from cas.format.version_names import check_dataset_name
+from cas.repo import checks, datasets
 from cas.repo.retirement import ACTIVE, RETIRED, active
 from cas.storage.tree import Proof
 

@@ -12,7 +12,7 @@ from typing import IO, Any, Callable, Iterable, TypeVar
 from cas.errors import AlreadyExists
 from cas.format.keys import CONFIG
 from cas.format.records import (Case, DatasetRecord, DatasetTombstone, Eligibility, Erasure,
-                                Experiment, Object, RepoConfig, Review, Run, ScoreWithdrawal,
+                                Experiment, Object, RepoConfig, Review, RunRecord, ScoreWithdrawal,
                                 Settings, VersionRecord, VersionRetirement, VersionTombstone,
                                 format_record_file)
 from cas.format.version_names import Pin
@@ -215,7 +215,7 @@ class Repository:
         """Every recorded run id, sorted."""
         return _runs.runs(self.context)
 
-    def run(self, run_id: str) -> Run:
+    def run(self, run_id: str) -> RunRecord:
         """A recorded run by its run id."""
         return _runs.get_run(self.context, run_id)
 

@@ -7,14 +7,13 @@ set as sealed. The first retirement of a version stands; the state never goes ba
 
 from __future__ import annotations
 
-from cas.repo import checks, datasets
+from cas.errors import FailedPrecondition, InvalidArgument, NotFound
 from cas.format import encoding
 from cas.format.encoding import check_json
-from cas.errors import FailedPrecondition, InvalidArgument, NotFound
-from cas.format.keys import ERASURES, PENDING
+from cas.format.keys import ERASURES, PENDING, retired_key
 from cas.format.records import (Erasure, ErasurePlan, VersionRecord, VersionRetirement,
                                 format_record_file, parse_record_file)
-from cas.format.keys import retired_key
+from cas.repo import checks, datasets
 
 ACTIVE = "ACTIVE"
 RETIRED = "RETIRED"

@@ -6,18 +6,20 @@ from typing import IO, Iterable
 
 import msgspec
 
-from cas.repo import checks
-from cas.storage import claims, leases, log_index
-from cas.format import encoding
 from cas import digest
 from cas.errors import FailedPrecondition, InvalidArgument, NotFound
-from cas.format.records import Review, ReviewBatch, encode_object, format_record_file
+from cas.format import encoding
 from cas.format.keys import review_batch_key
-from cas.storage.refs import read_log_from
+from cas.format.records import Review, ReviewBatch, encode_object, format_record_file
+from cas.repo import checks
 from cas.repo.checks import Progress
-from cas.repo.runs import RunsPage, get_run, page_of_runs
+from cas.repo.runs import RunsPage, get_run
 from cas.repo.runs import index as run_index
+from cas.repo.runs import page_of_runs
 from cas.repo.userconfig import require_person
+from cas.storage import claims, leases, log_index
+from cas.storage.refs import read_log_from
+
 
 class ReviewRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     run_id: str

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import IO, Any, Iterable, NamedTuple
 
+from cas.errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
+from cas.format import encoding
+from cas.format.keys import admission_key, import_key
+from cas.format.records import (RunAdmission, RunEntry, RunImport, RunRecord, encode_object,
+                                format_record_file, parse_record_file)
 from cas.repo import checks
 from cas.repo.checks import Progress
-from cas.storage import claims, leases, log_index
-from cas.format import encoding
-from cas.errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
 from cas.repo.erased import admitted_persons, erased_persons, refuse_erased
-from cas.format.records import (Run, RunAdmission, RunEntry, RunImport, encode_object,
-                                format_record_file, parse_record_file)
-from cas.format.keys import admission_key, import_key
+from cas.storage import claims, leases, log_index
 from cas.storage.refs import read_log_from
 
 FIELDS = ("run_id", "tenant", "person", "started_at", "input", "output", "steps", "outcome",
@@ -34,7 +34,7 @@ def _text(value: Any, where: str, *, optional: bool = False, limit: int = 512) -
     return value
 
 
-def parse_run(obj: Any, where: str) -> Run:
+def parse_run(obj: Any, where: str) -> RunRecord:
     """Validate one run given as a decoded JSON object; errors name `where` and the field."""
     if not isinstance(obj, dict):
         raise InvalidArgument(f"{where}: a run must be a JSON object")
@@ -57,7 +57,7 @@ def parse_run(obj: Any, where: str) -> Run:
     if not isinstance(metadata, dict):
         raise InvalidArgument(f"{where}.metadata: must be a JSON object")
     extra = {k: v for k, v in obj.items() if k not in FIELDS}
-    return Run(run_id=run_id, tenant=tenant, person=person, started_at=started,
+    return RunRecord(run_id=run_id, tenant=tenant, person=person, started_at=started,
                input=obj.get("input"), output=obj.get("output"), steps=steps,
                outcome=obj.get("outcome"), metadata=metadata, extra=extra)
 
@@ -78,7 +78,7 @@ def _check_step(step: Any, where: str) -> None:
             raise InvalidArgument(f"{where}.arguments: must be a JSON object or array")
 
 
-def read_runs_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") -> list[Run]:
+def read_runs_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") -> list[RunRecord]:
     """Every run of a JSON Lines file, validated; the first bad line is refused by number."""
     runs = []
     for lineno, line in enumerate(encoding.lines_of(stream, source), 1):
@@ -150,7 +150,7 @@ _HIDDEN = {"tool_use": "anthropic", "tool_result": "anthropic", "server_tool_use
            "tool_call": "otel-genai", "tool_call_response": "otel-genai"}
 
 
-def hidden_tool_calls(run: Run) -> str | None:
+def hidden_tool_calls(run: RunRecord) -> str | None:
     """The import format to use instead when `run`'s message steps hide tool calls: an
     assistant message with `tool_calls`, a `role: "tool"` reply, or content blocks that are
     another format's tool calls. None when its tool calls are steps of their own."""
@@ -166,7 +166,7 @@ def hidden_tool_calls(run: Run) -> str | None:
     return None
 
 
-def _warnings(runs: list[Run]) -> list[str]:
+def _warnings(runs: list[RunRecord]) -> list[str]:
     out = []
     for run in runs:
         fmt = hidden_tool_calls(run)
@@ -208,7 +208,7 @@ def import_runs(ctx, source: IO[bytes] | Iterable[bytes] | list[dict[str, Any]],
         runs = read_runs_jsonl(source, name if isinstance(name, str) else "input")
     runs_index = index(ctx)
     runs_index.refresh()
-    seen: dict[str, tuple[str, Run]] = {}
+    seen: dict[str, tuple[str, RunRecord]] = {}
     for i, run in enumerate(runs):
         if progress is not None and i % PROGRESS_EVERY == 0:
             progress("encoding runs", i, len(runs))
@@ -234,7 +234,7 @@ class _Admitting(NamedTuple):
     erased: dict        # keyed person digest -> Erased
     allowed: set[str]   # keyed digests the caller admits again
 
-    def persons(self, new: dict[str, tuple[str, Run]]) -> list[str]:
+    def persons(self, new: dict[str, tuple[str, RunRecord]]) -> list[str]:
         """The erased persons the runs `new` bring back (all admitted, or refused)."""
         admitted = set()
         if not self.erased:
@@ -310,7 +310,7 @@ def runs(ctx) -> list[str]:
     return sorted(index(ctx).all())
 
 
-def get_run(ctx, run_id: str) -> Run:
+def get_run(ctx, run_id: str) -> RunRecord:
     """The recorded run `run_id`."""
     if not isinstance(run_id, str):
         raise InvalidArgument(f"a run id is a string, not {encoding.describe(run_id)}")
@@ -319,7 +319,7 @@ def get_run(ctx, run_id: str) -> Run:
     if digest is not None:
         ctx.refuse_erasing(digest, f"run {run_id!r}")
         try:
-            return ctx.store.get(digest, Run)
+            return ctx.store.get(digest, RunRecord)
         except NotFound:
             # An erasure (in another process) deleted the run and redacted the import record
             # this index read: read the log again. A run the log still names is damage.
@@ -327,7 +327,7 @@ def get_run(ctx, run_id: str) -> Run:
             digest = runs_index.get(run_id)
             if digest is not None:
                 try:
-                    return ctx.store.get(digest, Run)
+                    return ctx.store.get(digest, RunRecord)
                 except NotFound:
                     raise DataLoss(f"run {run_id!r} ({digest}) is recorded as imported but "
                                    "its object is missing", run_id=run_id, digest=digest) from None
@@ -373,7 +373,7 @@ def page_of_runs(ctx, tenant: str | None, since: str | None, limit: int, cursor:
         if keep is not None and not keep(run_id):
             continue
         try:
-            run = ctx.store.get(digest, Run)
+            run = ctx.store.get(digest, RunRecord)
         except NotFound:
             continue  # erased since the index was read
         if tenant is not None and run.tenant != tenant:
@@ -386,7 +386,7 @@ def page_of_runs(ctx, tenant: str | None, since: str | None, limit: int, cursor:
     return RunsPage(out, None)
 
 
-def summary(run: Run, width: int = 80) -> dict:
+def summary(run: RunRecord, width: int = 80) -> dict:
     """What a listing shows of a run."""
     first = next((s.get("content") for s in run.steps if s.get("type") == "message"
                   and s.get("role") == "user"), None)

@@ -23,8 +23,8 @@ import msgspec
 from cas.digest import parse_digest
 from cas.errors import AlreadyExists, InvalidArgument, NotFound
 from cas.format import encoding
-from cas.format.keys import (DATASETS, parse_score_batch_key, parse_withdrawal_key,
-                             score_batch_key, withdrawal_key)
+from cas.format.keys import (DATASETS, parse_score_batch_key, parse_withdrawal_key, score_batch_key,
+                             withdrawal_key)
 from cas.format.records import (Fence, Score, ScoreBatch, ScoreWithdrawal, format_record_file,
                                 parse_record_file_of)
 from cas.format.version_names import Pin, as_pin

@@ -7,16 +7,16 @@ from typing import Any, Iterable
 
 import msgspec
 
-from cas.repo import checks, datasets, ingest, retirement
-from cas.storage import claims, leases
-from cas.format import encoding
-from cas.format.cases import EncodedCase
 from cas.digest import from_bytes, parse_digest, to_bytes
 from cas.errors import FailedPrecondition, InvalidArgument, NotFound, VersionConflict
-from cas.repo.erased import erased_persons
-from cas.format.records import Case, Provenance, ProvenanceEntry, VersionRecord
+from cas.format import encoding
+from cas.format.cases import EncodedCase
 from cas.format.keys import version_key
+from cas.format.records import Case, Provenance, ProvenanceEntry, VersionRecord
 from cas.format.version_names import check_version_number
+from cas.repo import checks, datasets, ingest, retirement
+from cas.repo.erased import erased_persons
+from cas.storage import claims, leases
 from cas.storage.tree import EMPTY_ROOT
 
 

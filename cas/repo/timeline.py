@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from cas.format import encoding, keys
 from cas.errors import CasError, InvalidArgument, NotFound
+from cas.format import encoding, keys
 from cas.format.records import (CassetteLog, DatasetTombstone, Experiment, Proposal, ScoreBatch,
                                 parse_record_file)
 from cas.format.version_names import check_dataset_name

@@ -21,10 +21,10 @@ from typing import Iterable
 
 import msgspec
 
-from cas.storage.backends.local import host_name
 from cas.errors import Aborted, CasError, NotFound
 from cas.format.keys import LEASES, ROLES, lease_key, parse_lease_key
 from cas.format.records import Lease, format_record_file, parse_record_file
+from cas.storage.backends.local import host_name
 
 WRITER, GC, ERASURE = ROLES
 MERGE = "merge small packs"  # the operation of a writer's gc lease (maintenance.merge_packs)

@@ -25,9 +25,9 @@ from typing import Any, Iterable, NamedTuple
 import msgspec
 from blake3 import blake3
 
-from cas.format import encoding
 from cas.digest import log_index_key
 from cas.errors import CasError, CorruptData, NotFound, UnsupportedFormat
+from cas.format import encoding
 from cas.format.keys import (LOG_INDEXES, import_key, log_segment_key, parse_log_segment_key,
                              review_batch_key)
 from cas.format.records import Review, ReviewBatch, RunEntry, RunImport, parse_record_file

@@ -13,8 +13,7 @@ from typing import Iterable, NamedTuple
 from cas.digest import digest_of, from_bytes
 from cas.errors import CasError, DigestMismatch
 from cas.format.keys import (PACKS, index_key, multi_index_key, pack_key, parse_multi_index_key,
-                             person_index_key, person_shard, person_shards_key,
-                             person_table_key)
+                             person_index_key, person_shard, person_shards_key, person_table_key)
 from cas.format.records import KIND_BY_CODE
 from cas.storage import leases
 from cas.storage import pack as packfmt

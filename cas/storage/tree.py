@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterator, Union
 
 import msgspec
 
-from cas.format import encoding
 from cas.digest import digest_of, from_bytes, is_digest, parse_digest, to_bytes
 from cas.errors import CasError, FailedPrecondition, InvalidArgument
+from cas.format import encoding
 from cas.format.records import TreeChild, TreeLeaf, TreeNode, encode_object
 
 LEAF_MAX = 64

@@ -4,6 +4,7 @@ the nearest .cas), and version numbers in ASCII digits only, as arguments and op
 import json
 
 import pytest
+
 from support.cli import ITEMS_FORMS, commit_example, error_line, no_latest
 
 

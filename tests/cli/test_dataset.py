@@ -1,9 +1,12 @@
-"""`cas dataset ...`: create, list, show, edit and history of datasets."""
+"""`cas dataset ...`: create (the admission rule), list, show (each version's state), edit,
+history and delete of datasets."""
 
 import json
 
 import pytest
-from support.cli import commit_example
+
+from support.citing import refused
+from support.cli import ADA, commit_example
 
 
 @pytest.fixture
@@ -26,3 +29,67 @@ def test_dataset_commands(run, repo):
     shown = json.loads(run("--json", "dataset", "show", "evals").stdout)
     assert shown["dataset"]["description"] == "new"
     assert [v["number"] for v in shown["versions"]] == [1] and shown["next_before"] is None
+
+
+def test_cli_dataset_delete(run, evals):
+    assert run("experiment", "create", "evals", "2", "--name", "base").exit_code == 0
+    refused(run("dataset", "delete", "evals"), "FAILED_PRECONDITION",
+            "dataset 'evals' is cited by experiment 'base' (datasets/evals/experiments/"
+            "0000000001, over evals@2); a cited dataset cannot be deleted")
+    assert run("dataset", "create", "spare", "--admission", "direct").exit_code == 0
+    r = run("dataset", "delete", "spare")
+    assert (r.exit_code, r.stdout) == (
+        0, "deleted dataset spare; the name 'spare' cannot be used again\n")
+    tomb = evals.refs.read_dataset_tombstone("spare")
+    refused(run("dataset", "create", "spare", "--admission", "direct"), "ALREADY_EXISTS",
+            f"dataset 'spare' was deleted ({tomb.deleted_at} by Ada <ada@example.com>); the "
+            "name of a deleted dataset cannot be used again")
+    refused(run("dataset", "show", "spare"), "NOT_FOUND",
+            f"dataset 'spare' was deleted ({tomb.deleted_at} by Ada <ada@example.com>)")
+    refused(run("dataset", "delete", "spare"), "NOT_FOUND",
+            f"dataset 'spare' was already deleted ({tomb.deleted_at} by Ada <ada@example.com>)")
+    assert run("dataset", "list").stdout == "evals\n"
+    assert run("dataset", "create", "other", "--admission", "direct").exit_code == 0
+    t = json.loads(run("--json", "dataset", "delete", "other").stdout)
+    assert t == {"kind": "dataset.tombstone", "format": 1, "dataset": "other", "head": 0,
+                 "author": "Ada <ada@example.com>", "deleted_at": t["deleted_at"]}
+    assert run("fsck").exit_code == 0
+
+
+def test_cli_admission(run, tmp_path):
+    assert run("init").exit_code == 0
+    r = run("dataset", "create", "evals")
+    assert r.stdout == ("created dataset evals (admission reviewed: only promotion of "
+                        "reviewed runs adds cases)\n")
+    (tmp_path / "cases.jsonl").write_text('{"input": 1}\n')
+    r = run("--json", "commit", "evals", "--add", "cases.jsonl")
+    assert r.exit_code == 5
+    assert json.loads(r.stderr)["error"]["reason"] == "ADMISSION_REVIEWED_ONLY"
+    assert run("dataset", "create", "gold", "--admission", "direct").exit_code == 0
+    assert run("commit", "gold", "--add", "cases.jsonl").exit_code == 0
+    shown = run("dataset", "show", "gold").stdout.splitlines()
+    assert shown[1] == "  admission: direct (commits may add cases, as promotion does)"
+    data = json.loads(run("--json", "dataset", "show", "evals").stdout)
+    assert data["dataset"]["admission"] == "reviewed"
+    r = run("dataset", "create", "x", "--admission", "open")
+    assert r.exit_code == 2 and "'reviewed', 'direct'" in r.stderr
+
+
+def test_cli_dataset_show_lists_states(promoted, run):
+    promoted.retire("evals", 2, "CONTAMINATED", "leaked")
+    vs = [promoted.version("evals", n) for n in (3, 2, 1)]
+    r = run("dataset", "show", "evals")
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert lines[0] == "evals (revision 1)"
+    assert lines[1] == "  admission: direct (commits may add cases, as promotion does)"
+    assert lines[2] == (
+        "  content policy: withholds tool_results (the repository default, settings revision 1)")
+    del lines[1:3]
+    states = ["ACTIVE                ", "RETIRED (CONTAMINATED)", "ACTIVE                "]
+    assert lines[1:] == [f"  evals@{v.number}  {s}  {v.item_count} cases (+{v.added} "
+                         f"-{v.removed})  promote  {ADA}  {v.sealed_at}" for v, s in
+                         zip(vs, states)]
+    data = json.loads(run("--json", "dataset", "show", "evals").stdout)
+    assert [(v["number"], v["state"], v["retirement_cause"]) for v in data["versions"]] == [
+        (3, "ACTIVE", None), (2, "RETIRED", "CONTAMINATED"), (1, "ACTIVE", None)]

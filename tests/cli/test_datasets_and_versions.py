@@ -1,14 +1,28 @@
-"""`cas promote`, `remove`, `seal`, `commit` and the exact reads (`show`, `items`, `case`,
-`diff`, `prove`, `verify-proof`): exit codes, exact output, --json shapes."""
+"""`cas promote`, `remove`, `seal`, `commit`, the exact reads (`show`, `items`, `case`,
+`diff`, `prove`, `verify-proof`), `log` (beside `status`), `export` and `replay`: exit codes,
+exact output, --json shapes; reads of promoted cases (their run, tenant and outcome) and of a
+repository whose erasure is pending; replays on each backend."""
 
+import io
 import json
+import os
 
 import pytest
-from support.cli import (ADA, EXAMPLE, ITEMS_FORMS, add_review, commit_example, error_line,
-                         files, ids, no_latest, ok_json, promote, refused, seal, subject,
-                         subjects_file)
+from blake3 import blake3
+from click.testing import CliRunner
 
-from cas_cli.main import EXIT_CODES
+import cas
+from cas.interop import exports
+from cas_cli.main import EXIT_CODES, cli
+from support import recordings
+from support.cli import (ADA, EXAMPLE, ITEMS_FORMS, add_review, commit_example, error_line, files,
+                         ids, no_latest, ok_json, promote, refused, seal, subject, subjects_file)
+from support.lifecycle import jsonl, keys, pending_erasure, run_obj, snapshot
+from support.promoted import case_of, make_gold
+from support.recordings import (PLAN, C, R, S, call, expected_detail, keys_and_bytes,
+                                organised_version, write)
+
+AUTHOR = ADA  # who retires a version the export tests read
 
 
 @pytest.fixture
@@ -582,3 +596,386 @@ def test_same_run_twice_is_one_case(run, reviewed, tmp_path):
     assert run("dataset", "create", "other").exit_code == 0
     q = promote(run, tmp_path, reviewed, ["r-0"], "k", name="other")
     assert q["proposed"]["added"] == p["proposed"]["added"]
+
+
+def test_cli_verify_proof_says_what_it_checked_against(run, evals, tmp_path):
+    ids = evals.items("evals", 2).items
+    proof = run("prove", "evals@2", ids[0]).stdout
+    (tmp_path / "p.json").write_text(proof)
+    root = json.loads(proof)["root"]
+    r = run("verify-proof", "p.json")
+    assert (r.exit_code, r.stdout) == (0, (
+        f"valid: {ids[0]} is in {root}\nchecked against the proof's own root only: this "
+        "proves only that the case is in the tree whose root the proof names; give --root or "
+        "--pin to check it against a version\n"))
+    data = json.loads(run("--json", "verify-proof", "p.json").stdout)
+    assert data == {"valid": True, "root": root, "case_id": ids[0], "checked_against": "proof"}
+    r = run("verify-proof", "p.json", "--root", root)
+    assert r.stdout == f"valid: {ids[0]} is in {root}\n"
+    assert json.loads(run("--json", "verify-proof", "p.json", "--root", root).stdout)[
+        "checked_against"] == "root"
+    pin = str(evals.pin("evals", 2))
+    r = run("verify-proof", "p.json", "--pin", pin)
+    assert (r.exit_code, r.stdout) == (0, f"valid: {ids[0]} is in evals@2 ({root}, checked "
+                                          "against the pin)\n")
+    data = json.loads(run("--json", "verify-proof", "p.json", "--pin", pin).stdout)
+    assert data["checked_against"] == "pin" and data["pin"] == pin
+    assert data["version"]["number"] == 2
+    r = run("--json", "verify-proof", "p.json", "--pin", str(evals.pin("evals", 1)))
+    assert r.exit_code == 5 and json.loads(r.stderr)["error"]["reason"] == "PROOF_INVALID"
+    r = run("--json", "verify-proof", "p.json", "--pin", pin, "--root", root)
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "USAGE"
+
+
+def test_the_cli_prints_the_log_and_the_status(run, tmp_path):
+    assert run("init").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"input": "q"}\n')
+    assert run("commit", "evals", "--add", str(cases), "-m", "first").exit_code == 0
+    r = run("log")
+    assert r.exit_code == 0
+    (line,) = r.stdout.splitlines()
+    assert line.endswith("  sealed evals@1 (commit: 1 cases, +1 -0) first  by Ada "
+                         "<ada@example.com>")
+    data = json.loads(run("--json", "log", "evals").stdout)
+    assert data["next_cursor"] is None and data["entries"][0]["kind"] == "seal"
+    assert run("status").stdout == ("staged proposals not sealed: 0\n"
+                                    "runs awaiting review (dataset_eligibility): 0\n"
+                                    "erasures not finished: 0\n")
+
+
+def test_cli_promote_reviewed(run, tmp_path):
+    assert run("init").exit_code == 0
+    runs = tmp_path / "runs.jsonl"
+    runs.write_bytes(jsonl(run_obj("r-1", 1), run_obj("r-2", 2, tenant="beta")))
+    assert run("runs", "import", str(runs)).exit_code == 0
+    for r in ("r-1", "r-2"):
+        preview = json.loads(run("--json", "review", "add", r, "--metric", "dataset_eligibility",
+                                 "--label", "reviewed").stdout)
+        assert run("review", "add", r, "--metric", "dataset_eligibility", "--label", "reviewed",
+                   "--confirm-token", preview["confirm_token"]).exit_code == 0
+    assert run("dataset", "create", "evals").exit_code == 0
+    r = run("promote", "evals", "--reviewed", "--tenant", "acme", "--idempotency-key", "k1")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(run("--json", "promote", "evals", "--reviewed", "--tenant", "acme",
+                          "--idempotency-key", "k1").stdout)
+    [case] = data["proposed"]["added_cases"]
+    lines = r.stdout.splitlines()
+    assert lines[1].split() == ["CASE", "RUN", "TENANT", "OUTCOME"]
+    assert lines[2].split() == ["+", case["id"], "r-1", "acme", "success"]
+    assert "judged: r-1: reviewed (dataset_eligibility) by Ada <ada@example.com>" in lines
+    r = run("--json", "promote", "evals", "--idempotency-key", "k2")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["message"] == (
+        "give one of --reviewed (the runs whose newest judgment accepts them) and --file "
+        "SUBJECTS.json")
+    (tmp_path / "s.json").write_text("[]")
+    r = run("--json", "promote", "evals", "--file", "s.json", "--tenant", "acme",
+            "--idempotency-key", "k2")
+    assert r.exit_code == 2 and "select runs for --reviewed" in r.stderr
+
+
+@pytest.fixture
+def pending(as_reviewer, monkeypatch):
+    """A repository whose erasure of user-42 crashed right after storing its plan: (backend,
+    the erased run's case id)."""
+    return pending_erasure(monkeypatch)
+
+
+def test_the_cli_reports_a_pending_erasure(pending, tmp_path, run):
+    backend, case_id = pending
+    location = tmp_path / "copy"
+    local = cas.init(str(location))
+    for key, data in snapshot(backend).items():  # the same repository in a local directory
+        if key != "config":
+            local.backend.put_if_absent(key, data)
+    local.backend.replace("config", backend.get("config"))
+    r = run("--repo", str(location), "--json", "case", "evals", "1", case_id)
+    assert r.exit_code == 5, r.output
+    assert '"ERASURE_PENDING"' in r.stderr
+
+
+def test_cli_items_and_diff_show_run_tenant_outcome(promoted, run):
+    ids = promoted.items("evals", 2).items
+    runs = {i: promoted.case("evals", 2, i).run_id for i in ids}
+    tenant = {"r-1": "acme     ", "r-2": "globex   ", "r-3": "initech  "}
+    outcome = {"r-1": "success", "r-2": "failure", "r-3": "-"}
+    r = run("items", "evals@2")
+    assert r.exit_code == 0
+    assert r.stdout == ("CASE" + " " * 63 + "  RUN  TENANT   OUTCOME\n" + "".join(
+        f"{i}  {runs[i]}  {tenant[runs[i]]}{outcome[runs[i]]}\n" for i in ids))
+    data = json.loads(run("--json", "items", "evals", "2").stdout)
+    assert [(e["id"], e["run_id"]) for e in data["items"]] == [(i, runs[i]) for i in ids]
+    assert data["items"][0].keys() == {"id", "run_id", "tenant", "outcome"}
+    (r3,) = [i for i in ids if runs[i] == "r-3"]
+    r = run("diff", "evals", "1", "2")
+    assert r.stdout == ("  CASE" + " " * 63 + "  RUN  TENANT   OUTCOME\n"
+                        f"+ {r3}  r-3  initech  -\n")
+    data = json.loads(run("--json", "diff", "evals", "1", "2").stdout)
+    assert data["added"] == [r3] and data["changes"] == [
+        {"change": "added", "id": r3, "run_id": "r-3", "tenant": "initech", "outcome": None}]
+
+
+def test_cli_items_of_direct_commits_say_no_run(promoted, run):
+    make_gold(promoted)
+    data = json.loads(run("--json", "items", "gold@1").stdout)
+    assert [e["run_id"] for e in data["items"]] == [None, None]
+
+
+def test_cli_case_by_run_and_prefix(promoted, run):
+    (r2,) = case_of(promoted, 2, "r-2")
+    by_id = run("--json", "case", "evals@2", r2).stdout
+    assert run("--json", "case", "evals@2", "--run", "r-2").stdout == by_id
+    assert run("--json", "case", "evals", "2", r2[:11]).stdout == by_id
+    assert run("case", "evals@2", r2[:12].upper()).stdout == run("case", "evals@2", r2).stdout
+    before = keys(promoted)
+    both = sorted(case_of(promoted, 3, "r-1"))
+    message = (f"evals@3 holds 2 cases of run 'r-1' (frozen under different content "
+               f"policies): {both[0]}, {both[1]}; name one by its id")
+    r = run("case", "evals@3", "--run", "r-1")
+    assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"cas: error: {message}\n")
+    err = json.loads(run("--json", "case", "evals@3", "--run", "r-1").stderr)["error"]
+    assert err == {"code": "INVALID_ARGUMENT", "reason": "AMBIGUOUS_RUN", "message": message,
+                   "run_id": "r-1", "case_ids": both, "dataset": "evals", "version": 3}
+    r = run("--json", "case", "evals@2", "--run", "r-9")
+    assert r.exit_code == 3
+    assert json.loads(r.stderr)["error"]["reason"] == "RUN_NOT_IN_VERSION"
+    r = run("--json", "case", "evals@2", r2[:10])
+    assert r.exit_code == 2
+    assert json.loads(r.stderr)["error"] == {
+        "code": "INVALID_ARGUMENT", "reason": "PREFIX_TOO_SHORT", "value": r2[:10],
+        "minimum": 8, "message": f"case id prefix {r2[:10]!r} is too short: give 'b3:' and "
+                                 "at least 8 hex digits"}
+    r = run("case", "evals@2", r2, "--run", "r-2")  # both: an extra argument
+    assert r.exit_code == 2
+    assert keys(promoted) == before
+
+
+@pytest.fixture
+def cli_repo(run):
+    assert run("init").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
+    r = run("--json", "commit", "evals", "--add", str(EXAMPLE))
+    assert r.exit_code == 0, r.output
+    return cas.open("."), json.loads(r.stdout)
+
+
+def test_cli_jsonl_to_stdout_in_every_spelling(run, cli_repo):
+    repo, _ = cli_repo
+    pin = repo.pin("evals", 1)
+    out = io.BytesIO()
+    exports.export_jsonl(repo, pin, out)
+    for args in (("evals", "1"), ("evals@1",), (str(pin),)):
+        r = run("export", *args, "--to", "jsonl")
+        assert r.exit_code == 0 and r.stdout_bytes == out.getvalue() and r.stderr == ""
+
+
+def test_cli_writes_a_file_and_reports_it(run, cli_repo, tmp_path):
+    repo, _ = cli_repo
+    pin = str(repo.pin("evals", 1))
+    r = run("--json", "export", "evals@1", "--to", "parquet", "-o", "v.parquet")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {"format": "parquet", "pin": pin, "cases": 5, "skipped": 0,
+                                    "truncated": 0, "path": str(tmp_path / "v.parquet")}
+    r = run("export", "evals", "1", "--to", "openai-chat", "-o", "chat.jsonl")
+    assert r.stdout == (f"exported 4 cases of {pin} to {tmp_path / 'chat.jsonl'} "
+                        "(1 skipped, 0 truncated)\n")
+
+
+def test_cli_refusals_write_nothing(run, cli_repo, tmp_path):
+    repo, _ = cli_repo
+    before = sorted(os.listdir(tmp_path))
+    r = run("--json", "export", "evals", "1", "--to", "csv", "-o", "x")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["accepted"] == list(
+        exports.FORMATS)
+    r = run("export", "evals", "1", "--to", "parquet")
+    assert r.exit_code == 2 and "-o PATH" in r.stderr
+    r = run("--json", "export", "evals", "--to", "jsonl")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "VERSION_REQUIRED"
+    r = run("export", f"evals@1#b3:{'0' * 64}", "--to", "jsonl", "-o", "x")
+    assert r.exit_code == 5 and "does not match" in r.stderr
+    repo.retire("evals", 1, "contaminated", "leaked", author=AUTHOR)
+    r = run("--json", "export", "evals@1", "--to", "hf", "-o", "x")
+    assert r.exit_code == 5 and r.stdout == ""
+    assert json.loads(r.stderr)["error"]["reason"] == "EVALUATION_DATASET_VERSION_RETIRED"
+    r = run("export", "evals@1", "--to", "jsonl")
+    assert r.exit_code == 5 and r.stdout == ""
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.fixture
+def cli_run(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CAS_REPO", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+    return invoke
+
+
+@pytest.fixture
+def organised(location, as_reviewer):
+    """A repository on each backend with one version holding both organiser runs: (location,
+    repo, number, run id -> case id)."""
+    return organised_version(location)
+
+
+def test_cli_replay_json_is_exactly_the_documented_shape_on_both_backends(organised, cli_run,
+                                                                          tmp_path):
+    location, repo, number, ids = organised
+    plan = write(tmp_path / "plan.json", PLAN)
+    before = keys_and_bytes(repo)
+    r = cli_run("--repo", location, "replay", "evals", str(number), ids["with"], "--plan", plan,
+                "--json")
+    assert (r.exit_code, r.stderr) == (0, "")
+    out = json.loads(r.stdout)
+    frozen = json.loads(cas.encode_case(repo.case("evals", number, ids["with"])).data)
+    for i in (5, 6, 8, 10):
+        step = frozen["steps"][i]
+        step.pop("result", None)
+        step.pop("error", None)
+        step["cas_stub"] = {"effect": "external" if i == 10 else "internal"}
+    assert frozen["run_id"] == "with"
+    assert out == {"run": frozen, "record": {
+        "plan_digest": "b3:" + blake3(b"cas:replay.plan\x00" + cas.format_plan(PLAN)).hexdigest(),
+        "steps": 12, "tool_calls": 7, "replayed": 3, "stubbed": 4, "unrecorded": 0,
+        "stubbed_tools": ["move_file", "send_email", "write_file"],
+        "steps_detail": expected_detail([C, C, R, R, R, S, S, C, S, C, S, C])}}
+    # DATASET@VERSION and the root --json are the same command; the output is the same bytes
+    r2 = cli_run("--repo", location, "--json", "replay", f"evals@{number}", ids["with"],
+                 "--plan", plan)
+    assert r2.stdout == r.stdout
+    assert keys_and_bytes(repo) == before
+
+
+def test_cli_human_summary(organised, cli_run, tmp_path):
+    location, repo, number, ids = organised
+    r = cli_run("--repo", location, "replay", "evals", str(number), ids["without"])
+    assert r.exit_code == 0
+    digest = cas.plan_digest(None)
+    assert r.stdout == (
+        f"replayed evals@{number} {ids['without']}\n"
+        "12 steps, 7 tool calls: 0 replayed, 7 stubbed, 0 unrecorded\n"
+        f"plan: {digest}\n"
+        "stubbed tools: list_dir, move_file, read_file, search, send_email, write_file\n"
+        "   0  CARRIED     message    -\n"
+        "   1  CARRIED     message    -\n"
+        "   2  STUBBED     tool_call  list_dir\n"
+        "   3  STUBBED     tool_call  read_file\n"
+        "   4  STUBBED     tool_call  search\n"
+        "   5  STUBBED     tool_call  move_file\n"
+        "   6  STUBBED     tool_call  move_file\n"
+        "   7  CARRIED     message    -\n"
+        "   8  STUBBED     tool_call  write_file\n"
+        "   9  CARRIED     message    -\n"
+        "  10  STUBBED     tool_call  send_email\n"
+        "  11  CARRIED     message    -\n")
+
+
+def test_cli_diff_and_against(organised, cli_run, tmp_path):
+    location, repo, number, ids = organised
+    plan = write(tmp_path / "plan.json", PLAN)
+    base = ("--repo", location, "replay", "evals", str(number), ids["with"])
+    r = cli_run(*base, "--plan", plan, "--diff", "--json")
+    assert r.exit_code == 0
+    diff = json.loads(r.stdout)
+    assert set(diff) == {"identical", "differences"} and diff["identical"] is False
+    assert diff["differences"][:2] == [
+        {"path": "/steps/5/cas_stub", "replayed": {"effect": "internal"}},
+        {"path": "/steps/5/result", "frozen": {"ok": True}}]
+    r = cli_run(*base, "--plan", plan, "--diff")
+    assert r.stdout.splitlines()[:3] == [
+        "8 differences (frozen -> replayed):",
+        '/steps/5/cas_stub: (absent) -> {"effect": "internal"}',
+        '/steps/5/result: {"ok": true} -> (absent)']
+    # a plan that stubs nothing replays the frozen bytes exactly
+    reads = write(tmp_path / "reads.json", {"default_effect": "none"})
+    assert json.loads(cli_run(*base, "--plan", reads, "--diff", "--json").stdout) == {
+        "identical": True, "differences": []}
+    assert cli_run(*base, "--plan", reads, "--diff").stdout == \
+        "identical: the run has the frozen case's bytes\n"
+    # --against: the saved replay reply, and `cas case --json`, diffed against the frozen case
+    saved = tmp_path / "replayed.json"
+    saved.write_text(cli_run(*base, "--plan", plan, "--json").stdout)
+    assert json.loads(cli_run(*base, "--against", str(saved), "--json").stdout) == diff
+    case_reply = tmp_path / "case.json"
+    case_reply.write_text(cli_run("--repo", location, "case", "evals", str(number),
+                                  ids["with"], "--json").stdout)
+    assert json.loads(cli_run(*base, "--against", str(case_reply), "--json").stdout) == {
+        "identical": True, "differences": []}
+
+
+def refusal(cli_run, args, exit_code, code, reason, message):
+    """`cas replay` refused, in one line and as a JSON error (code, reason, message): the
+    error."""
+    r = cli_run(*args)
+    assert (r.exit_code, r.stdout) == (exit_code, ""), (r.stdout, r.stderr)
+    assert r.stderr == f"cas: error: {message}\n"
+    r = cli_run("--json", *args)
+    assert (r.exit_code, r.stdout) == (exit_code, "")
+    error = json.loads(r.stderr)["error"]
+    assert (error["code"], error["reason"], error["message"]) == (code, reason, message)
+    return error
+
+
+@pytest.fixture
+def cli_case(cli_run, tmp_path) -> str:
+    """A local repository in the current directory whose raw@1 holds one case; its id."""
+    assert cli_run("init").exit_code == 0
+    assert cli_run("dataset", "create", "raw", "--admission", "direct").exit_code == 0
+    cases = write(tmp_path / "cases.jsonl",
+                  json.dumps(recordings.case_of(call("ls", result=1))) + "\n")
+    assert cli_run("commit", "raw", "--add", cases).exit_code == 0
+    return json.loads(cli_run("--json", "items", "raw", "1").stdout)["items"][0]["id"]
+
+
+def test_cli_refusals(cli_run, cli_case, tmp_path):
+    case_id = cli_case
+    before = sorted((p, p.stat().st_size) for p in (tmp_path / ".cas").rglob("*"))
+
+    bad = write(tmp_path / "bad.json", {"tools": [{"tool_name": "mv", "effect": "Internal"}]})
+    error = refusal(cli_run, ("replay", "raw", "1", case_id, "--plan", bad), 2,
+                    "INVALID_ARGUMENT", "UNKNOWN_EFFECT",
+                    f'{bad}: $.tools[0].effect: "Internal" is not an effect; accepted values: '
+                    "none, internal, external")
+    assert error["accepted"] == ["none", "internal", "external"]
+    dup = write(tmp_path / "dup.json", {"tools": [{"tool_name": "mv", "effect": "none"},
+                                                  {"tool_name": "mv", "effect": "none"}]})
+    refusal(cli_run, ("replay", "raw", "1", case_id, "--plan", dup), 2, "INVALID_ARGUMENT",
+            "DUPLICATE_TOOL", f"{dup}: $.tools[1].tool_name: tool 'mv' is declared twice")
+    garbage = write(tmp_path / "garbage.json", "{oops")
+    not_json = "invalid JSON: JSON is malformed: object keys must be strings (byte 1)"
+    refusal(cli_run, ("replay", "raw", "1", case_id, "--plan", garbage), 2, "INVALID_ARGUMENT",
+            "INVALID_PLAN", f"{garbage}: {not_json}")
+    array = write(tmp_path / "array.json", [])
+    refusal(cli_run, ("replay", "raw", "1", case_id, "--plan", array), 2, "INVALID_ARGUMENT",
+            "INVALID_PLAN", f"{array}: $: a plan must be a JSON object, not []")
+    usage = "(use: cas replay DATASET VERSION ITEM_ID or cas replay DATASET@VERSION ITEM_ID)"
+    refusal(cli_run, ("replay", "raw", case_id), 2, "INVALID_ARGUMENT", "VERSION_REQUIRED",
+            f"{case_id!r} is not a version number; every read names an exact version, there "
+            f'is no "latest" {usage}')
+    refusal(cli_run, ("replay", "raw", "1"), 2, "INVALID_ARGUMENT", "USAGE",
+            f"missing ITEM_ID {usage}")
+    refusal(cli_run, ("replay", "raw", "1", case_id, "--against", array, "--plan", bad), 2,
+            "INVALID_ARGUMENT", "USAGE",
+            f"--plan does nothing with --against (the file is diffed as it is) {usage}")
+    refusal(cli_run, ("replay", "raw", "1", case_id, "--against", garbage), 2,
+            "INVALID_ARGUMENT", None,
+            f"{garbage}: {not_json}")
+    refusal(cli_run, ("replay", "raw", "2", case_id), 3, "NOT_FOUND", None,
+            "dataset 'raw' has no version 2")
+    other = "b3:" + "0" * 64
+    refusal(cli_run, ("replay", "raw@1", other), 3, "NOT_FOUND", None,
+            f"case {other} is not in raw@1")
+    # the plan is refused before the repository is read
+    refusal(cli_run, ("replay", "nope", "1", case_id, "--plan", bad), 2, "INVALID_ARGUMENT",
+            "UNKNOWN_EFFECT", f'{bad}: $.tools[0].effect: "Internal" is not an effect; '
+                              "accepted values: none, internal, external")
+    assert sorted((p, p.stat().st_size) for p in (tmp_path / ".cas").rglob("*")) == before
+
+
+def test_cli_plan_from_stdin(cli_case):
+    r = CliRunner().invoke(cli, ["--json", "replay", "raw", "1", cli_case, "--plan", "-"],
+                           input='{"default_effect": "none"}')
+    assert json.loads(r.stdout)["record"]["replayed"] == 1

@@ -1,9 +1,12 @@
 """`cas retire` and `cas erase` (and `cas show` of a retired version): exit codes and exact
-output."""
+output; the erase preview's wording, and an erasure that matches nothing."""
 
 import json
 
 import pytest
+
+import cas
+from support.citing import snapshot as everything
 from support.cli import commit_people
 
 OPERATOR = "Grace <grace@example.com>"
@@ -103,3 +106,66 @@ def test_erase_preview_then_confirm(run, repo):
                                {"dataset": "evals", "number": 2}]
     assert "p-2" not in r.stdout
     assert json.loads(run("--json", "fsck").stdout)["ok"] is True
+
+
+@pytest.fixture
+def cli_repo(repo):
+    """`repo` again (made by the operator), by the name the erase wording tests use."""
+    return repo
+
+
+def test_cli_erase_preview_wording(run, cli_repo):
+    one = cas.encode_case({"input": "a", "person": "p-1"}).case_id
+    v1, v2 = cli_repo.version("evals", 1), cli_repo.version("evals", 2)
+    preview = json.loads(run("--json", "erase", "--person", "p-1").stdout)
+    assert sorted(preview) == ["cases", "cassettes", "citing_experiments", "citing_scores",
+                               "confirm_token", "matched", "person", "proposals_to_delete",
+                               "reviews", "runs",
+                               "versions_to_retire", "warnings"]
+    assert (preview["matched"], preview["warnings"]) == (True, [])
+    r = run("erase", "--person", "p-1")
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert r.stdout == (
+        "erasing p-1 will delete 1 case, 0 runs and 0 reviews, and will retire 2 versions:\n"
+        f"  will retire evals@1 (ACTIVE, {v1.item_count} cases)\n"
+        f"  will retire evals@2 (ACTIVE, {v2.item_count} cases)\n"
+        f"  will delete case {one}\n"
+        f"confirm with: cas erase --person p-1 --confirm-token {preview['confirm_token']}\n")
+    assert "deleted" not in r.stdout and "is deleted" not in r.stdout
+    two = sorted(cas.encode_case({"input": x, "person": "p-2"}).case_id for x in "bc")
+    cli_repo.retire("evals", 1, "CONTAMINATED", "leaked")
+    r = run("erase", "--person", "p-2")
+    token = json.loads(run("--json", "erase", "--person", "p-2").stdout)["confirm_token"]
+    assert r.stdout == (
+        "erasing p-2 will delete 2 cases, 0 runs and 0 reviews, and will retire 2 versions:\n"
+        "  will retire evals@1 (RETIRED, 2 cases)\n"
+        "  will retire evals@2 (ACTIVE, 3 cases)\n"
+        f"  will delete case {two[0]}\n  will delete case {two[1]}\n"
+        f"confirm with: cas erase --person p-2 --confirm-token {token}\n")
+    done = run("erase", "--person", "p-2", "--confirm-token", token)
+    e = cli_repo.erasures()[0]
+    packs = f"{e.packs_rewritten} pack{'' if e.packs_rewritten == 1 else 's'}"
+    assert done.stdout == (f"erased {e.person} at {e.erased_at}: 2 cases, 0 runs, 0 reviews; "
+                           f"{e.objects_deleted} objects deleted from {packs}; "
+                           "retired: evals@1, evals@2\n")
+
+
+def test_cli_erase_of_nothing_warns_and_writes_nothing(run, cli_repo):
+    before = everything(cli_repo)
+    warning = ("cas: warning: nothing matched who@example.com: no case, run or review names "
+               "this person id; confirming erases nothing and records nothing\n")
+    r = run("erase", "--person", "who@example.com")
+    assert (r.exit_code, r.stdout, r.stderr) == (
+        0, "nothing to erase: nothing matched who@example.com; no record will be written\n",
+        warning)
+    r = run("--json", "erase", "--person", "who@example.com")
+    shown = json.loads(r.stdout)
+    assert (r.exit_code, r.stderr, shown["matched"]) == (0, warning, False)
+    r = run("--json", "erase", "--person", "who@example.com", "--confirm-token",
+            shown["confirm_token"])
+    assert (r.exit_code, r.stdout) == (5, "")
+    assert json.loads(r.stderr)["error"] == {
+        "code": "FAILED_PRECONDITION", "reason": "NOTHING_TO_ERASE",
+        "message": "nothing matched who@example.com: no case, run or review names this person "
+                   "id; nothing was erased and no erasure was recorded"}
+    assert everything(cli_repo) == before

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from support.cli import commit_people
 
 

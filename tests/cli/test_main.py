@@ -12,12 +12,12 @@ import sys
 
 import click
 import pytest
-from support.cli import commit_example
-from support.lifecycle import jsonl, run_obj
 
 import cas as cas_api
 from cas_cli import main
 from cas_cli.main import WORKFLOWS, cli
+from support.cli import commit_example
+from support.lifecycle import jsonl, run_obj
 
 TERMINAL = pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
 

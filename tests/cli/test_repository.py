@@ -1,11 +1,15 @@
-"""`cas init`, `fsck`, `gc` and `cat`: exit codes and exact output."""
+"""`cas init`, `fsck`, `gc` and `cat`: exit codes and exact output, and the commands on an S3
+repository (a real SeaweedFS)."""
 
 import json
+import os
 
 import pytest
-from support.cli import commit_example, files, refused
+from click.testing import CliRunner
 
-from cas_cli.main import EXIT_CODES
+from cas_cli.main import EXIT_CODES, cli
+from support import ROOT
+from support.cli import commit_example, files, refused
 
 
 @pytest.fixture
@@ -64,3 +68,20 @@ def test_gc_reports_what_it_would_reclaim_and_refuses_a_bad_duration(run, repo, 
     refused(run, tmp_path, ("gc", "--grace", "soon"), 2, "INVALID_ARGUMENT", None,
             "invalid grace period 'soon'; use seconds or a number with s, m, h or d, e.g. 0, "
             "90, 15m, 24h, 7d")
+
+
+def test_cli_init_and_commands_on_s3(s3_url, tmp_path, monkeypatch):
+    runner = CliRunner()
+    monkeypatch.chdir(tmp_path)
+    example = os.path.join(ROOT, "examples", "cases.jsonl")
+    assert runner.invoke(cli, ["init", s3_url]).exit_code == 0
+    assert runner.invoke(cli, ["init", s3_url]).exit_code == 4
+    monkeypatch.setenv("CAS_REPO", s3_url)
+    created = runner.invoke(cli, ["dataset", "create", "evals", "--admission", "direct"])
+    assert created.exit_code == 0
+    out = runner.invoke(cli, ["--json", "commit", "evals", "--add", example])
+    assert out.exit_code == 0 and json.loads(out.stdout)["item_count"] == 5
+    fsck = runner.invoke(cli, ["--json", "fsck"])
+    assert fsck.exit_code == 0 and json.loads(fsck.stdout)["ok"]
+    missing = runner.invoke(cli, ["--repo", s3_url + "-nothing", "dataset", "list"])
+    assert missing.exit_code == 3 and "no cas repository" in missing.stderr

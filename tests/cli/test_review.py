@@ -1,8 +1,10 @@
-"""`cas review add`, `list` and `queue`: preview then confirm, batches, and who the reviewer is."""
+"""`cas review add`, `list` and `queue`: preview then confirm, batches (one review of several
+runs), and who the reviewer is."""
 
 import json
 
 from support.cli import ADA, files, ok_json, refused, write_jsonl
+from support.lifecycle import run_obj
 
 
 def test_review_preview_then_confirm(run, runs_file, tmp_path):
@@ -123,3 +125,21 @@ def test_review_batch_from_a_file(run, runs_file, tmp_path):
     empty.write_text("\n")
     refused(run, tmp_path, ("review", "add", "--file", str(empty)), 2, "INVALID_ARGUMENT",
             None, f"{empty} holds no reviews")
+
+
+def test_review_add_judges_several_runs_and_names_each_saved_review(run, tmp_path):
+    assert run("init").exit_code == 0
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(run_obj(r)) + "\n" for r in ("r-1", "r-2")))
+    assert run("runs", "import", str(runs)).exit_code == 0
+    args = ("review", "add", "r-1", "--run", "r-2", "--metric", "dataset_eligibility",
+            "--label", "reviewed")
+    preview = json.loads(run("--json", *args).stdout)
+    assert [r["run_id"] for r in preview["reviews"]] == ["r-1", "r-2"]
+    r = run(*args, "--confirm-token", preview["confirm_token"])
+    saved = json.loads(run("--json", *args, "--confirm-token", preview["confirm_token"]).stdout)
+    assert r.stdout == "".join(f"saved review {s['annotation_id']} of {s['run_id']}\n"
+                               for s in saved["saved"])
+    assert [s["run_id"] for s in saved["saved"]] == ["r-1", "r-2"]
+    queue = run("review", "queue")
+    assert queue.stdout == "no run awaits dataset_eligibility\n"

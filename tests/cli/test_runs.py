@@ -1,10 +1,22 @@
 """`cas runs import`, `list` and `show`: exact output, --json shapes, refusals that store
-nothing."""
+nothing; runs of an erased person refused then admitted, other formats (and their flags), tool
+calls hidden in messages, and a local capture store imported."""
 
+import asyncio
 import json
+import os
 
 import pytest
-from support.cli import ok_json, refused, run_obj, write_jsonl
+
+import cas
+from cas.evals.capture.stores import LocalCaptureStore
+from cas.format.keys import import_key
+from cas.format.records import RunAdmission, parse_record_file
+from support import lifecycle
+from support.citing import snapshot as everything
+from support.cli import commit_people, ok_json, refused, run_obj, write_jsonl
+from support.evals import ADA, record
+from support.lifecycle import OPERATOR, jsonl
 
 
 def test_runs_import_list_show(run, runs_file, tmp_path):
@@ -102,3 +114,107 @@ def test_transcript_with_json_is_refused_as_a_usage_error(run, runs_file):
     r = run("runs", "show", "r-404", "--transcript")
     assert (r.exit_code, r.stdout) == (3, "")
     assert r.stderr == "cas: error: no recorded run 'r-404' (import it with `cas runs import`)\n"
+
+
+@pytest.fixture
+def cli_repo(run, tmp_path, monkeypatch):
+    """Dataset `evals` with cases of p-1 and p-2 (two versions), made by the operator: the
+    repository, opened through the API."""
+    monkeypatch.setenv("CAS_USER", OPERATOR)
+    return commit_people(run, tmp_path)
+
+
+def test_cli_import_refused_then_admitted(run, cli_repo, tmp_path):
+    cli_repo.import_runs([lifecycle.run_obj("r-1", 1, person="p-9")])
+    record = cli_repo.erase("p-9", cli_repo.erase("p-9")["confirm_token"])
+    (tmp_path / "runs.jsonl").write_bytes(jsonl(lifecycle.run_obj("r-1", 1, person="p-9"),
+                                                lifecycle.run_obj("r-2", 2, person="p-3")))
+    before = everything(cli_repo)
+    r = run("runs", "import", "runs.jsonl")
+    assert (r.exit_code, r.stdout) == (5, "")
+    assert r.stderr == (
+        f"cas: error: run 'r-1' names person 'p-9', erased at {record.erased_at} (erasure "
+        f"{record.id}); nothing was stored. Bringing their data back needs their new consent: "
+        "admit them deliberately with --allow-erased-person p-9 (allow_erased_persons)\n")
+    r = run("--json", "runs", "import", "runs.jsonl")
+    assert json.loads(r.stderr)["error"] == {
+        "code": "FAILED_PRECONDITION", "reason": "PERSON_ERASED_BEFORE", "run_id": "r-1",
+        "erased_at": record.erased_at, "erasure": record.id,
+        "message": r.stderr and json.loads(r.stderr)["error"]["message"]}
+    assert everything(cli_repo) == before
+    r = run("--json", "runs", "import", "runs.jsonl", "--allow-erased-person", "p-9",
+            "--allow-erased-person", "p-3")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout) == {"imported": ["r-1", "r-2"], "unchanged": 0, "warnings": []}
+    [key] = cli_repo.backend.list("runs/admissions/")
+    admission = parse_record_file(cli_repo.backend.get(key), RunAdmission, key)
+    assert (admission.persons, admission.author) == ([record.person], OPERATOR)
+    assert cli_repo.backend.exists(import_key(admission.number))
+    assert json.loads(run("--json", "fsck").stdout)["ok"] is True
+
+
+def test_runs_import_from_captures(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cas_cli.main import cli
+    monkeypatch.setenv("CAS_USER", ADA)
+    caps = tmp_path / "caps"
+    store = LocalCaptureStore(caps)
+    asyncio.run(store.start())
+    asyncio.run(store.append(record(1)))
+    with open(caps / os.listdir(caps)[0], "ab") as f:
+        f.write(b'{"torn')
+    location = str(tmp_path / "repo")
+    cas.init(location)
+
+    def run(*args):
+        return CliRunner().invoke(cli, ["--repo", location, *args], catch_exceptions=False)
+    out = run("runs", "import", "--from-captures", str(caps), "--tenant", "acme", "--json")
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["imported"] == ["capture-cr-1"] and data["torn"][0]["line"] == 2
+    assert "torn or unreadable capture record was skipped" in out.stderr
+    again = json.loads(run("runs", "import", "--from-captures", str(caps), "--tenant", "acme",
+                           "--json").stdout)
+    assert again["imported"] == [] and again["unchanged"] == 1
+    refused = run("runs", "import", "--from-captures", str(caps), "--json")
+    assert json.loads(refused.output)["error"]["reason"] == "TENANT_REQUIRED"
+    both = run("runs", "import", "--from-captures", str(caps), "x.jsonl", "--tenant", "a")
+    assert both.exit_code != 0
+
+
+def test_the_cli_imports_another_format_and_refuses_format_flags_for_native(run, tmp_path):
+    assert run("init").exit_code == 0
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps({"messages": [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a b"},
+        {"role": "assistant", "content": "a and b"}]}))
+    r = run("--json", "runs", "import", "--format", "openai-chat", "--tenant", "acme", str(chat))
+    assert r.exit_code == 0, r.output
+    imported = json.loads(r.stdout)
+    assert len(imported["imported"]) == 1 and imported["unchanged"] == 0
+    (run_id,) = imported["imported"]
+    steps = json.loads(run("--json", "runs", "show", run_id).stdout)["steps"]
+    (call,) = [s for s in steps if s["type"] == "tool_call"]
+    assert (call["tool_name"], call["arguments"], call["result"]) == ("ls", {}, "a b")
+    again = run("runs", "import", "--format", "openai-chat", "--tenant", "acme", str(chat))
+    assert again.stdout == "imported 0 runs (1 already present, unchanged)\n"
+    r = run("runs", "import", "--tenant", "acme", str(chat))
+    assert (r.exit_code, r.stderr) == (2, "cas: error: --tenant applies to another format's "
+                                          "documents; cas's own runs name their tenant and "
+                                          "person (give --format)\n")
+
+
+def test_the_cli_warns_of_tool_calls_hidden_in_native_messages(run, tmp_path):
+    assert run("init").exit_code == 0
+    native = tmp_path / "runs.jsonl"
+    native.write_text(json.dumps({"run_id": "r-1", "tenant": "acme", "steps": [
+        {"type": "message", "role": "tool", "tool_call_id": "c1", "content": "x"}]}) + "\n")
+    r = run("runs", "import", str(native))
+    assert r.exit_code == 0
+    assert r.stderr == ("cas: warning: run 'r-1': its message steps hold tool calls that are "
+                        "not tool_call steps; import the original with --format openai-chat\n")
+    assert r.stdout == "imported 1 runs (0 already present, unchanged)\n"

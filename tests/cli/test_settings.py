@@ -1,4 +1,7 @@
-"""`cas settings show` and `content-policy`: what promotion copies into cases."""
+"""`cas settings show` and `content-policy`: what promotion copies into cases, for the
+repository and per dataset."""
+
+import json
 
 from support.cli import ADA, ok_json, refused, seal, subject, subjects_file
 
@@ -46,3 +49,23 @@ def test_settings_content_policy(run, reviewed, tmp_path):
     assert case["output"] == "done 1" and case["run_id"] == "r-1"
     r = run("--json", "settings", "content-policy", "--copy-all")
     assert ok_json(r)["withheld"] == [] and ok_json(r)["revision"] == 2
+
+
+def test_cli_per_dataset_policy(run):
+    assert run("init").exit_code == 0
+    assert run("dataset", "create", "a").exit_code == 0
+    r = run("settings", "content-policy", "--dataset", "a", "--withhold", "input")
+    assert r.stdout == "settings revision 1 (a): withheld input\n"
+    r = run("settings", "show", "--dataset", "a")
+    assert r.stdout.splitlines()[:3] == [
+        "content policy of a: its own override, settings revision 1",
+        "copied: output, tool_arguments, tool_results, metadata", "withheld: input"]
+    assert run("dataset", "show", "a").stdout.splitlines()[2] == (
+        "  content policy: withholds input (its own override, settings revision 1)")
+    r = run("settings", "content-policy", "--dataset", "a", "--inherit")
+    assert r.stdout == "settings revision 2 (a): follows the repository default\n"
+    data = json.loads(run("--json", "settings", "show", "--dataset", "a").stdout)
+    assert (data["dataset"], data["overridden"], data["withheld"], data["revision"]) == (
+        "a", False, [], 0)
+    shown = json.loads(run("--json", "dataset", "show", "a").stdout)
+    assert shown["content_policy"] == {"withheld": [], "overridden": False, "revision": 0}

@@ -1,15 +1,43 @@
-"""`cas suite export`, `run` and `diff`: a version exported, run twice, and the runs compared."""
+"""`cas suite export`, `run`, `merge` and `diff`: a version exported (to stdout or a file, in
+both spellings, or refused), suite files and versions run (human output, --json, exit codes,
+replay and record), shards merged and runs compared."""
 
+import io
 import json
+import sys
 
 import pytest
-from support.cli import commit_example
+
+import cas
+from cas.evals import suites
+from cas.evals.suites.files import Suite, write_jsonl
+from cas.evals.suites.results import COMPLETED, ERRORED, INCOMPLETE, as_result
+from support.cli import EXAMPLE, commit_example
+from support.evals import ADA, frozen_case, listing
+
+AUTHOR = ADA  # who retires the exported version
+
+
+@pytest.fixture(autouse=True)
+def _import_path(monkeypatch):
+    """`cas suite run` puts the current directory on sys.path: undone after each test."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
 
 
 @pytest.fixture
 def repo(run):
     """Dataset `evals` holds the example cases as version 1: its commit's JSON."""
     return commit_example(run)
+
+
+@pytest.fixture
+def cli_repo(run):
+    """Dataset `evals` holds the example cases as version 1: the repository, opened through
+    the API."""
+    assert run("init").exit_code == 0
+    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
+    assert run("commit", "evals", "--add", str(EXAMPLE)).exit_code == 0
+    return cas.open(".")
 
 
 def test_an_exported_suite_runs_the_same_twice(run, repo, tmp_path):
@@ -28,3 +56,144 @@ def test_an_exported_suite_runs_the_same_twice(run, repo, tmp_path):
     assert r.stdout.startswith(f"suite evals {result['suite']['version']}: 5 cases in ")
     assert r.stdout.endswith(f"5 completed, 0 errored, 0 incomplete; ok; digest "
                              f"{result['digest']}\n")
+
+
+def test_cli_export_to_stdout_in_both_spellings(run, cli_repo):
+    out = io.BytesIO()
+    suites.export(cli_repo, "evals", 1, out)
+    for args in (("evals", "1"), ("evals@1",)):
+        r = run("suite", "export", *args)
+        assert r.exit_code == 0 and r.stdout_bytes == out.getvalue() and r.stderr == ""
+
+
+def test_cli_export_to_a_file(run, cli_repo, tmp_path):
+    pin = str(cli_repo.pin("evals", 1))
+    r = run("--json", "suite", "export", "evals@1", "-o", "s.jsonl")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {"suite": {"name": "evals", "version": pin}, "cases": 5,
+                                    "path": str(tmp_path / "s.jsonl")}
+    r = run("suite", "export", "evals", "1", "--output", "t.jsonl")
+    assert r.exit_code == 0 and r.stderr == ""
+    assert r.stdout == f"wrote 5 cases of evals@1 ({pin}) to {tmp_path / 't.jsonl'}\n"
+    assert (tmp_path / "t.jsonl").read_bytes() == (tmp_path / "s.jsonl").read_bytes()
+
+
+def test_cli_export_refusals(run, cli_repo, tmp_path):
+    before = listing(tmp_path)
+    r = run("--json", "suite", "export", "evals", "1")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "OUTPUT_REQUIRED"
+    r = run("--json", "suite", "export", "evals", "-o", "x")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "VERSION_REQUIRED"
+    r = run("suite", "export", "evals@7", "-o", "x")
+    assert r.exit_code == 3 and r.stderr.startswith("cas: error: ")
+    cli_repo.retire("evals", 1, "contaminated", "leaked", author=AUTHOR)
+    r = run("--json", "suite", "export", "evals@1", "-o", "x")
+    assert r.exit_code == 5 and r.stdout == ""
+    assert json.loads(r.stderr)["error"]["reason"] == "EVALUATION_DATASET_VERSION_RETIRED"
+    r = run("suite", "export", "evals@1")
+    assert r.exit_code == 5 and r.stdout == ""
+    assert listing(tmp_path) == before
+
+
+@pytest.fixture
+def suite_file(tmp_path):
+    path = tmp_path / "suite.jsonl"
+    write_jsonl(path, Suite("demo", "v1", [{"id": f"c{i}", "input": {"n": i}, "tenant": "acme"}
+                                           for i in range(4)]))
+    (tmp_path / "mine.py").write_text(
+        "from cas.runner import Run\n"
+        "def flaky(case, *, run_id):\n"
+        "    if case.input['n'] == 1:\n"
+        "        raise ValueError('no luck')\n"
+        "    return {'answer': case.input, 'tenant': case.tenant}\n"
+        "async def score(case, answer):\n"
+        "    return {'big': answer['n'] > 1}\n")
+    sys.modules.pop("mine", None)
+    return path
+
+
+def test_cli_run_json_human_and_exit_codes(run, suite_file, tmp_path):
+    r = run("suite", "run", str(suite_file), "--executor", "cas:echo", "--json")
+    assert r.exit_code == 0
+    out = json.loads(r.stdout)
+    assert out["ok"] is True and out["counts"] == {COMPLETED: 4, ERRORED: 0, INCOMPLETE: 0}
+    assert as_result(out).digest == out["digest"]
+    r = run("suite", "run", str(suite_file), "--executor", "mine:flaky", "--scorer",
+            "mine:score")
+    assert r.exit_code == 10
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["ERRORED", "1", "c1", "the", "executor", "raised",
+                                "ValueError:", "no", "luck"]
+    assert lines[1].startswith("suite demo v1: 4 cases in ") and \
+        "3 completed, 1 errored, 0 incomplete; NOT ok (exit 10); digest b3:" in lines[1]
+    assert len(lines) == 2
+    r = run("suite", "run", str(suite_file), "--executor", "mine:flaky", "--scorer",
+            "mine:score", "--json")
+    assert json.loads(r.stdout)["results"][3]["scores"] == {"big": True}
+    r = run("suite", "run", str(suite_file), "--executor", "cas:cassette", "--json")
+    assert r.exit_code == 5 and json.loads(r.stderr)["error"]["reason"] == \
+        "SUITE_NOT_PINNED"  # its cassettes belong to the cases of a version
+    r = run("suite", "run", str(suite_file), "--executor", "cas:echo", "--shard", "5/4")
+    assert r.exit_code == 2 and "shard '5/4' is not i/n with 1 <= i <= n" in r.stderr
+    r = run("suite", "run", "nowhere", "--executor", "cas:echo")
+    assert r.exit_code == 2 and "neither a suite file nor DATASET@N" in r.stderr
+
+
+def test_cli_shards_merge_and_diff(run, suite_file, tmp_path):
+    files = []
+    for i in (1, 2):
+        r = run("suite", "run", str(suite_file), "--executor", "cas:echo", "--shard",
+                f"{i}/2", "--json")
+        assert r.exit_code == 0 and json.loads(r.stdout)["shard"]["index"] == i
+        files.append(tmp_path / f"s{i}.json")
+        files[-1].write_text(r.stdout)
+    whole = json.loads(run("suite", "run", str(suite_file), "--executor", "cas:echo",
+                           "--json").stdout)
+    r = run("suite", "merge", str(files[1]), str(files[0]), "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout) == whole
+    r = run("suite", "merge", str(files[0]), "--json")
+    assert r.exit_code == 2 and "shard 2/2 is missing" in json.loads(r.stderr)["error"]["message"]
+    (tmp_path / "whole.json").write_text(json.dumps(whole))
+    r = run("suite", "run", str(suite_file), "--executor", "mine:flaky", "--json")
+    (tmp_path / "flaky.json").write_text(r.stdout)
+    r = run("suite", "diff", str(tmp_path / "whole.json"), str(tmp_path / "flaky.json"),
+            "--json")
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)["unchanged"] == 3
+    assert [c["id"] for c in json.loads(r.stdout)["changed"]] == ["c1"]
+    r = run("suite", "diff", str(tmp_path / "whole.json"), str(tmp_path / "flaky.json"))
+    assert r.stdout.splitlines() == [
+        'c1: COMPLETED {"n": 1} -> ERRORED (the executor raised ValueError: no luck)',
+        "1 changed, 3 unchanged"]
+    write_jsonl(tmp_path / "v2.jsonl", Suite("demo", "v2", [{"id": "c0", "input": 0,
+                                                             "tenant": "acme"}]))
+    (tmp_path / "v2.json").write_text(run("suite", "run", str(tmp_path / "v2.jsonl"),
+                                          "--executor", "cas:echo", "--json").stdout)
+    r = run("suite", "diff", str(tmp_path / "whole.json"), str(tmp_path / "v2.json"))
+    assert r.exit_code == 5 and "one suite version" in r.stderr
+    r = run("suite", "diff", str(tmp_path / "whole.json"), str(tmp_path / "v2.json"),
+            "--allow-versions", "--json")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["changed"]) == 4
+
+
+def test_cli_run_a_version_with_replay_and_record(run, tmp_path):
+    repo = cas.init(str(tmp_path))
+    repo.create_dataset("evals", admission="direct")
+    repo.commit("evals", base=None, add=[frozen_case(i) for i in range(3)], author=ADA)
+    (tmp_path / "plan.json").write_text('{"default_effect": "none"}')
+    r = run("suite", "run", "evals@1", "--executor", "cas:replay", "--plan", "plan.json",
+            "--record", "replayed", "--json")
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["suite"]["version"] == str(repo.pin("evals", 1))
+    assert out["recorded"]["experiment"] == "replayed" and out["recorded"]["scores"] == 3
+    assert sorted(c["answer"] for c in out["results"]) == ["done 0", "done 1", "done 2"]
+    assert {s.metric for s in cas.open(str(tmp_path)).scores("evals", 1)} == {"completed"}
+    r = run("suite", "run", str(repo.pin("evals", 1)), "--executor", "cas:echo", "--json")
+    assert r.exit_code == 0
+    write_jsonl(tmp_path / "plain.jsonl", Suite("evals", "hand-made", [
+        {"id": "x", "input": 1, "tenant": "acme"}]))
+    r = run("suite", "run", "plain.jsonl", "--executor", "cas:echo", "--record", "x")
+    assert r.exit_code == 5 and "is not a pin" in r.stderr
+    r = run("suite", "run", "plain.jsonl", "--executor", "cas:replay", "--plan", "plan.json")
+    assert r.exit_code == 5 and "DATASET@N" in r.stderr

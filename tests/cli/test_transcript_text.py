@@ -4,12 +4,12 @@
 import json
 
 from hypothesis import given, settings
-from support.transcripts import RUN, as_run, imported, subjects, texts_of
 
-from cas.format.records import Case, Run
-from cas.format.transcript import transcript
 from cas.format.projection import withhold
+from cas.format.records import Case, RunRecord
+from cas.format.transcript import transcript
 from cas_cli.transcript_text import escape, render
+from support.transcripts import RUN, as_run, imported, subjects, texts_of
 
 EXPECTED = """\
 run r-1 (tenant acme, person user-42, started 2026-05-01T10:00:00Z)
@@ -142,7 +142,7 @@ def test_withheld_content_is_shown_as_withheld_never_as_unrecorded():
 
 
 def test_odd_content_is_shown_escaped_never_raised():
-    run = Run(run_id="r-\x1b", tenant="t", steps=[
+    run = RunRecord(run_id="r-\x1b", tenant="t", steps=[
         {"type": "message", "role": "a\x1b[2Jb",
          "content": "red \x1b[31mtext\r\nline\t2\u202e\ud800"},
         {"type": "message", "role": 7, "content": [1, None, {"type": "text", "text": "t"}, [2]]},

@@ -1,4 +1,5 @@
-"""Replay: plans, dispositions, the plan digest, run diffs, the API and `cas replay`.
+"""Replay: plans, dispositions, the plan digest, run diffs, the API, and `cas replay`'s bytes
+the same in two processes (its output and refusals: tests/cli/test_datasets_and_versions.py).
 
 Plans against recordings are tables; the invariants are hypothesis properties; the repository
 paths run on both backends (`location`) and check that a replay writes nothing.
@@ -20,38 +21,19 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support import ROOT
 import cas
-from cas.format import encoding
 from cas.evals.replay import parse_run_document
+from cas.format import encoding
 from cas_cli.main import cli
+from support import ROOT
+from support.recordings import (PLAN, C, R, S, U, call, case_of, expected_detail, keys_and_bytes,
+                                msg, organised_version, organiser_run, promote_all, write)
 
 ADA = "Ada <ada@example.com>"
 DOCS = os.path.join(ROOT, "docs", "replay.md")
 
 
 # -- building recordings ------------------------------------------------------------------
-def msg(role: str, content: str) -> dict:
-    return {"type": "message", "role": role, "content": content}
-
-
-def call(name, arguments=None, **answer) -> dict:
-    """A tool call; `answer` holds `result` and/or `error` only when they were recorded."""
-    step = {"type": "tool_call"}
-    if name is not ...:  # `...`: the recording has no tool_name key at all
-        step["tool_name"] = name
-    step["arguments"] = arguments if arguments is not None else {}
-    step.update(answer)
-    return step
-
-
-def case_of(*steps, **over) -> dict:
-    case = {"run_id": "r-1", "tenant": "acme", "input": {"task": "tidy"}, "output": "done",
-            "steps": list(steps), "outcome": {"status": "success", "score": 1.0}}
-    case.update(over)
-    return case
-
-
 def dispositions(result) -> list[str]:
     return [d.disposition for d in result.record.steps_detail]
 
@@ -76,7 +58,6 @@ RECORDING = case_of(
     msg("assistant", "done"),                                   # 11
 )
 
-C, R, U, S = "CARRIED", "RECORDED", "UNRECORDED", "STUBBED"
 E, I = stub("external"), stub("internal")
 UNNAMED = [(S, E)] * 3  # steps 7-9: external whatever the plan says
 TAIL = [(C, None), (C, None)]
@@ -656,64 +637,6 @@ def test_parse_run_document_reads_a_case_a_replay_reply_and_a_case_reply():
 
 
 # -- realistic recordings through the repository -----------------------------------------
-def organiser_run(run_id: str, with_results: bool) -> dict:
-    """A multi-turn file-organising agent: reads (list, read, search) and effects (move, write,
-    send), optionally with the tool answers recorded."""
-    def answer(value):
-        return {"result": value} if with_results else {}
-    return {
-        "run_id": run_id, "tenant": "acme", "person": "user-42",
-        "started_at": "2026-05-01T10:00:00Z", "input": {"task": "file the invoices"},
-        "output": "Filed 2 invoices and told finance.",
-        "steps": [
-            msg("user", "File the invoices from my inbox folder, then tell finance."),
-            msg("assistant", "Let me look at the folder first."),
-            call("list_dir", {"path": "inbox"}, **answer(["inv-1.pdf", "inv-2.pdf", "cv.pdf"])),
-            call("read_file", {"path": "inbox/inv-1.pdf"}, **answer("Invoice #1 total 40 EUR")),
-            call("search", {"query": "invoice", "path": "inbox"},
-                 **answer([{"path": "inbox/inv-2.pdf", "score": 0.93}])),
-            call("move_file", {"src": "inbox/inv-1.pdf", "dst": "invoices/inv-1.pdf"},
-                 **answer({"ok": True})),
-            call("move_file", {"src": "inbox/inv-2.pdf", "dst": "invoices/inv-2.pdf"},
-                 **({"error": "destination exists"} if with_results else {})),
-            msg("assistant", "inv-2 already exists there; writing a note."),
-            call("write_file", {"path": "invoices/NOTE.txt", "content": "inv-2 duplicate"},
-                 **answer({"bytes": 15})),
-            msg("user", "Good, tell finance."),
-            call("send_email", {"to": "finance@acme.test", "subject": "Invoices filed"},
-                 **answer({"message_id": "m-1"})),
-            msg("assistant", "Filed 2 invoices and told finance."),
-        ],
-        "outcome": {"status": "success", "checks": {"filed": 2}},
-        "metadata": {"model": "m-1"}}
-
-
-PLAN = {"default_effect": "none",
-        "tools": [{"tool_name": "move_file", "effect": "internal"},
-                  {"tool_name": "write_file", "effect": "internal"},
-                  {"tool_name": "send_email", "effect": "external"}]}
-DETAIL_NAMES = [None, None, "list_dir", "read_file", "search", "move_file", "move_file", None,
-                "write_file", None, "send_email", None]
-
-
-def expected_detail(dispositions_):
-    return [{"index": i, "type": "tool_call" if n else "message", "tool_name": n,
-             "disposition": d} for i, (n, d) in enumerate(zip(DETAIL_NAMES, dispositions_))]
-
-
-def promote_all(repo, runs: list[dict], dataset: str = "evals", key: str = "k-1") -> int:
-    repo.import_runs(runs)
-    subjects = []
-    for run in runs:
-        req = [{"run_id": run["run_id"], "metric": "dataset_eligibility", "label": "reviewed"}]
-        token = repo.add_reviews(req)["confirm_token"]
-        ann = repo.add_reviews(req, confirm_token=token)["annotation_ids"][0]
-        subjects.append({"subject_kind": "agent_run", "subject_ref": run["run_id"],
-                         "review_annotation_id": ann})
-    if dataset not in repo.datasets():
-        repo.create_dataset(dataset, admission="direct")
-    p = repo.promote(dataset, subjects, key)
-    return repo.seal(dataset, p["confirm_token"]).version.number
 
 
 @pytest.fixture
@@ -725,16 +648,7 @@ def person(monkeypatch, tmp_path):
 @pytest.fixture
 def organised(location, person):
     """A repository on each backend with one version holding both organiser runs."""
-    repo = cas.init(location)
-    number = promote_all(repo, [organiser_run("with", True), organiser_run("without", False)])
-    ids = {}
-    for case_id in repo.items("evals", number).items:
-        ids[repo.case("evals", number, case_id).run_id] = case_id
-    return location, repo, number, ids
-
-
-def keys_and_bytes(repo) -> dict:
-    return {k: repo.backend.get(k) for k in sorted(repo.backend.list(""))}
+    return organised_version(location)
 
 
 def test_realistic_replay_through_the_repository_on_both_backends(organised):
@@ -842,180 +756,6 @@ def test_a_retired_version_is_refused(tmp_path, person):
                                  case_id])
     assert (r.exit_code, r.stdout) == (5, "")
     assert json.loads(r.stderr)["error"]["reason"] == "EVALUATION_DATASET_VERSION_RETIRED"
-
-
-# -- the CLI ------------------------------------------------------------------------------
-@pytest.fixture
-def cli_run(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("CAS_REPO", raising=False)
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-    return invoke
-
-
-def write(path, value) -> str:
-    path.write_text(value if isinstance(value, str) else json.dumps(value))
-    return str(path)
-
-
-def test_cli_replay_json_is_exactly_the_documented_shape_on_both_backends(organised, cli_run,
-                                                                          tmp_path):
-    location, repo, number, ids = organised
-    plan = write(tmp_path / "plan.json", PLAN)
-    before = keys_and_bytes(repo)
-    r = cli_run("--repo", location, "replay", "evals", str(number), ids["with"], "--plan", plan,
-                "--json")
-    assert (r.exit_code, r.stderr) == (0, "")
-    out = json.loads(r.stdout)
-    frozen = json.loads(cas.encode_case(repo.case("evals", number, ids["with"])).data)
-    for i in (5, 6, 8, 10):
-        step = frozen["steps"][i]
-        step.pop("result", None)
-        step.pop("error", None)
-        step["cas_stub"] = {"effect": "external" if i == 10 else "internal"}
-    assert frozen["run_id"] == "with"
-    assert out == {"run": frozen, "record": {
-        "plan_digest": "b3:" + blake3(b"cas:replay.plan\x00" + cas.format_plan(PLAN)).hexdigest(),
-        "steps": 12, "tool_calls": 7, "replayed": 3, "stubbed": 4, "unrecorded": 0,
-        "stubbed_tools": ["move_file", "send_email", "write_file"],
-        "steps_detail": expected_detail([C, C, R, R, R, S, S, C, S, C, S, C])}}
-    # DATASET@VERSION and the root --json are the same command; the output is the same bytes
-    r2 = cli_run("--repo", location, "--json", "replay", f"evals@{number}", ids["with"],
-                 "--plan", plan)
-    assert r2.stdout == r.stdout
-    assert keys_and_bytes(repo) == before
-
-
-def test_cli_human_summary(organised, cli_run, tmp_path):
-    location, repo, number, ids = organised
-    r = cli_run("--repo", location, "replay", "evals", str(number), ids["without"])
-    assert r.exit_code == 0
-    digest = cas.plan_digest(None)
-    assert r.stdout == (
-        f"replayed evals@{number} {ids['without']}\n"
-        "12 steps, 7 tool calls: 0 replayed, 7 stubbed, 0 unrecorded\n"
-        f"plan: {digest}\n"
-        "stubbed tools: list_dir, move_file, read_file, search, send_email, write_file\n"
-        "   0  CARRIED     message    -\n"
-        "   1  CARRIED     message    -\n"
-        "   2  STUBBED     tool_call  list_dir\n"
-        "   3  STUBBED     tool_call  read_file\n"
-        "   4  STUBBED     tool_call  search\n"
-        "   5  STUBBED     tool_call  move_file\n"
-        "   6  STUBBED     tool_call  move_file\n"
-        "   7  CARRIED     message    -\n"
-        "   8  STUBBED     tool_call  write_file\n"
-        "   9  CARRIED     message    -\n"
-        "  10  STUBBED     tool_call  send_email\n"
-        "  11  CARRIED     message    -\n")
-
-
-def test_cli_diff_and_against(organised, cli_run, tmp_path):
-    location, repo, number, ids = organised
-    plan = write(tmp_path / "plan.json", PLAN)
-    base = ("--repo", location, "replay", "evals", str(number), ids["with"])
-    r = cli_run(*base, "--plan", plan, "--diff", "--json")
-    assert r.exit_code == 0
-    diff = json.loads(r.stdout)
-    assert set(diff) == {"identical", "differences"} and diff["identical"] is False
-    assert diff["differences"][:2] == [
-        {"path": "/steps/5/cas_stub", "replayed": {"effect": "internal"}},
-        {"path": "/steps/5/result", "frozen": {"ok": True}}]
-    r = cli_run(*base, "--plan", plan, "--diff")
-    assert r.stdout.splitlines()[:3] == [
-        "8 differences (frozen -> replayed):",
-        '/steps/5/cas_stub: (absent) -> {"effect": "internal"}',
-        '/steps/5/result: {"ok": true} -> (absent)']
-    # a plan that stubs nothing replays the frozen bytes exactly
-    reads = write(tmp_path / "reads.json", {"default_effect": "none"})
-    assert json.loads(cli_run(*base, "--plan", reads, "--diff", "--json").stdout) == {
-        "identical": True, "differences": []}
-    assert cli_run(*base, "--plan", reads, "--diff").stdout == \
-        "identical: the run has the frozen case's bytes\n"
-    # --against: the saved replay reply, and `cas case --json`, diffed against the frozen case
-    saved = tmp_path / "replayed.json"
-    saved.write_text(cli_run(*base, "--plan", plan, "--json").stdout)
-    assert json.loads(cli_run(*base, "--against", str(saved), "--json").stdout) == diff
-    case_reply = tmp_path / "case.json"
-    case_reply.write_text(cli_run("--repo", location, "case", "evals", str(number),
-                                  ids["with"], "--json").stdout)
-    assert json.loads(cli_run(*base, "--against", str(case_reply), "--json").stdout) == {
-        "identical": True, "differences": []}
-
-
-def refused(cli_run, args, exit_code, code, reason, message):
-    r = cli_run(*args)
-    assert (r.exit_code, r.stdout) == (exit_code, ""), (r.stdout, r.stderr)
-    assert r.stderr == f"cas: error: {message}\n"
-    r = cli_run("--json", *args)
-    assert (r.exit_code, r.stdout) == (exit_code, "")
-    error = json.loads(r.stderr)["error"]
-    assert (error["code"], error["reason"], error["message"]) == (code, reason, message)
-    return error
-
-
-@pytest.fixture
-def cli_case(cli_run, tmp_path) -> str:
-    """A local repository in the current directory whose raw@1 holds one case; its id."""
-    assert cli_run("init").exit_code == 0
-    assert cli_run("dataset", "create", "raw", "--admission", "direct").exit_code == 0
-    cases = write(tmp_path / "cases.jsonl", json.dumps(case_of(call("ls", result=1))) + "\n")
-    assert cli_run("commit", "raw", "--add", cases).exit_code == 0
-    return json.loads(cli_run("--json", "items", "raw", "1").stdout)["items"][0]["id"]
-
-
-def test_cli_refusals(cli_run, cli_case, tmp_path):
-    case_id = cli_case
-    before = sorted((p, p.stat().st_size) for p in (tmp_path / ".cas").rglob("*"))
-
-    bad = write(tmp_path / "bad.json", {"tools": [{"tool_name": "mv", "effect": "Internal"}]})
-    error = refused(cli_run, ("replay", "raw", "1", case_id, "--plan", bad), 2,
-                    "INVALID_ARGUMENT", "UNKNOWN_EFFECT",
-                    f'{bad}: $.tools[0].effect: "Internal" is not an effect; accepted values: '
-                    "none, internal, external")
-    assert error["accepted"] == ["none", "internal", "external"]
-    dup = write(tmp_path / "dup.json", {"tools": [{"tool_name": "mv", "effect": "none"},
-                                                  {"tool_name": "mv", "effect": "none"}]})
-    refused(cli_run, ("replay", "raw", "1", case_id, "--plan", dup), 2, "INVALID_ARGUMENT",
-            "DUPLICATE_TOOL", f"{dup}: $.tools[1].tool_name: tool 'mv' is declared twice")
-    garbage = write(tmp_path / "garbage.json", "{oops")
-    not_json = "invalid JSON: JSON is malformed: object keys must be strings (byte 1)"
-    refused(cli_run, ("replay", "raw", "1", case_id, "--plan", garbage), 2, "INVALID_ARGUMENT",
-            "INVALID_PLAN", f"{garbage}: {not_json}")
-    array = write(tmp_path / "array.json", [])
-    refused(cli_run, ("replay", "raw", "1", case_id, "--plan", array), 2, "INVALID_ARGUMENT",
-            "INVALID_PLAN", f"{array}: $: a plan must be a JSON object, not []")
-    usage = "(use: cas replay DATASET VERSION ITEM_ID or cas replay DATASET@VERSION ITEM_ID)"
-    refused(cli_run, ("replay", "raw", case_id), 2, "INVALID_ARGUMENT", "VERSION_REQUIRED",
-            f"{case_id!r} is not a version number; every read names an exact version, there "
-            f'is no "latest" {usage}')
-    refused(cli_run, ("replay", "raw", "1"), 2, "INVALID_ARGUMENT", "USAGE",
-            f"missing ITEM_ID {usage}")
-    refused(cli_run, ("replay", "raw", "1", case_id, "--against", array, "--plan", bad), 2,
-            "INVALID_ARGUMENT", "USAGE",
-            f"--plan does nothing with --against (the file is diffed as it is) {usage}")
-    refused(cli_run, ("replay", "raw", "1", case_id, "--against", garbage), 2,
-            "INVALID_ARGUMENT", None,
-            f"{garbage}: {not_json}")
-    refused(cli_run, ("replay", "raw", "2", case_id), 3, "NOT_FOUND", None,
-            "dataset 'raw' has no version 2")
-    other = "b3:" + "0" * 64
-    refused(cli_run, ("replay", "raw@1", other), 3, "NOT_FOUND", None,
-            f"case {other} is not in raw@1")
-    # the plan is refused before the repository is read
-    refused(cli_run, ("replay", "nope", "1", case_id, "--plan", bad), 2, "INVALID_ARGUMENT",
-            "UNKNOWN_EFFECT", f'{bad}: $.tools[0].effect: "Internal" is not an effect; '
-                              "accepted values: none, internal, external")
-    assert sorted((p, p.stat().st_size) for p in (tmp_path / ".cas").rglob("*")) == before
-
-
-def test_cli_plan_from_stdin(cli_case):
-    r = CliRunner().invoke(cli, ["--json", "replay", "raw", "1", cli_case, "--plan", "-"],
-                           input='{"default_effect": "none"}')
-    assert json.loads(r.stdout)["record"]["replayed"] == 1
 
 
 def test_same_bytes_in_two_separate_processes(organised, tmp_path):

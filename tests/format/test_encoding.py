@@ -11,8 +11,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cas.format import encoding
 from cas.errors import CasError, CorruptData, InvalidArgument, InvalidJSONValue
+from cas.format import encoding
 from cas.format.records import Case
 
 SETTINGS = settings(max_examples=150, deadline=None)

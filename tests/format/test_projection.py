@@ -9,18 +9,18 @@ from hypothesis import strategies as st
 
 from cas.format.cases import encode_case
 from cas.format.projection import CONTENT_CLASSES, IMPORT_KEY, freeze, withhold
-from cas.format.records import Case, Run
+from cas.format.records import Case, RunRecord
 
 CALL = {"type": "tool_call", "tool_name": "sql", "call_id": "c1", "arguments": {"q": "x"},
         "result": "1 row"}
 
 
-def a_run(**over) -> Run:
+def a_run(**over) -> RunRecord:
     fields = dict(run_id="r-1", tenant="acme", person="p-1", started_at="2024-01-01T00:00:00Z",
                   input="question", output="answer", outcome={"status": "success"},
                   steps=[{"type": "message", "role": "user", "content": "hi"}, CALL],
                   metadata={"model": "m"})
-    return Run(**{**fields, **over})
+    return RunRecord(**{**fields, **over})
 
 
 def test_a_run_frozen_with_nothing_withheld_keeps_its_content():

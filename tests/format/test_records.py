@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from cas import digest
 from cas.errors import CasError, CorruptData, DigestMismatch, UnsupportedFormat
 from cas.format import records as objects
-from cas.format.records import (Case, DatasetRecord, Lease, TreeLeaf, VersionRecord,
-                                decode_object, encode_object, format_record_file,
-                                parse_record_file, parse_record_file_of)
+from cas.format.records import (Case, DatasetRecord, Lease, TreeLeaf, VersionRecord, decode_object,
+                                encode_object, format_record_file, parse_record_file,
+                                parse_record_file_of)
 
 DOC = (pathlib.Path(__file__).parents[2] / "docs" / "format.md").read_text()
 

@@ -3,21 +3,17 @@ properties (a generated secret anywhere in a value is masked; scrub is idempoten
 
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from support import ROOT
 import cas
 from cas.format import redaction
 from cas.format.redaction import RULES, credential_kind, scrub, scrub_text
+from support import ROOT
+from support.secrets import around, iban_of, luhn_complete, placed, secrets, sensitive_part
 
 SETTINGS = settings(max_examples=100, deadline=None)
-
-
-# -- generated secrets (also used by tests/test_suites.py) ------------------------------------
-from support.secrets import (around, iban_of, luhn_complete, placed, secrets, sensitive_part)
 
 
 # -- every rule's example, as docs/suites.md shows it ---------------------------------------------

@@ -4,9 +4,9 @@ text form is tested with it in tests/cli/test_transcript_text.py)."""
 
 import msgspec
 from hypothesis import given, settings
-from support.transcripts import RUN, as_run, imported, subjects, texts_of
 
 from cas.format.transcript import Message, ToolCallEntry, transcript
+from support.transcripts import RUN, as_run, imported, subjects, texts_of
 
 
 def test_the_input_is_an_entry_only_when_no_user_message_holds_it():

@@ -4,7 +4,7 @@ and input -> identifier for every derived identifier (section 3.1).
 The digests are recomputed here with the blake3 package directly (domain bytes written out),
 not through cas.digest, so a change to either side is caught. The golden files are the
 reference: a run without the update flag fails when an encoding or a derivation changed.
-Regenerate them only on purpose: CAS_UPDATE_VECTORS=1 python -m pytest tests/test_vectors.py
+Regenerate them only on purpose: CAS_UPDATE_VECTORS=1 python -m pytest tests/format/test_vectors.py
 (that run writes the files and reports each changed vector as a skip; it asserts nothing
 against what it just wrote).
 """
@@ -17,9 +17,10 @@ import msgspec
 import pytest
 from blake3 import blake3
 
-from support import ROOT
-from cas.format import encoding, records as objects
+from cas.format import encoding
+from cas.format import records as objects
 from cas.storage import tree
+from support import ROOT
 
 VECTORS = pathlib.Path(__file__).parent / "vectors" / "vectors.json"
 

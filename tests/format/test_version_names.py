@@ -9,9 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas.format.version_names import (MAX_VERSION, Pin, VersionName, as_pin,
-                                      check_dataset_name, check_version_number,
-                                      format_version_name, parse_version_name)
+from cas.format.version_names import (MAX_VERSION, Pin, VersionName, as_pin, check_dataset_name,
+                                      check_version_number, format_version_name, parse_version_name)
 
 ZERO = "b3:" + "0" * 64
 NAMES = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,20}", fullmatch=True)

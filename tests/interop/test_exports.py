@@ -1,4 +1,5 @@
-"""Reads of a pinned version and exports: exact layouts, round trips, refusals, streaming."""
+"""Reads of a pinned version and exports: exact layouts, round trips, refusals, streaming
+(`cas export`: tests/cli/test_datasets_and_versions.py)."""
 
 import io
 import json
@@ -7,9 +8,9 @@ import sys
 
 import pytest
 
-from support import ROOT
 import cas
 from cas.interop import exports
+from support import ROOT
 
 EXAMPLE = ROOT / "examples" / "cases.jsonl"
 AUTHOR = "Ada <ada@example.com>"
@@ -248,59 +249,6 @@ def test_openai_chat_export_keeps_the_conversations_in_id_order(small):
     assert [m["role"] for m in weather["messages"]] == ["user", "assistant", "tool",
                                                         "assistant"]
     assert json.loads(weather["messages"][2]["content"]) == {"temp_c": 21, "sky": "sunny"}
-
-
-# -- the command ----------------------------------------------------------------------------
-@pytest.fixture
-def cli_repo(run):
-    assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
-    r = run("--json", "commit", "evals", "--add", str(EXAMPLE))
-    assert r.exit_code == 0, r.output
-    return cas.open("."), json.loads(r.stdout)
-
-
-def test_cli_jsonl_to_stdout_in_every_spelling(run, cli_repo):
-    repo, _ = cli_repo
-    pin = repo.pin("evals", 1)
-    out = io.BytesIO()
-    exports.export_jsonl(repo, pin, out)
-    for args in (("evals", "1"), ("evals@1",), (str(pin),)):
-        r = run("export", *args, "--to", "jsonl")
-        assert r.exit_code == 0 and r.stdout_bytes == out.getvalue() and r.stderr == ""
-
-
-def test_cli_writes_a_file_and_reports_it(run, cli_repo, tmp_path):
-    repo, _ = cli_repo
-    pin = str(repo.pin("evals", 1))
-    r = run("--json", "export", "evals@1", "--to", "parquet", "-o", "v.parquet")
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout) == {"format": "parquet", "pin": pin, "cases": 5, "skipped": 0,
-                                    "truncated": 0, "path": str(tmp_path / "v.parquet")}
-    r = run("export", "evals", "1", "--to", "openai-chat", "-o", "chat.jsonl")
-    assert r.stdout == (f"exported 4 cases of {pin} to {tmp_path / 'chat.jsonl'} "
-                        "(1 skipped, 0 truncated)\n")
-
-
-def test_cli_refusals_write_nothing(run, cli_repo, tmp_path):
-    repo, _ = cli_repo
-    before = sorted(os.listdir(tmp_path))
-    r = run("--json", "export", "evals", "1", "--to", "csv", "-o", "x")
-    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["accepted"] == list(
-        exports.FORMATS)
-    r = run("export", "evals", "1", "--to", "parquet")
-    assert r.exit_code == 2 and "-o PATH" in r.stderr
-    r = run("--json", "export", "evals", "--to", "jsonl")
-    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "VERSION_REQUIRED"
-    r = run("export", f"evals@1#b3:{'0' * 64}", "--to", "jsonl", "-o", "x")
-    assert r.exit_code == 5 and "does not match" in r.stderr
-    repo.retire("evals", 1, "contaminated", "leaked", author=AUTHOR)
-    r = run("--json", "export", "evals@1", "--to", "hf", "-o", "x")
-    assert r.exit_code == 5 and r.stdout == ""
-    assert json.loads(r.stderr)["error"]["reason"] == "EVALUATION_DATASET_VERSION_RETIRED"
-    r = run("export", "evals@1", "--to", "jsonl")
-    assert r.exit_code == 5 and r.stdout == ""
-    assert sorted(os.listdir(tmp_path)) == before
 
 
 def test_a_jsonl_export_reimports_as_the_same_version(small):

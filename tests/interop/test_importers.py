@@ -1,6 +1,7 @@
 """The importers' registry (cas/interop/importers/__init__.py): formats and containers by name,
-`auto` detection on every real sample, the refusals naming what is accepted, the CLI's import,
-and damaged real documents converted or refused, never a crash."""
+`auto` detection on every real sample, the refusals naming what is accepted, and damaged real
+documents converted or refused, never a crash (`cas runs import --format`:
+tests/cli/test_runs.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 import cas
 import cas.interop.importers
+
 
 def test_unknown_formats_and_containers_are_refused_naming_what_is_accepted():
     with pytest.raises(cas.InvalidArgument) as info:
@@ -28,43 +30,6 @@ def test_auto_refuses_what_no_format_reads():
         cas.interop.importers.convert(b'{"hello": "world"}', "auto", source="x.json")
     assert info.value.reason == "FORMAT_UNKNOWN"
     assert info.value.message.startswith("x.json: no import format recognises it; accepted: ")
-
-
-def test_the_cli_imports_another_format_and_refuses_format_flags_for_native(run, tmp_path):
-    assert run("init").exit_code == 0
-    chat = tmp_path / "chat.json"
-    chat.write_text(json.dumps({"messages": [
-        {"role": "user", "content": "list the files"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "a b"},
-        {"role": "assistant", "content": "a and b"}]}))
-    r = run("--json", "runs", "import", "--format", "openai-chat", "--tenant", "acme", str(chat))
-    assert r.exit_code == 0, r.output
-    imported = json.loads(r.stdout)
-    assert len(imported["imported"]) == 1 and imported["unchanged"] == 0
-    (run_id,) = imported["imported"]
-    steps = json.loads(run("--json", "runs", "show", run_id).stdout)["steps"]
-    (call,) = [s for s in steps if s["type"] == "tool_call"]
-    assert (call["tool_name"], call["arguments"], call["result"]) == ("ls", {}, "a b")
-    again = run("runs", "import", "--format", "openai-chat", "--tenant", "acme", str(chat))
-    assert again.stdout == "imported 0 runs (1 already present, unchanged)\n"
-    r = run("runs", "import", "--tenant", "acme", str(chat))
-    assert (r.exit_code, r.stderr) == (2, "cas: error: --tenant applies to another format's "
-                                          "documents; cas's own runs name their tenant and "
-                                          "person (give --format)\n")
-
-
-def test_the_cli_warns_of_tool_calls_hidden_in_native_messages(run, tmp_path):
-    assert run("init").exit_code == 0
-    native = tmp_path / "runs.jsonl"
-    native.write_text(json.dumps({"run_id": "r-1", "tenant": "acme", "steps": [
-        {"type": "message", "role": "tool", "tool_call_id": "c1", "content": "x"}]}) + "\n")
-    r = run("runs", "import", str(native))
-    assert r.exit_code == 0
-    assert r.stderr == ("cas: warning: run 'r-1': its message steps hold tool calls that are "
-                        "not tool_call steps; import the original with --format openai-chat\n")
-    assert r.stdout == "imported 1 runs (0 already present, unchanged)\n"
 
 
 @pytest.mark.parametrize("folder, name, fmt", [

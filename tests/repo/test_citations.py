@@ -8,8 +8,7 @@ import pytest
 
 import cas
 from cas.format.keys import deleted_key, score_batch_key
-from cas.format.records import (Experiment, Fence, ScoreBatch, VersionTombstone,
-                                format_record_file)
+from cas.format.records import Experiment, Fence, ScoreBatch, VersionTombstone, format_record_file
 from cas.repo import citations
 from support.citing import two_versions
 

@@ -3,8 +3,6 @@ revisions, heads, exact versions and pages of versions; a deleted name is never 
 
 from __future__ import annotations
 
-import json
-
 import msgspec
 import pytest
 
@@ -42,25 +40,6 @@ def test_an_unknown_admission_rule_is_refused(mem, bad):
                   "ADMISSION_INVALID")
     assert "accepted: reviewed, direct" in str(err)
     assert mem.datasets() == []
-
-
-def test_cli_admission(run, tmp_path):
-    assert run("init").exit_code == 0
-    r = run("dataset", "create", "evals")
-    assert r.stdout == ("created dataset evals (admission reviewed: only promotion of "
-                        "reviewed runs adds cases)\n")
-    (tmp_path / "cases.jsonl").write_text('{"input": 1}\n')
-    r = run("--json", "commit", "evals", "--add", "cases.jsonl")
-    assert r.exit_code == 5
-    assert json.loads(r.stderr)["error"]["reason"] == "ADMISSION_REVIEWED_ONLY"
-    assert run("dataset", "create", "gold", "--admission", "direct").exit_code == 0
-    assert run("commit", "gold", "--add", "cases.jsonl").exit_code == 0
-    shown = run("dataset", "show", "gold").stdout.splitlines()
-    assert shown[1] == "  admission: direct (commits may add cases, as promotion does)"
-    data = json.loads(run("--json", "dataset", "show", "evals").stdout)
-    assert data["dataset"]["admission"] == "reviewed"
-    r = run("dataset", "create", "x", "--admission", "open")
-    assert r.exit_code == 2 and "'reviewed', 'direct'" in r.stderr
 
 
 def case_id(case: dict) -> str:

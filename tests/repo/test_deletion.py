@@ -1,10 +1,10 @@
 """Deletion (cas/repo/deletion.py): a version or dataset nothing cites is deleted, a cited
 one never is, even against concurrent citations and withdrawals; a deleted number is never
-used again; the Python API on both backends and the CLI's exact output."""
+used again; the Python API on both backends (`cas version delete`, `cas dataset delete`:
+tests/cli/test_version.py, tests/cli/test_dataset.py)."""
 
 from __future__ import annotations
 
-import json
 import threading
 
 import pytest
@@ -18,9 +18,8 @@ from cas.format.records import (DatasetTombstone, ScoreWithdrawal, VersionTombst
 from cas.repo import deletion
 from cas.repo import scores as scoresmod
 from cas.storage.backends.memory import MemoryBackend
+from support.citing import ADA, keys, snapshot, two_versions
 from support.sample_cases import plain_cases
-from support.citing import ADA, keys, refused, snapshot, two_versions, two_versions_by_cli
-
 
 ops = st.lists(st.tuples(st.sampled_from(["seal", "score", "delete", "delete-dataset"]),
                          st.integers(1, 6)), max_size=25)
@@ -29,11 +28,6 @@ ops = st.lists(st.tuples(st.sampled_from(["seal", "score", "delete", "delete-dat
 @pytest.fixture
 def repo(location, monkeypatch):
     return two_versions(location, monkeypatch)
-
-
-@pytest.fixture
-def evals(run, tmp_path):
-    return two_versions_by_cli(run, tmp_path)
 
 
 def test_a_cited_version_or_dataset_is_not_deletable(repo):
@@ -241,62 +235,6 @@ def test_versions_cited_by_any_score_are_never_deletable(steps):
         assert {v.number for v in repo.versions("d", limit=100).versions} == set(live)
         assert {s.version for s in repo.scores("d")} == cited
     assert repo.fsck().ok
-
-
-def test_cli_version_delete(run, evals):
-    v2 = evals.version("evals", 2)
-    assert run("score", "add", "evals", "1", "--metric", "acc", "--value", "1").exit_code == 0
-    s = evals.scores("evals")[0]
-    refused(run("version", "delete", "evals", "1"), "FAILED_PRECONDITION",
-            f"version evals@1 is cited by score {s.score_id} (acc=1 on evals@1, recorded "
-            f"{s.recorded_at} by Ada <ada@example.com>); a cited version cannot be deleted")
-    r = run("--json", "version", "delete", "evals", "1")
-    error = json.loads(r.stderr)["error"]
-    assert (r.exit_code, r.stdout, error["reason"], error["cited_by"]) == \
-        (5, "", "VERSION_CITED", s.score_id)
-    r = run("version", "delete", "evals", "2")
-    assert (r.exit_code, r.stdout) == (
-        0, f"deleted evals@2 (4 cases, {v2.content_digest}); number 2 will not be used again\n")
-    tomb = evals.refs.read_version_tombstone("evals", 2)
-    refused(run("version", "delete", "evals", "2"), "NOT_FOUND",
-            f"version 2 of dataset 'evals' was already deleted ({tomb.deleted_at} by "
-            "Ada <ada@example.com>)")
-    refused(run("show", "evals", "2"), "NOT_FOUND",
-            f"version 2 of dataset 'evals' was deleted ({tomb.deleted_at} by "
-            "Ada <ada@example.com>)")
-    r = run("--json", "commit", "evals", "--base", "1", "--add", "b.jsonl")
-    assert json.loads(r.stdout)["number"] == 3
-    r = run("--json", "version", "delete", "evals", "3")
-    t = json.loads(r.stdout)
-    assert t == {"kind": "version.tombstone", "format": 1, "dataset": "evals", "number": 3,
-                 "content_digest": v2.content_digest, "item_count": 4,
-                 "author": "Ada <ada@example.com>", "deleted_at": t["deleted_at"]}
-    assert run("fsck").exit_code == 0
-
-
-def test_cli_dataset_delete(run, evals):
-    assert run("experiment", "create", "evals", "2", "--name", "base").exit_code == 0
-    refused(run("dataset", "delete", "evals"), "FAILED_PRECONDITION",
-            "dataset 'evals' is cited by experiment 'base' (datasets/evals/experiments/"
-            "0000000001, over evals@2); a cited dataset cannot be deleted")
-    assert run("dataset", "create", "spare", "--admission", "direct").exit_code == 0
-    r = run("dataset", "delete", "spare")
-    assert (r.exit_code, r.stdout) == (
-        0, "deleted dataset spare; the name 'spare' cannot be used again\n")
-    tomb = evals.refs.read_dataset_tombstone("spare")
-    refused(run("dataset", "create", "spare", "--admission", "direct"), "ALREADY_EXISTS",
-            f"dataset 'spare' was deleted ({tomb.deleted_at} by Ada <ada@example.com>); the "
-            "name of a deleted dataset cannot be used again")
-    refused(run("dataset", "show", "spare"), "NOT_FOUND",
-            f"dataset 'spare' was deleted ({tomb.deleted_at} by Ada <ada@example.com>)")
-    refused(run("dataset", "delete", "spare"), "NOT_FOUND",
-            f"dataset 'spare' was already deleted ({tomb.deleted_at} by Ada <ada@example.com>)")
-    assert run("dataset", "list").stdout == "evals\n"
-    assert run("dataset", "create", "other", "--admission", "direct").exit_code == 0
-    t = json.loads(run("--json", "dataset", "delete", "other").stdout)
-    assert t == {"kind": "dataset.tombstone", "format": 1, "dataset": "other", "head": 0,
-                 "author": "Ada <ada@example.com>", "deleted_at": t["deleted_at"]}
-    assert run("fsck").exit_code == 0
 
 
 def test_withdrawing_a_batch_lets_its_version_be_deleted(repo):

@@ -1,21 +1,20 @@
 """Who was erased (cas/repo/erased.py), and erasures that stay erased (runs.py, sealing.py,
 erasure.py): an import or a direct commit naming an erased person is refused before anything is
 stored, unless the import admits them deliberately (`run.admission`); erasing an id that matches
-nothing writes nothing; the preview's wording."""
+nothing writes nothing (the commands' wording: tests/cli/test_erasure_and_retirement.py,
+tests/cli/test_runs.py)."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas.storage.backends.memory import MemoryBackend
 from cas.format.keys import admission_key, import_key
 from cas.format.records import RunAdmission, parse_record_file
-from support.lifecycle import OPERATOR, jsonl, run_obj
+from cas.storage.backends.memory import MemoryBackend
+from support.lifecycle import OPERATOR, run_obj
 
 pytestmark = pytest.mark.usefixtures("as_operator")
 
@@ -197,102 +196,3 @@ def test_erasing_an_id_that_matches_nothing_writes_nothing(mem):
     # and so an id that matched nothing is never refused on import later
     mem.import_runs([run_obj("n-1", person="nobody@example.com")])
     assert mem.erase(ALICE)["matched"] is False  # already erased: nothing left to match
-
-
-# -- CLI ------------------------------------------------------------------------------------
-@pytest.fixture
-def cli_repo(run, tmp_path, monkeypatch):
-    monkeypatch.setenv("CAS_USER", OPERATOR)
-    assert run("init").exit_code == 0
-    repo = cas.open(str(tmp_path))
-    direct(repo, "evals")
-    repo.commit("evals", base=None, add=[{"input": "a", "person": "p-1"},
-                                         {"input": "b", "person": "p-2"}])
-    repo.commit("evals", base=1, add=[{"input": "c", "person": "p-2"}])
-    return repo
-
-
-def test_cli_erase_preview_wording(run, cli_repo):
-    one = cas.encode_case({"input": "a", "person": "p-1"}).case_id
-    v1, v2 = cli_repo.version("evals", 1), cli_repo.version("evals", 2)
-    preview = json.loads(run("--json", "erase", "--person", "p-1").stdout)
-    assert sorted(preview) == ["cases", "cassettes", "citing_experiments", "citing_scores",
-                               "confirm_token", "matched", "person", "proposals_to_delete",
-                               "reviews", "runs",
-                               "versions_to_retire", "warnings"]
-    assert (preview["matched"], preview["warnings"]) == (True, [])
-    r = run("erase", "--person", "p-1")
-    assert (r.exit_code, r.stderr) == (0, "")
-    assert r.stdout == (
-        "erasing p-1 will delete 1 case, 0 runs and 0 reviews, and will retire 2 versions:\n"
-        f"  will retire evals@1 (ACTIVE, {v1.item_count} cases)\n"
-        f"  will retire evals@2 (ACTIVE, {v2.item_count} cases)\n"
-        f"  will delete case {one}\n"
-        f"confirm with: cas erase --person p-1 --confirm-token {preview['confirm_token']}\n")
-    assert "deleted" not in r.stdout and "is deleted" not in r.stdout
-    two = sorted(cas.encode_case({"input": x, "person": "p-2"}).case_id for x in "bc")
-    cli_repo.retire("evals", 1, "CONTAMINATED", "leaked")
-    r = run("erase", "--person", "p-2")
-    token = json.loads(run("--json", "erase", "--person", "p-2").stdout)["confirm_token"]
-    assert r.stdout == (
-        "erasing p-2 will delete 2 cases, 0 runs and 0 reviews, and will retire 2 versions:\n"
-        "  will retire evals@1 (RETIRED, 2 cases)\n"
-        "  will retire evals@2 (ACTIVE, 3 cases)\n"
-        f"  will delete case {two[0]}\n  will delete case {two[1]}\n"
-        f"confirm with: cas erase --person p-2 --confirm-token {token}\n")
-    done = run("erase", "--person", "p-2", "--confirm-token", token)
-    e = cli_repo.erasures()[0]
-    packs = f"{e.packs_rewritten} pack{'' if e.packs_rewritten == 1 else 's'}"
-    assert done.stdout == (f"erased {e.person} at {e.erased_at}: 2 cases, 0 runs, 0 reviews; "
-                           f"{e.objects_deleted} objects deleted from {packs}; "
-                           "retired: evals@1, evals@2\n")
-
-
-def test_cli_erase_of_nothing_warns_and_writes_nothing(run, cli_repo):
-    before = everything(cli_repo)
-    warning = ("cas: warning: nothing matched who@example.com: no case, run or review names "
-               "this person id; confirming erases nothing and records nothing\n")
-    r = run("erase", "--person", "who@example.com")
-    assert (r.exit_code, r.stdout, r.stderr) == (
-        0, "nothing to erase: nothing matched who@example.com; no record will be written\n",
-        warning)
-    r = run("--json", "erase", "--person", "who@example.com")
-    shown = json.loads(r.stdout)
-    assert (r.exit_code, r.stderr, shown["matched"]) == (0, warning, False)
-    r = run("--json", "erase", "--person", "who@example.com", "--confirm-token",
-            shown["confirm_token"])
-    assert (r.exit_code, r.stdout) == (5, "")
-    assert json.loads(r.stderr)["error"] == {
-        "code": "FAILED_PRECONDITION", "reason": "NOTHING_TO_ERASE",
-        "message": "nothing matched who@example.com: no case, run or review names this person "
-                   "id; nothing was erased and no erasure was recorded"}
-    assert everything(cli_repo) == before
-
-
-def test_cli_import_refused_then_admitted(run, cli_repo, tmp_path):
-    cli_repo.import_runs([run_obj("r-1", 1, person="p-9")])
-    record = cli_repo.erase("p-9", cli_repo.erase("p-9")["confirm_token"])
-    (tmp_path / "runs.jsonl").write_bytes(jsonl(run_obj("r-1", 1, person="p-9"),
-                                                run_obj("r-2", 2, person="p-3")))
-    before = everything(cli_repo)
-    r = run("runs", "import", "runs.jsonl")
-    assert (r.exit_code, r.stdout) == (5, "")
-    assert r.stderr == (
-        f"cas: error: run 'r-1' names person 'p-9', erased at {record.erased_at} (erasure "
-        f"{record.id}); nothing was stored. Bringing their data back needs their new consent: "
-        "admit them deliberately with --allow-erased-person p-9 (allow_erased_persons)\n")
-    r = run("--json", "runs", "import", "runs.jsonl")
-    assert json.loads(r.stderr)["error"] == {
-        "code": "FAILED_PRECONDITION", "reason": "PERSON_ERASED_BEFORE", "run_id": "r-1",
-        "erased_at": record.erased_at, "erasure": record.id,
-        "message": r.stderr and json.loads(r.stderr)["error"]["message"]}
-    assert everything(cli_repo) == before
-    r = run("--json", "runs", "import", "runs.jsonl", "--allow-erased-person", "p-9",
-            "--allow-erased-person", "p-3")
-    assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout) == {"imported": ["r-1", "r-2"], "unchanged": 0, "warnings": []}
-    [key] = cli_repo.backend.list("runs/admissions/")
-    admission = parse_record_file(cli_repo.backend.get(key), RunAdmission, key)
-    assert (admission.persons, admission.author) == ([record.person], OPERATOR)
-    assert cli_repo.backend.exists(import_key(admission.number))
-    assert json.loads(run("--json", "fsck").stdout)["ok"] is True

@@ -19,8 +19,7 @@ from support.erasure_world import (ALICE, ALICE_MARKERS, ALICE_RUNS, BOB, BOB_RU
                                    assert_no_trace, assert_refused_while_pending, build, case_of,
                                    check_after_crash, promote, remove, repository_bytes, review,
                                    seeded, snapshot)
-from support.lifecycle import OPERATOR
-from support.lifecycle import keys
+from support.lifecycle import OPERATOR, keys
 
 pytestmark = pytest.mark.usefixtures("as_operator")  # as OPERATOR
 
@@ -117,7 +116,7 @@ def test_erasing_a_person_end_to_end(repo, location):
     assert repo.version_state("support", 4) == "ACTIVE"
     repo.record_score(repo.pin("support", 4), metric="resolution", value=0.75)
     # an erased case comes back only if its run is imported again, admitting the person
-    # deliberately (a new consent: tests/test_erased_persons.py), and promoted again
+    # deliberately (a new consent: tests/repo/test_erased.py), and promoted again
     with pytest.raises(cas.FailedPrecondition) as info:
         repo.import_runs([ALICE_RUNS[0]])
     assert (info.value.reason, info.value.fields["run_id"]) == ("PERSON_ERASED_BEFORE",
@@ -312,8 +311,8 @@ def test_an_erasure_reads_each_version_record_once(tmp_path):
     waiting for writers); the records it has listed are read once per repository, since a
     record never changes under its key. A version deleted since is still left out: the
     listing says what exists, the memory only what a record holds."""
-    from cas.storage.backends.local import LocalBackend
     from cas.repo.datasets import live_versions
+    from cas.storage.backends.local import LocalBackend
     repo = cas.init(str(tmp_path))
     repo.create_dataset("d", admission="direct")
     for k in range(6):

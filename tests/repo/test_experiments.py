@@ -1,24 +1,18 @@
 """Experiments (cas/repo/experiments.py): named runs over an exact version, unique per
-dataset, whose scores must cite that version; the Python API and the CLI's exact output."""
+dataset, whose scores must cite that version; the Python API (`cas experiment`:
+tests/cli/test_experiment.py)."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
 import cas
-from support.citing import refused, two_versions, two_versions_by_cli
+from support.citing import two_versions
 
 
 @pytest.fixture
 def repo(location, monkeypatch):
     return two_versions(location, monkeypatch)
-
-
-@pytest.fixture
-def evals(run, tmp_path):
-    return two_versions_by_cli(run, tmp_path)
 
 
 def test_items_and_experiments_must_belong_to_the_version(repo):
@@ -60,22 +54,3 @@ def test_experiments(repo):
     assert s.experiment == "candidate"
     with pytest.raises(cas.NotFound):
         repo.create_experiment("evals", 9, "later")
-
-
-def test_cli_experiments(run, evals):
-    digest = evals.version("evals", 1).content_digest
-    r = run("experiment", "create", "evals", "1", "--name", "baseline")
-    assert (r.exit_code, r.stdout) == (0, f"created experiment baseline over evals@1 ({digest})\n")
-    refused(run("experiment", "create", "evals", "2", "--name", "baseline"), "ALREADY_EXISTS",
-            "dataset 'evals' already has an experiment named 'baseline' (over evals@1)")
-    refused(run("experiment", "create", "evals", "1", "--name", " x"), "INVALID_ARGUMENT",
-            "invalid experiment name ' x': use 1-128 printable characters without leading or "
-            "trailing spaces")
-    e = json.loads(run("--json", "experiment", "list", "evals").stdout)
-    assert e == {"dataset": "evals", "experiments": [{
-        "kind": "experiment", "format": 1, "dataset": "evals", "number": 1, "name": "baseline",
-        "version": 1, "content_digest": digest, "author": "Ada <ada@example.com>",
-        "created_at": e["experiments"][0]["created_at"]}]}
-    assert run("experiment", "list", "evals").stdout == (
-        f"baseline  evals@1  {digest}  {e['experiments'][0]['created_at']}  "
-        "Ada <ada@example.com>\n")

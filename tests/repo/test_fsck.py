@@ -10,13 +10,11 @@ import re
 import pytest
 
 import cas
+from cas.format.keys import index_key, meta_key, pack_key, score_batch_key
+from cas.format.records import (TYPES, DatasetRecord, Fence, Score, ScoreBatch, VersionRecord,
+                                format_record_file, parse_record_file, parse_record_file_of)
 from cas.storage import pack as packfmt
-from cas.format.keys import index_key, pack_key, score_batch_key
-from cas.format.records import (TYPES, Fence, Score, ScoreBatch, VersionRecord,
-                                format_record_file, parse_record_file_of)
 from support.sample_cases import plain_cases
-from cas.format.keys import meta_key
-from cas.format.records import DatasetRecord, parse_record_file
 
 
 def build(path) -> cas.Repository:
@@ -453,8 +451,8 @@ def _person_file_of(repo, person, case, layout):
     listing `case` (in its pack) under `person`: the pack's person table, or with layout
     "records" the person index record of its shard (a repository from before person tables,
     made by converting this one's)."""
-    from cas.format.records import PersonIndex
     from cas.format.keys import person_index_key, person_shard
+    from cas.format.records import PersonIndex
     from support.person_files import tables, to_records
     pid = repo.store.locate(case)[0][len("packs/"):-len(".pack")]
     keyed = repo.store.person_digest(person)

@@ -8,9 +8,9 @@ import time
 import pytest
 
 import cas
+from cas.format.keys import pack_key
 from cas.storage import leases
 from cas.storage.backends.memory import MemoryBackend
-from cas.format.keys import pack_key
 from support.erasure_world import (ALICE, ALICE_MARKERS, RETIRED, UNTOUCHED, FaultyBackend,
                                    InjectedFault, assert_no_trace, build, check_after_crash,
                                    deleted_version_garbage, seeded, snapshot)

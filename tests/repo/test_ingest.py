@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas.repo import ingest
 from cas.format.keys import PACKS, parse_multi_index_key
+from cas.repo import ingest
 from cas.storage.pack import IndexReader
 from support.lifecycle import run_obj
 

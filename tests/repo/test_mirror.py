@@ -16,15 +16,17 @@ import textwrap
 import pytest
 
 import cas
+from cas.repo.mirror import mirror
 from cas.storage.backends import backend_for
 from cas.storage.backends.local import LocalBackend
-from cas.repo.mirror import mirror
-from support.faultproxy import FaultProxy
-from support.lifecycle import OPERATOR
-from support.erasure_world import ALICE_MARKERS as ERASURE_MARKERS, RETIRED, FaultyBackend
-from support.erasure_world import InjectedFault as Killed, assert_no_trace, repository_bytes
+from support.erasure_world import ALICE_MARKERS as ERASURE_MARKERS
+from support.erasure_world import RETIRED, FaultyBackend
+from support.erasure_world import InjectedFault as Killed
+from support.erasure_world import assert_no_trace
 from support.erasure_world import build as build_for_erasure
-from support.lifecycle import multi_keys
+from support.erasure_world import repository_bytes
+from support.faultproxy import FaultProxy
+from support.lifecycle import OPERATOR, multi_keys
 from support.sample_cases import padded_cases as midx_cases
 from support.sample_cases import plain_cases as score_cases
 from support.sample_cases import tool_cases as cases
@@ -349,8 +351,8 @@ def test_sweep_keeps_live_writers_and_removes_dead_ones(tmp_path):
 def test_mirror_follows_an_erasure(tmp_path):
     src = cas.init(str(tmp_path / "a"))
     build_for_erasure(src)
-    from cas.storage.backends import backend_for
     from cas.repo.mirror import mirror
+    from cas.storage.backends import backend_for
     dst_backend = backend_for(str(tmp_path / "b"), create=True)
     mirror(src.backend, dst_backend)
     assert any(ALICE.encode() in d for d in repository_bytes(cas.open(str(tmp_path / "b")),

@@ -1,47 +1,23 @@
 """Creating, opening and finding a repository (cas/repo/opening.py): `init` refuses a location
 that holds one; opening reads and never writes; an erasure left pending is finished by the next
-writer, and reads refuse what it names meanwhile (docs/concepts.md, "Opening a repository")."""
+writer, and reads refuse what it names meanwhile (docs/concepts.md, "Opening a repository"; a
+command's refusal: tests/cli/test_datasets_and_versions.py)."""
 
 from __future__ import annotations
-
-import io
 
 import pytest
 
 import cas
-from cas.repo import erasure
-from cas.storage.backends.memory import MemoryBackend
-from support.lifecycle import jsonl, promote_and_seal, review, run_obj
+from support.lifecycle import PERSON, pending_erasure, snapshot
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")
-PERSON = "user-42"  # the person of every run_obj
-
-
-def snapshot(backend) -> dict[str, bytes]:
-    return {k: backend.get(k) for k in backend.list("")}
 
 
 @pytest.fixture
 def pending(monkeypatch):
     """A repository whose erasure of PERSON crashed right after storing its plan: (backend,
     the erased run's case id)."""
-    repo = cas.Repository.create(MemoryBackend())
-    repo.import_runs(io.BytesIO(jsonl(run_obj("r-0"), run_obj("r-1", 1, person="other"))))
-    anns = {r: review(repo, r) for r in ("r-0", "r-1")}
-    repo.create_dataset("evals")
-    promote_and_seal(repo, anns, ["r-0", "r-1"], "k")
-    case_id = next(c for c in repo.items("evals", 1).items
-                   if repo.case("evals", 1, c).run_id == "r-0")
-    token = repo.erase(PERSON)["confirm_token"]
-
-    def crash(*args, **kwargs):
-        raise KeyboardInterrupt("killed after the plan was stored")
-    with monkeypatch.context() as m:
-        m.setattr(erasure, "complete", crash)
-        with pytest.raises(KeyboardInterrupt):
-            repo.erase(PERSON, token)
-    assert list(repo.backend.list("erasures/pending/")) == [f"erasures/pending/{token}"]
-    return repo.backend, case_id
+    return pending_erasure(monkeypatch)
 
 
 def test_opening_and_reading_never_write_and_refuse_what_the_erasure_names(pending):
@@ -84,19 +60,6 @@ def test_finish_erasures_completes_it_alone(pending):
     (done,) = repo.finish_erasures()
     assert repo.erasures() == [done]
     assert repo.finish_erasures() == []  # nothing left to finish
-
-
-def test_the_cli_reports_a_pending_erasure(pending, tmp_path, run):
-    backend, case_id = pending
-    location = tmp_path / "copy"
-    local = cas.init(str(location))
-    for key, data in snapshot(backend).items():  # the same repository in a local directory
-        if key != "config":
-            local.backend.put_if_absent(key, data)
-    local.backend.replace("config", backend.get("config"))
-    r = run("--repo", str(location), "--json", "case", "evals", "1", case_id)
-    assert r.exit_code == 5, r.output
-    assert '"ERASURE_PENDING"' in r.stderr
 
 
 def case_id(case: dict) -> str:

@@ -10,7 +10,6 @@ before it stores anything. Tests that touch storage run on both backends (`locat
 from __future__ import annotations
 
 import io
-import json
 
 import msgspec
 import pytest
@@ -18,8 +17,7 @@ import pytest
 import cas
 from cas.errors import CasError
 from cas.repo import promotion
-from support.lifecycle import (REVIEWER, jsonl, keys, promote_and_seal, review, run_obj,
-                               subject)
+from support.lifecycle import REVIEWER, jsonl, keys, promote_and_seal, review, run_obj, subject
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")
 
@@ -517,33 +515,3 @@ def test_a_replayed_key_after_the_head_moved_is_flagged_stale_and_seal_says_what
     fresh = repo.promote_reviewed("evals", "k3", run_ids=["r-4"])
     assert fresh["stale"] is False
     assert repo.seal("evals", fresh["confirm_token"]).version.number == 2
-
-
-def test_cli_promote_reviewed(run, tmp_path):
-    assert run("init").exit_code == 0
-    runs = tmp_path / "runs.jsonl"
-    runs.write_bytes(jsonl(run_obj("r-1", 1), run_obj("r-2", 2, tenant="beta")))
-    assert run("runs", "import", str(runs)).exit_code == 0
-    for r in ("r-1", "r-2"):
-        preview = json.loads(run("--json", "review", "add", r, "--metric", "dataset_eligibility",
-                                 "--label", "reviewed").stdout)
-        assert run("review", "add", r, "--metric", "dataset_eligibility", "--label", "reviewed",
-                   "--confirm-token", preview["confirm_token"]).exit_code == 0
-    assert run("dataset", "create", "evals").exit_code == 0
-    r = run("promote", "evals", "--reviewed", "--tenant", "acme", "--idempotency-key", "k1")
-    assert r.exit_code == 0, r.stderr
-    data = json.loads(run("--json", "promote", "evals", "--reviewed", "--tenant", "acme",
-                          "--idempotency-key", "k1").stdout)
-    [case] = data["proposed"]["added_cases"]
-    lines = r.stdout.splitlines()
-    assert lines[1].split() == ["CASE", "RUN", "TENANT", "OUTCOME"]
-    assert lines[2].split() == ["+", case["id"], "r-1", "acme", "success"]
-    assert "judged: r-1: reviewed (dataset_eligibility) by Ada <ada@example.com>" in lines
-    r = run("--json", "promote", "evals", "--idempotency-key", "k2")
-    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["message"] == (
-        "give one of --reviewed (the runs whose newest judgment accepts them) and --file "
-        "SUBJECTS.json")
-    (tmp_path / "s.json").write_text("[]")
-    r = run("--json", "promote", "evals", "--file", "s.json", "--tenant", "acme",
-            "--idempotency-key", "k2")
-    assert r.exit_code == 2 and "select runs for --reviewed" in r.stderr

@@ -1,14 +1,13 @@
-"""Reads of an exact version (cas/repo/reads.py): what a page costs in storage requests;
-readable listings and lookups (cases with their run, tenant and outcome; a case named by run id
-or by id prefix; versions with their state), library first, then the command line with exact
-output."""
+"""Reads of an exact version (cas/repo/reads.py): what a page costs in storage requests (a
+cold `cas items` page too); readable listings and lookups (cases with their run, tenant and
+outcome; a case named by run id or by id prefix; versions with their state). The commands'
+exact output: tests/cli/test_datasets_and_versions.py and tests/cli/test_dataset.py."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,9 +18,9 @@ from cas.format import encoding
 from cas.format import records as objects
 from cas.format.keys import meta_key
 from cas.storage.backends.memory import MemoryBackend
-from cas_cli.main import cli
 from support.backends import Counting
-from support.lifecycle import keys, promote_and_seal, review, run_obj
+from support.lifecycle import keys, promote_and_seal, review
+from support.promoted import ADA, case_of, make_gold, promoted_runs
 
 
 def test_a_cold_page_loads_the_children_it_needs_together():
@@ -97,6 +96,7 @@ def test_a_cold_cas_items_page_reads_the_version_once(tmp_path, monkeypatch):
     three more reads of them), and no mapped index is confirmed with a call (each hit is
     read from its pack next). 10 calls for a 100-case version, counted at the backend."""
     from click.testing import CliRunner
+
     from cas.storage.backends.local import LocalBackend
     from cas_cli.main import cli
     repo = cas.init(str(tmp_path))
@@ -123,54 +123,10 @@ def test_a_cold_cas_items_page_reads_the_version_once(tmp_path, monkeypatch):
     assert len(calls) == 10, calls
 
 
-ADA = "Ada <ada@example.com>"
-
-
-def make_gold(repo):
-    """A dataset whose cases are committed directly (hand-authored: no run)."""
-    try:
-        repo.create_dataset("gold", admission="direct")
-    except TypeError:  # before datasets had an admission rule
-        repo.create_dataset("gold", admission="direct")
-    return repo.commit("gold", base=None, add=[
-        {"input": "q1", "tenant": "hand", "outcome": "pass"}, {"input": "q2"}])
-
-
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
-    """evals@1 promoted from r-1 (acme) and r-2 (globex); evals@2 adds r-3 (the first two are
-    carried: their provenance is that of evals@1); evals@3 adds r-1 again, frozen under
-    another content policy, so it holds two cases of r-1."""
-    monkeypatch.setenv("CAS_USER", ADA)
-    repo = cas.init(str(tmp_path))
-    repo.import_runs([run_obj("r-1", 1), run_obj("r-2", 2, tenant="globex",
-                                                   outcome={"status": "failure"}),
-                      run_obj("r-3", 3, tenant="initech", outcome=None)])
-    anns = {r: review(repo, r) for r in ("r-1", "r-2", "r-3")}
-    repo.create_dataset("evals", admission="direct")
-    promote_and_seal(repo, anns, ["r-1", "r-2"], "k1")
-    promote_and_seal(repo, anns, ["r-3"], "k2")
-    repo.set_content_policy(["tool_results"])
-    promote_and_seal(repo, anns, ["r-1"], "k3")
-    return repo
-
-
-def case_of(repo, number, run_id):
-    """The case ids of evals@number whose bytes name `run_id`."""
-    ids = repo.items("evals", number, limit=500).items
-    return [i for i in ids if repo.case("evals", number, i).run_id == run_id]
-
-
-@pytest.fixture
-def run(repo, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "no-config.json"))
-    monkeypatch.delenv("CAS_REPO", raising=False)
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(cli, list(args), catch_exceptions=False)
-    return invoke
+    """evals@1..3 promoted from r-1, r-2 and r-3 of three tenants (support.promoted)."""
+    return promoted_runs(str(tmp_path), monkeypatch)
 
 
 _entry_st = st.builds(
@@ -306,82 +262,6 @@ def test_version_listing_gives_each_state(repo):
     assert listing.next_before is None
     page = reads.version_listing(repo.context, "evals", limit=1)
     assert [e.record.number for e in page.versions] == [3] and page.next_before == 3
-
-
-def test_cli_items_and_diff_show_run_tenant_outcome(repo, run):
-    ids = repo.items("evals", 2).items
-    runs = {i: repo.case("evals", 2, i).run_id for i in ids}
-    tenant = {"r-1": "acme     ", "r-2": "globex   ", "r-3": "initech  "}
-    outcome = {"r-1": "success", "r-2": "failure", "r-3": "-"}
-    r = run("items", "evals@2")
-    assert r.exit_code == 0
-    assert r.stdout == ("CASE" + " " * 63 + "  RUN  TENANT   OUTCOME\n" + "".join(
-        f"{i}  {runs[i]}  {tenant[runs[i]]}{outcome[runs[i]]}\n" for i in ids))
-    data = json.loads(run("--json", "items", "evals", "2").stdout)
-    assert [(e["id"], e["run_id"]) for e in data["items"]] == [(i, runs[i]) for i in ids]
-    assert data["items"][0].keys() == {"id", "run_id", "tenant", "outcome"}
-    (r3,) = [i for i in ids if runs[i] == "r-3"]
-    r = run("diff", "evals", "1", "2")
-    assert r.stdout == ("  CASE" + " " * 63 + "  RUN  TENANT   OUTCOME\n"
-                        f"+ {r3}  r-3  initech  -\n")
-    data = json.loads(run("--json", "diff", "evals", "1", "2").stdout)
-    assert data["added"] == [r3] and data["changes"] == [
-        {"change": "added", "id": r3, "run_id": "r-3", "tenant": "initech", "outcome": None}]
-
-
-def test_cli_items_of_direct_commits_say_no_run(repo, run):
-    make_gold(repo)
-    data = json.loads(run("--json", "items", "gold@1").stdout)
-    assert [e["run_id"] for e in data["items"]] == [None, None]
-
-
-def test_cli_case_by_run_and_prefix(repo, run):
-    (r2,) = case_of(repo, 2, "r-2")
-    by_id = run("--json", "case", "evals@2", r2).stdout
-    assert run("--json", "case", "evals@2", "--run", "r-2").stdout == by_id
-    assert run("--json", "case", "evals", "2", r2[:11]).stdout == by_id
-    assert run("case", "evals@2", r2[:12].upper()).stdout == run("case", "evals@2", r2).stdout
-    before = keys(repo)
-    both = sorted(case_of(repo, 3, "r-1"))
-    message = (f"evals@3 holds 2 cases of run 'r-1' (frozen under different content "
-               f"policies): {both[0]}, {both[1]}; name one by its id")
-    r = run("case", "evals@3", "--run", "r-1")
-    assert (r.exit_code, r.stdout, r.stderr) == (2, "", f"cas: error: {message}\n")
-    err = json.loads(run("--json", "case", "evals@3", "--run", "r-1").stderr)["error"]
-    assert err == {"code": "INVALID_ARGUMENT", "reason": "AMBIGUOUS_RUN", "message": message,
-                   "run_id": "r-1", "case_ids": both, "dataset": "evals", "version": 3}
-    r = run("--json", "case", "evals@2", "--run", "r-9")
-    assert r.exit_code == 3
-    assert json.loads(r.stderr)["error"]["reason"] == "RUN_NOT_IN_VERSION"
-    r = run("--json", "case", "evals@2", r2[:10])
-    assert r.exit_code == 2
-    assert json.loads(r.stderr)["error"] == {
-        "code": "INVALID_ARGUMENT", "reason": "PREFIX_TOO_SHORT", "value": r2[:10],
-        "minimum": 8, "message": f"case id prefix {r2[:10]!r} is too short: give 'b3:' and "
-                                 "at least 8 hex digits"}
-    r = run("case", "evals@2", r2, "--run", "r-2")  # both: an extra argument
-    assert r.exit_code == 2
-    assert keys(repo) == before
-
-
-def test_cli_dataset_show_lists_states(repo, run):
-    repo.retire("evals", 2, "CONTAMINATED", "leaked")
-    vs = [repo.version("evals", n) for n in (3, 2, 1)]
-    r = run("dataset", "show", "evals")
-    assert r.exit_code == 0
-    lines = r.stdout.splitlines()
-    assert lines[0] == "evals (revision 1)"
-    assert lines[1] == "  admission: direct (commits may add cases, as promotion does)"
-    assert lines[2] == (
-        "  content policy: withholds tool_results (the repository default, settings revision 1)")
-    del lines[1:3]
-    states = ["ACTIVE                ", "RETIRED (CONTAMINATED)", "ACTIVE                "]
-    assert lines[1:] == [f"  evals@{v.number}  {s}  {v.item_count} cases (+{v.added} "
-                         f"-{v.removed})  promote  {ADA}  {v.sealed_at}" for v, s in
-                         zip(vs, states)]
-    data = json.loads(run("--json", "dataset", "show", "evals").stdout)
-    assert [(v["number"], v["state"], v["retirement_cause"]) for v in data["versions"]] == [
-        (3, "ACTIVE", None), (2, "RETIRED", "CONTAMINATED"), (1, "ACTIVE", None)]
 
 
 @settings(max_examples=60, deadline=None)

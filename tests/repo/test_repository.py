@@ -19,10 +19,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import cas
 from cas.format import records as objects
-from cas.storage.backends.local import LocalBackend
-from cas.storage.backends.memory import MemoryBackend
 from cas.format.keys import version_key
 from cas.repo import repository
+from cas.storage.backends.local import LocalBackend
+from cas.storage.backends.memory import MemoryBackend
+from support.sample_cases import read_all_items
 
 # -- case generation: small dicts, drawn from a small space so re-adds and equal sets happen ---
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(-3, 3),
@@ -37,20 +38,6 @@ NAMES = ["alpha", "b-2", "c.3"]
 def case_id(case: dict) -> str:
     return cas.encode_case(case).case_id
 
-
-def all_items(repo, name, number, limit):
-    out, after, pages = [], None, 0
-    while True:
-        page = repo.items(name, number, after=after, limit=limit)
-        assert len(page.items) <= limit
-        pages += 1
-        out.extend(page.items)
-        if page.next_cursor is None:
-            break
-        assert page.items and page.next_cursor == page.items[-1]
-        after = page.next_cursor
-        assert pages < 10_000
-    return out
 
 
 class RepositoryMachine(RuleBasedStateMachine):
@@ -219,7 +206,7 @@ class RepositoryMachine(RuleBasedStateMachine):
         record = self.repo.version(name, n)
         assert record.number == n and record.parent == (n - 1 or None)
         assert record.item_count == len(expected)
-        assert all_items(self.repo, name, n, limit) == expected
+        assert read_all_items(self.repo, name, n, limit) == expected
         self.check_root(record)
         # A page from a cursor in the middle starts strictly after it.
         if expected:
@@ -344,7 +331,7 @@ def test_page_limit_is_1_to_500_refused_not_clamped(repo, limit):
 
 def test_diff_pages_concatenate_to_the_diff(repo):
     repo.commit("ds", base=None, add=[{"input": i} for i in range(150)])
-    old = all_items(repo, "ds", 1, 500)
+    old = read_all_items(repo, "ds", 1, 500)
     repo.commit("ds", base=1, add=[{"input": i} for i in range(150, 400)], remove=old[::3])
     full = repo.diff("ds", 1, 2)
     changes = sorted(full.added + full.removed)
@@ -377,7 +364,7 @@ def test_diff_pages_concatenate_to_the_diff(repo):
     repo.commit("other", base=None, add=[{"input": 0}])
     cross = repo.diff_page("ds", 2, 1, new_dataset="other", limit=500)
     assert cross == cas.DiffPage(*repo.diff("ds", 2, 1, new_dataset="other"), None)
-    mine, theirs = set(all_items(repo, "ds", 2, 500)), {case_id({"input": 0})}
+    mine, theirs = set(read_all_items(repo, "ds", 2, 500)), {case_id({"input": 0})}
     assert (cross.added, cross.removed) == (sorted(theirs - mine), sorted(mine - theirs))
 
 

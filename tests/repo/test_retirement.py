@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import cas
-from support.lifecycle import OPERATOR
 from support.erasure_world import all_items, build, remove
+from support.lifecycle import OPERATOR
 
 pytestmark = pytest.mark.usefixtures("as_operator")
 

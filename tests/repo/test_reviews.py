@@ -8,7 +8,6 @@ storage run on both backends (`location`).
 from __future__ import annotations
 
 import io
-import json
 
 import pytest
 
@@ -194,24 +193,6 @@ def test_the_queue_is_the_unjudged_runs_oldest_first_paged_and_filtered(mem):
     with pytest.raises(cas.InvalidArgument) as info:
         mem.review_queue(cursor="nope")
     assert info.value.reason == "CURSOR_UNKNOWN"
-
-
-def test_review_add_judges_several_runs_and_names_each_saved_review(run, tmp_path):
-    assert run("init").exit_code == 0
-    runs = tmp_path / "runs.jsonl"
-    runs.write_text("".join(json.dumps(run_obj(r)) + "\n" for r in ("r-1", "r-2")))
-    assert run("runs", "import", str(runs)).exit_code == 0
-    args = ("review", "add", "r-1", "--run", "r-2", "--metric", "dataset_eligibility",
-            "--label", "reviewed")
-    preview = json.loads(run("--json", *args).stdout)
-    assert [r["run_id"] for r in preview["reviews"]] == ["r-1", "r-2"]
-    r = run(*args, "--confirm-token", preview["confirm_token"])
-    saved = json.loads(run("--json", *args, "--confirm-token", preview["confirm_token"]).stdout)
-    assert r.stdout == "".join(f"saved review {s['annotation_id']} of {s['run_id']}\n"
-                               for s in saved["saved"])
-    assert [s["run_id"] for s in saved["saved"]] == ["r-1", "r-2"]
-    queue = run("review", "queue")
-    assert queue.stdout == "no run awaits dataset_eligibility\n"
 
 
 def test_the_reviews_of_a_run_are_found_by_run_not_by_scanning():

@@ -10,13 +10,14 @@ import msgspec
 import pytest
 
 import cas
-from cas.format import encoding
 from cas.errors import CasError, CorruptData
+from cas.format import encoding
+from cas.format import records as objects
 from cas.format.keys import version_key
 from cas.format.records import Provenance, format_record_file
-from support.lifecycle import jsonl, keys, promote_and_seal, review, run_obj
-from cas.format import records as objects
 from cas.storage.backends.memory import MemoryBackend
+from support.lifecycle import jsonl, keys, promote_and_seal, review, run_obj
+from support.sample_cases import read_all_items
 
 
 def refused(call, code: str, reason: str) -> CasError:
@@ -103,20 +104,6 @@ def case_id(case: dict) -> str:
     return cas.encode_case(case).case_id
 
 
-def all_items(repo, name, number, limit):
-    out, after, pages = [], None, 0
-    while True:
-        page = repo.items(name, number, after=after, limit=limit)
-        assert len(page.items) <= limit
-        pages += 1
-        out.extend(page.items)
-        if page.next_cursor is None:
-            break
-        assert page.items and page.next_cursor == page.items[-1]
-        after = page.next_cursor
-        assert pages < 10_000
-    return out
-
 
 @pytest.fixture
 def repo():
@@ -196,7 +183,7 @@ def test_add_and_remove_same_case_refused(repo):
 
 def test_remove_everything_then_read(repo):
     repo.commit("ds", base=None, add=[{"input": i} for i in range(100)])
-    ids = all_items(repo, "ds", 1, 33)
+    ids = read_all_items(repo, "ds", 1, 33)
     assert len(ids) == 100
     v2 = repo.commit("ds", base=1, remove=ids)
     assert (v2.item_count, v2.removed, v2.added) == (0, 100, 0)

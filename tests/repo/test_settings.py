@@ -6,7 +6,6 @@ the eligibility rule promotion needs, each read in one request however many revi
 from __future__ import annotations
 
 import io
-import json
 
 import msgspec
 import pytest
@@ -96,26 +95,6 @@ def test_a_revision_written_before_overrides_reads_as_the_default(mem):
     assert mem.fsck().ok
 
 
-def test_cli_per_dataset_policy(run):
-    assert run("init").exit_code == 0
-    assert run("dataset", "create", "a").exit_code == 0
-    r = run("settings", "content-policy", "--dataset", "a", "--withhold", "input")
-    assert r.stdout == "settings revision 1 (a): withheld input\n"
-    r = run("settings", "show", "--dataset", "a")
-    assert r.stdout.splitlines()[:3] == [
-        "content policy of a: its own override, settings revision 1",
-        "copied: output, tool_arguments, tool_results, metadata", "withheld: input"]
-    assert run("dataset", "show", "a").stdout.splitlines()[2] == (
-        "  content policy: withholds input (its own override, settings revision 1)")
-    r = run("settings", "content-policy", "--dataset", "a", "--inherit")
-    assert r.stdout == "settings revision 2 (a): follows the repository default\n"
-    data = json.loads(run("--json", "settings", "show", "--dataset", "a").stdout)
-    assert (data["dataset"], data["overridden"], data["withheld"], data["revision"]) == (
-        "a", False, [], 0)
-    shown = json.loads(run("--json", "dataset", "show", "a").stdout)
-    assert shown["content_policy"] == {"withheld": [], "overridden": False, "revision": 0}
-
-
 def test_the_policy_in_force_costs_one_read_however_many_revisions(mem):
     """Revisions are immutable: a context reads each once, and then one probe (of the number
     after the newest it knows) tells it nothing new was written (issue 16: each promotion
@@ -174,4 +153,3 @@ def test_the_default_policy_and_its_source(mem):
     assert "only a dataset's override can follow it" in info.value.message
     with pytest.raises(cas.NotFound):  # an override is of a dataset that exists
         mem.set_content_policy(["input"], dataset="nope")
-

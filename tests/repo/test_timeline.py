@@ -1,4 +1,5 @@
-"""The timeline and the state of work (cas/repo/timeline.py): `cas log`, `cas status`."""
+"""The timeline and the state of work (cas/repo/timeline.py): every event, newest first and in
+pages, and what is waiting (`cas log`, `cas status`: tests/cli/test_datasets_and_versions.py)."""
 
 from __future__ import annotations
 
@@ -71,21 +72,3 @@ def test_status_names_what_is_waiting(lived):
         == [("evals", p["confirm_token"], 1)]
     lived.seal("evals", p["confirm_token"])
     assert lived.status()["staged_proposals"] == []
-
-
-def test_the_cli_prints_the_log_and_the_status(run, tmp_path):
-    assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
-    cases = tmp_path / "cases.jsonl"
-    cases.write_text('{"input": "q"}\n')
-    assert run("commit", "evals", "--add", str(cases), "-m", "first").exit_code == 0
-    r = run("log")
-    assert r.exit_code == 0
-    (line,) = r.stdout.splitlines()
-    assert line.endswith("  sealed evals@1 (commit: 1 cases, +1 -0) first  by Ada "
-                         "<ada@example.com>")
-    data = json.loads(run("--json", "log", "evals").stdout)
-    assert data["next_cursor"] is None and data["entries"][0]["kind"] == "seal"
-    assert run("status").stdout == ("staged proposals not sealed: 0\n"
-                                    "runs awaiting review (dataset_eligibility): 0\n"
-                                    "erasures not finished: 0\n")

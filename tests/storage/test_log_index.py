@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from support import ROOT
 import cas
-from cas.storage import log_index
-from cas.repo import reviews, runs
-from cas.storage.backends.memory import MemoryBackend
 from cas.digest import log_index_key
 from cas.errors import CorruptData, UnsupportedFormat
+from cas.repo import reviews, runs
+from cas.storage import log_index
+from cas.storage.backends.memory import MemoryBackend
+from support import ROOT
 from support.lifecycle import REVIEWER, run_obj
 
 DOC = ROOT / "docs" / "format.md"

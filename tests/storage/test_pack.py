@@ -10,8 +10,8 @@ from blake3 import blake3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cas.storage.backends.memory import MemoryBackend
 from cas.errors import CasError, CorruptData, DigestMismatch, UnsupportedFormat
+from cas.storage.backends.memory import MemoryBackend
 from cas.storage.pack import (DIGEST_LEN, DIGESTS_AT, SCAN_BELOW, Entry, IndexReader, _slot,
                               format_index, format_multi_index, format_pack, pack_id, parse_index,
                               parse_multi_index, parse_pack)

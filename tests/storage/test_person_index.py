@@ -19,9 +19,8 @@ from cas.format.keys import (PERSON_TABLES, PERSONS, SHARDS, parse_person_index_
                              person_shards_key, person_table_key)
 from cas.format.records import KIND_CODES
 from cas.storage.backends.memory import MemoryBackend
-from cas.storage.person_index import (HEADER_SIZE, PersonFiles, Persons, format_table,
-                                      named_person, parse_header, parse_shard, parse_table,
-                                      shard_span)
+from cas.storage.person_index import (HEADER_SIZE, PersonFiles, Persons, format_table, named_person,
+                                      parse_header, parse_shard, parse_table, shard_span)
 from support.backends import Counting
 from support.person_files import tables, to_records
 
@@ -290,8 +289,8 @@ def test_a_repository_from_before_tables_is_erased_checked_and_collected(locatio
 
 
 def test_a_mirror_copies_tables_and_refuses_a_damaged_one(tmp_path):
-    from cas.storage.backends.local import LocalBackend
     from cas.repo.mirror import mirror
+    from cas.storage.backends.local import LocalBackend
     repo = cas.init(str(tmp_path / "src"))
     repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=people(10))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import cas
-from cas.storage.backends.memory import MemoryBackend
-from cas.format.records import DatasetRecord, VersionRecord, format_record_file
 from cas.format.keys import meta_key, version_key
+from cas.format.records import DatasetRecord, VersionRecord, format_record_file
+from cas.storage.backends.memory import MemoryBackend
 from cas.storage.refs import RefsLog
 from cas.storage.tree import EMPTY_ROOT
 

@@ -11,7 +11,6 @@ import pytest
 import cas
 from cas.storage.backends.memory import MemoryBackend
 
-
 ALICE = "alice.moreau@example.org"   # the person erased
 BOB = "bob-17"
 # Distinctive strings of Alice's runs: each must be gone from every byte of the repository.

@@ -1,10 +1,12 @@
-"""What the tests of cas.evals share: small suites and runs of them, frozen cases with tool calls
-and repositories holding them, a tool whose calls cassettes record, eval set scenarios, and
-capture events and an in-memory capture store."""
+"""What the tests of cas.evals (and of their commands) share: small suites and runs of them, a
+directory's listing, frozen cases with tool calls and repositories holding them, a tool whose
+calls cassettes record, eval set scenarios, and capture records, events and an in-memory
+capture store."""
 
 from __future__ import annotations
 
 import itertools
+import os
 
 import cas
 from cas.evals.capture import pipeline as capture
@@ -27,6 +29,11 @@ def suite_of(n: int = 6, name: str = "demo", version: str = "v1", tenant: str = 
 
 def run_suite(suite: Suite, executor=echo, **kw) -> SuiteResult:
     return SuiteRunner(executor, **kw).run(suite)
+
+
+def listing(path) -> list[str]:
+    """The names in a directory, sorted: a refused write leaves them as they were."""
+    return sorted(os.listdir(path))
 
 
 def frozen_case(i: int, tenant: str = "acme") -> dict:
@@ -124,6 +131,12 @@ def fill(es, kinds: str, replay_input=None):
                               {"success": 0.0 if kind == "failure" else 1.0},
                               replay_input=replay_input, author=AUTHOR))
     return out
+
+
+def record(i: int, when: str = "2026-12-01T10:00:00.000000Z") -> CaptureRecord:
+    """A failed capture record cr-i (invocation inv-i), captured at `when`."""
+    return CaptureRecord(id=f"cr-{i}", captured_at=when, agent_name="support",
+                         invocation_id=f"inv-{i}", reasons=("rule",), status="failed")
 
 
 def capture_record(**changes) -> CaptureRecord:

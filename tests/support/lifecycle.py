@@ -1,14 +1,19 @@
 """Helpers shared by the tests of runs, reviews, proposals and the whole lifecycle: a recorded
-run, JSON Lines, the repository's key listing, a saved review, a promotion subject."""
+run, JSON Lines, the repository's key listing, a saved review, a promotion subject, and an
+erasure left pending (its process killed right after it stored its plan)."""
 
 from __future__ import annotations
 
+import io
 import json
+
+import pytest
 
 from cas.format.keys import PACKS
 
 REVIEWER = "Ada <ada@example.com>"
 OPERATOR = "Grace <grace@example.com>"
+PERSON = "user-42"  # the person of every run_obj
 
 
 def run_obj(run_id: str, n: int = 0, **over) -> dict:
@@ -62,11 +67,41 @@ def import_checked(runs):
     """Runs an importer gave, each valid, imported into a fresh memory repository with no
     warning (no tool call hidden in a message step): (repo, RunImportResult)."""
     import cas
-    from cas.storage.backends.memory import MemoryBackend
     from cas.repo.runs import parse_run
+    from cas.storage.backends.memory import MemoryBackend
     for run in runs:
         parse_run(run, "$")
     repo = cas.Repository.create(MemoryBackend())
     result = repo.import_runs(runs)
     assert result.warnings == []
     return repo, result
+
+
+def snapshot(backend) -> dict[str, bytes]:
+    """Every key of a backend and its bytes."""
+    return {k: backend.get(k) for k in backend.list("")}
+
+
+def pending_erasure(monkeypatch):
+    """A memory repository whose erasure of PERSON crashed right after storing its plan:
+    (backend, the erased run's case id). Its reviews need a configured reviewer (as_reviewer)."""
+    import cas
+    from cas.repo import erasure
+    from cas.storage.backends.memory import MemoryBackend
+    repo = cas.Repository.create(MemoryBackend())
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-0"), run_obj("r-1", 1, person="other"))))
+    anns = {r: review(repo, r) for r in ("r-0", "r-1")}
+    repo.create_dataset("evals")
+    promote_and_seal(repo, anns, ["r-0", "r-1"], "k")
+    case_id = next(c for c in repo.items("evals", 1).items
+                   if repo.case("evals", 1, c).run_id == "r-0")
+    token = repo.erase(PERSON)["confirm_token"]
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("killed after the plan was stored")
+    with monkeypatch.context() as m:
+        m.setattr(erasure, "complete", crash)
+        with pytest.raises(KeyboardInterrupt):
+            repo.erase(PERSON, token)
+    assert list(repo.backend.list("erasures/pending/")) == [f"erasures/pending/{token}"]
+    return repo.backend, case_id

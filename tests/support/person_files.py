@@ -5,11 +5,11 @@ the tests check such repositories are still read, erased, mirrored and collected
 
 from __future__ import annotations
 
-from cas.storage import person_index
 from cas.digest import to_bytes
 from cas.format.keys import (PERSON_TABLES, parse_person_table_key, person_index_key,
                              person_shards_key, person_table_key)
 from cas.format.records import PersonIndex, PersonObject, PersonShards, format_record_file
+from cas.storage import person_index
 
 
 def tables(backend) -> dict[str, tuple[str, list[tuple[str, str]]]]:

@@ -18,12 +18,17 @@ def tool_cases(n: int, tag: str = "c") -> list[dict]:
             for i in range(n)]
 
 
-def read_all_items(repo, name: str, number: int) -> list[str]:
-    """Every case id of a version, page by page (500 a page)."""
-    out, after = [], None
+def read_all_items(repo, name: str, number: int, limit: int = 500) -> list[str]:
+    """Every case id of a version, page by page, checking each page keeps to its limit and
+    ends at the cursor of the next."""
+    out, after, pages = [], None, 0
     while True:
-        page = repo.items(name, number, after=after, limit=500)
-        out += page.items
+        page = repo.items(name, number, after=after, limit=limit)
+        assert len(page.items) <= limit
+        pages += 1
+        out.extend(page.items)
         if page.next_cursor is None:
             return out
+        assert page.items and page.next_cursor == page.items[-1]
         after = page.next_cursor
+        assert pages < 10_000

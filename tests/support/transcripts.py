@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 import cas
 import cas.interop.importers
-from cas.format.records import Case, Run
+from cas.format.records import Case, RunRecord
 from cas.repo.runs import parse_run
 from cas.storage.backends.memory import MemoryBackend
 
@@ -33,7 +33,7 @@ RUN = {"run_id": "r-1", "tenant": "acme", "person": "user-42",
        "outcome": {"status": "pass"}}
 
 
-def as_run(obj: dict) -> Run:
+def as_run(obj: dict) -> RunRecord:
     return parse_run(obj, "$")
 
 
@@ -56,9 +56,9 @@ steps = st.fixed_dictionaries(
     optional=optional)
 subjects = st.builds(
     lambda cls, steps, given, withheld: (
-        Run(run_id="r", tenant="t", input=given, steps=steps) if cls is Run else
+        RunRecord(run_id="r", tenant="t", input=given, steps=steps) if cls is RunRecord else
         Case(input=given, steps=steps, withheld=withheld)),
-    st.sampled_from([Run, Case]), st.lists(steps, max_size=5), json_values | texts,
+    st.sampled_from([RunRecord, Case]), st.lists(steps, max_size=5), json_values | texts,
     st.lists(st.sampled_from(["input", "output", "tool_arguments", "tool_results"]),
              max_size=2))
 

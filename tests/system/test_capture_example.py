@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib.util
 
 import cas
-from cas.evals.capture import pipeline as capture
 from cas.evals import evalset
+from cas.evals.capture import pipeline as capture
 from support import ROOT
 
 EXAMPLE = ROOT / "examples" / "capture_loop.py"

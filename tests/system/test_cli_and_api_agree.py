@@ -8,11 +8,11 @@ the same error object (`--json`), the same one-line message, the same result.
 import json
 
 import pytest
-from support.cli import EXAMPLE
 
 import cas
 from cas.repo import mirror
 from cas_cli.main import EXIT_CODES
+from support.cli import EXAMPLE
 
 CASE = {"input": {"task": "t"}, "output": "o", "steps": [], "outcome": {"status": "success"}}
 

@@ -14,7 +14,6 @@ import cas
 from cas.storage.backends.local import LocalBackend
 from support import ROOT
 
-
 WORKER = r"""
 import json, os, sys, time
 import cas

@@ -17,7 +17,6 @@ from cas.storage import store as storemod
 from cas.storage.backends.memory import MemoryBackend
 from cas.storage.tree import Trie
 
-
 SEALER = r"""
 import random, sys
 import cas
@@ -38,8 +37,8 @@ while True:
     print(f"SEALED {rec.number} {rec.content_digest} {rec.item_count}", flush=True)
     i += 1
 """
-from support.sample_cases import read_all_items
 from support import ROOT
+from support.sample_cases import read_all_items
 
 
 def _env():

@@ -15,8 +15,8 @@ import time
 import pytest
 
 import cas
-from cas.storage.backends import backend_for
 from cas.errors import CasError
+from cas.storage.backends import backend_for
 
 ERASED, KEPT = "erin-6f1c", "kim-2b7d"
 RUNS = [{"run_id": f"{who}-run-{i}", "tenant": "acme", "person": who,

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import cas
-from cas.storage.backends.memory import MemoryBackend
 from cas.format.records import VersionRef
+from cas.storage.backends.memory import MemoryBackend
 
 REVIEWER = "Ada <ada@example.com>"
 # Distinctive ids: after an erasure no stored byte may contain them.
@@ -545,7 +545,7 @@ class ErasureMachine(RuleBasedStateMachine):
     def gc(self):
         """gc of every pack changes nothing a reader or an erasure can see. (The packs are
         aged past the grace period, the staged proposals are not: collecting stale proposals
-        is tested on its own, in tests/test_gc.py.)"""
+        is tested on its own, in tests/repo/test_gc.py.)"""
         previews = {p: self.repo.erase(p) for p in PEOPLE}
         before = keys(self.repo)
         for key in self.backend._times:

@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas.format import encoding
-from cas.errors import CasError
 from cas import EncodedCase
-from cas.repo.reviews import read_review_requests
+from cas.errors import CasError
+from cas.format import encoding
 from cas.repo.promotion import parse_subjects
+from cas.repo.reviews import read_review_requests
 from cas_cli.main import EXIT_CODES, cli
 
 LIMIT = encoding.MAX_DEPTH

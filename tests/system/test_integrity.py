@@ -10,11 +10,10 @@ import time
 import pytest
 
 import cas
-from support.backends import Interleave
-from cas.storage.backends import backend_for
+from cas.format.keys import PERSON_TABLES, SHARDS, index_key, parse_person_table_key, person_shard
 from cas.storage import maintenance, person_index
-from cas.format.keys import PERSON_TABLES, parse_person_table_key
-from cas.format.keys import SHARDS, index_key, person_shard
+from cas.storage.backends import backend_for
+from support.backends import Interleave
 from support.person_files import to_records
 
 PERSON = "dana-4e1f"

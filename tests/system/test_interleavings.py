@@ -19,11 +19,11 @@ import uuid
 import pytest
 
 import cas
-from support.backends import Interleave
-import cas.storage.refs
 import cas.storage.maintenance
-from cas.storage.backends import backend_for
+import cas.storage.refs
 from cas.errors import Aborted, CasError
+from cas.storage.backends import backend_for
+from support.backends import Interleave
 from support.sample_cases import read_all_items as all_items
 
 X = {"input": "the case a deleted version held", "person": "pat", "tenant": "acme"}

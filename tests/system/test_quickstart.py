@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+
 from support import ROOT
 
 SCRIPT = ROOT / "examples" / "quickstart.sh"

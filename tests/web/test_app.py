@@ -7,12 +7,12 @@ import io
 import re
 
 import pytest
-from cas_web.app import allowed_hosts, create_app
-from support.lifecycle import jsonl, keys, review, run_obj
 from starlette.testclient import TestClient
 
 import cas
 from cas.storage.backends.memory import MemoryBackend
+from cas_web.app import allowed_hosts, create_app
+from support.lifecycle import jsonl, keys, review, run_obj
 
 REVIEWER = "Ada <ada@example.com>"
 PERSON = "user-4711-secret"

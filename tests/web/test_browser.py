@@ -4,10 +4,7 @@ main pages go to $CAS_SCREENSHOTS (docs/web.md's are taken with CAS_SCREENSHOTS=
 
 from __future__ import annotations
 
-
 import pytest
-from support import ROOT
-from support.browser import chrome, screenshot, serve
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -15,6 +12,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 import cas
 from cas.storage.backends.memory import MemoryBackend
 from cas_web.app import create_app
+from support import ROOT
+from support.browser import chrome, screenshot, serve
 
 EXAMPLES = ROOT / "examples"
 REVIEWER = "Ada Lovelace <ada@example.com>"

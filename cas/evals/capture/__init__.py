@@ -8,8 +8,8 @@
 - `presidio`: a redactor built on Microsoft Presidio.
 """
 
-from cas.evals.capture.pipeline import (enabled, flush, invocation, redactor, register_store,
-                                        reset, rule, sample_rate, sampled, stats, submit)
+from cas.evals.capture.pipeline import (enabled, flush, invocation, redactor, register_store, reset,
+                                        rule, sample_rate, sampled, stats, submit)
 from cas.evals.capture.records import CaptureEvent, CaptureRecord, RecordedTool, ToolCall
 from cas.evals.capture.stores import LocalCaptureStore, RepositoryCaptureStore, record_of, run_of
 

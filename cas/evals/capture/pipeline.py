@@ -27,10 +27,10 @@ from typing import Any, Callable
 import msgspec
 from blake3 import blake3
 
-from cas.format import encoding
+from cas.errors import InvalidArgument
 from cas.evals.capture.records import (COMPLETED, FAILED, OMITTED, REDACTED, RULE, SAMPLE, STATUSES,
                                        CaptureEvent, CaptureRecord, RecordedTool, ToolCall)
-from cas.errors import InvalidArgument
+from cas.format import encoding
 
 PROTOCOL = ("start", "close", "append", "list")  # a store's methods, every one async
 SWITCH_ENV = "CAS_CAPTURE"

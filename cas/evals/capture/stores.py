@@ -11,10 +11,10 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
-from cas.format import encoding
 from cas.errors import FailedPrecondition, InvalidArgument, NotFound
-from cas.evals.capture.records import (FAILED, OMITTED, CaptureRecord, RecordedTool,
-                                       format_record, parse_record)
+from cas.evals.capture.records import (FAILED, OMITTED, CaptureRecord, RecordedTool, format_record,
+                                       parse_record)
+from cas.format import encoding
 from cas.repo.erased import erased_persons
 
 RUN_PREFIX = "capture-"  # a captured run's id: this and the record's id

@@ -9,8 +9,7 @@ a changed request is an error.
 - `http`: the HTTP adapter (vcrpy; the extra `cassette-http`), public as `cas.cassette_http`.
 """
 
-from cas.evals.cassettes.book import (CassetteBook, cassette_logs, current, read, save,
-                                      suite_pin)
+from cas.evals.cassettes.book import CassetteBook, cassette_logs, current, read, save, suite_pin
 from cas.evals.cassettes.matching import (ADAPTERS, CALL, HTTP, LIVE, MODE_ENV, MODES, RECORD,
                                           RECORD_MISSING, REPLAY, Cassette, RecordedError,
                                           StaleCassette, UnusedExchanges, credential_name,

@@ -7,8 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable, Mapping
 
-from cas.evals.cassettes.matching import (LIVE, RECORD_MISSING, REPLAY, Cassette,
-                                          resolve_mode)
+from cas.evals.cassettes.matching import LIVE, RECORD_MISSING, REPLAY, Cassette, resolve_mode
 from cas.evals.suites.files import version_pin
 from cas.format import encoding
 from cas.format.records import CassetteExchange, CassetteLog, CassetteRecord

@@ -22,10 +22,10 @@ except ImportError as exc:  # an extra: say which
                              "'cas-datasets[cassette-http]'", reason="EXTRA_REQUIRED",
                              extra="cassette-http") from exc
 
+from cas.errors import FailedPrecondition
 from cas.evals.cassettes.matching import (HTTP, LIVE, RECORD, RECORD_MISSING, REPLAY, RERECORD,
                                           Cassette, StaleCassette, body_bytes, body_text,
                                           credential_name, request_key, strip_query)
-from cas.errors import FailedPrecondition
 from cas.format.records import CassetteExchange
 
 _RECORD_MODES = {REPLAY: RecordMode.NONE, RECORD: RecordMode.ALL,

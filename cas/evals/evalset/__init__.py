@@ -12,8 +12,8 @@ from cas.evals.evalset.regression import (EXIT_OK, EXIT_WIN_REGRESSED, EXIT_WIN_
                                           ScenarioResult, compare, exit_code, experiment_name,
                                           regress, regress_async)
 from cas.evals.evalset.scenarios import (DEFAULT_CAPACITY, DEFAULT_TENANT, FAILURE, KINDS,
-                                         OUTCOME_METRIC, TAG, WIN, CaptureReport, Corpus,
-                                         EvalSet, Scenario, check_evalset, failure_fields, open,
+                                         OUTCOME_METRIC, TAG, WIN, CaptureReport, Corpus, EvalSet,
+                                         Scenario, check_evalset, failure_fields, open,
                                          read_version, scenario_of)
 
 __all__ = [

@@ -14,8 +14,7 @@ from blake3 import blake3
 from cas.digest import EVALSET_REGRESSION_DOMAIN
 from cas.errors import CasError, FailedPrecondition, InvalidArgument, NotFound
 from cas.evals.calls import TimedOut, call, clean_reason, exception_text
-from cas.evals.evalset.scenarios import (OUTCOME_METRIC, WIN, Scenario, check_evalset,
-                                         read_version)
+from cas.evals.evalset.scenarios import OUTCOME_METRIC, WIN, Scenario, check_evalset, read_version
 from cas.evals.suites.recording import check_scores, experiment_over, record_scores_of
 from cas.format import encoding
 from cas.format.version_names import Pin, as_pin, parse_version_name

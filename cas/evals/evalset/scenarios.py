@@ -8,8 +8,7 @@ from typing import Any, Iterable
 import msgspec
 
 from cas.digest import parse_digest
-from cas.errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound,
-                        VersionConflict)
+from cas.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, VersionConflict
 from cas.evals.capture.records import REDACTED, CaptureRecord
 from cas.format import encoding
 from cas.format.cases import encode_case

@@ -9,18 +9,17 @@
 """
 
 from cas.evals.suites.executors import (SHIPPED_EXECUTORS, Run, cassette_executor, echo,
-                                        load_callable, load_executor, load_scorer,
-                                        replay_executor, takes_cassette)
-from cas.evals.suites.files import (CASE_FIELDS, FORMAT, HEADER_FIELDS, IDENTITY_FIELDS,
-                                    MIGRATIONS, SUITE_FORMATS, Suite, SuiteCase, SuiteExport,
-                                    case_of, export, from_version, migration,
-                                    path_component_problem, read_jsonl, write_jsonl)
+                                        load_callable, load_executor, load_scorer, replay_executor,
+                                        takes_cassette)
+from cas.evals.suites.files import (CASE_FIELDS, FORMAT, HEADER_FIELDS, IDENTITY_FIELDS, MIGRATIONS,
+                                    SUITE_FORMATS, Suite, SuiteCase, SuiteExport, case_of, export,
+                                    from_version, migration, path_component_problem, read_jsonl,
+                                    write_jsonl)
 from cas.evals.suites.recording import (Recorded, check_record, experiment_over, record,
                                         record_scores_of)
-from cas.evals.suites.results import (COMPLETED, ERRORED, EXIT_ERRORED, EXIT_INCOMPLETE,
-                                      EXIT_OK, INCOMPLETE, OUTCOMES, CaseResult, Shard,
-                                      SuiteRef, SuiteResult, as_result, diff, merge,
-                                      result_digest, run_id)
+from cas.evals.suites.results import (COMPLETED, ERRORED, EXIT_ERRORED, EXIT_INCOMPLETE, EXIT_OK,
+                                      INCOMPLETE, OUTCOMES, CaseResult, Shard, SuiteRef,
+                                      SuiteResult, as_result, diff, merge, result_digest, run_id)
 from cas.evals.suites.runner import (ARTEFACT_FILES, DEFAULT_CONCURRENCY, DEFAULT_GRACE,
                                      MAX_CONCURRENCY, SuiteRunner)
 

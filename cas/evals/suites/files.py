@@ -12,12 +12,12 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from cas.format import encoding, redaction
-from cas.interop import exports
-from cas.format.cases import encode_case
 from cas.errors import CasError, FailedPrecondition, InvalidArgument, NotFound
+from cas.format import encoding, redaction
+from cas.format.cases import encode_case
 from cas.format.records import Case
 from cas.format.version_names import Pin, as_pin
+from cas.interop import exports
 
 SUITE_FORMATS = (1,)  # the header formats this cas reads; it writes the last
 FORMAT = SUITE_FORMATS[-1]

@@ -20,8 +20,8 @@ from cas.evals.calls import Threads, TimedOut, call, clean_reason, exception_tex
 from cas.evals.suites.executors import check_cassettes, load_executor, load_scorer, returned_run
 from cas.evals.suites.files import Suite, SuiteCase
 from cas.evals.suites.recording import check_scores
-from cas.evals.suites.results import (COMPLETED, ERRORED, INCOMPLETE, CaseResult, Shard,
-                                      SuiteRef, SuiteResult, finish, run_id)
+from cas.evals.suites.results import (COMPLETED, ERRORED, INCOMPLETE, CaseResult, Shard, SuiteRef,
+                                      SuiteResult, finish, run_id)
 from cas.format import encoding
 
 DEFAULT_CONCURRENCY = 4

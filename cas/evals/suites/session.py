@@ -11,8 +11,7 @@ from cas.errors import InvalidArgument
 from cas.evals.cassettes.book import CassetteBook, suite_pin
 from cas.evals.cassettes.matching import LIVE, resolve_mode
 from cas.evals.replay import parse_plan
-from cas.evals.suites.executors import (check_cassettes, load_executor, load_scorer,
-                                        replay_executor)
+from cas.evals.suites.executors import check_cassettes, load_executor, load_scorer, replay_executor
 from cas.evals.suites.files import Suite, from_version, read_jsonl
 from cas.evals.suites.recording import Recorded, check_record, record
 from cas.evals.suites.results import SuiteResult

@@ -4,17 +4,25 @@ Each format is a module with `NAME`, `detect(value) -> bool` (does one parsed JS
 like this format's document?) and `convert(values, options, source) -> list[dict]` (the runs,
 in cas's own schema, of a file's parsed JSON values); a format that HTTP recordings carry also
 has `detect_exchange(exchange) -> bool` and `convert_exchanges(exchanges, options, source)` for
-the vcr container (cas/importers/vcr.py), and a format whose files are archives rather than
-JSON has `detect_bytes(data) -> bool` and `convert_bytes(data, options, source)`. All are pure: they
+the vcr container, and a format whose files are archives rather than JSON has
+`detect_bytes(data) -> bool` and `convert_bytes(data, options, source)`. All are pure: they
 read documents and return runs, and `Repository.import_runs` stores them.
+
+- `common`: what every importer shares: options, documents, tool arguments, run ids, tenant.
+- `vcr`: the vcr container: recorded API traffic in vcrpy cassettes, read as exchanges.
+- `otlp`: spans as both span importers read them, grouped into traces and conversations.
+- `openai_chat`, `openai_responses`, `anthropic`: the model APIs' requests and responses.
+- `otel_genai`, `openinference`: spans that follow the OpenTelemetry GenAI or OpenInference
+  conventions.
+- `inspect_log`, `langsmith`: Inspect AI eval logs; LangSmith run trees.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from cas.format import encoding
 from cas.errors import InvalidArgument
+from cas.format import encoding
 from cas.format.projection import IMPORT_KEY
 from cas.interop.importers import vcr
 from cas.interop.importers.common import Options, parse_documents

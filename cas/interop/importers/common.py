@@ -13,8 +13,8 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from blake3 import blake3
 
-from cas.format import encoding
 from cas.errors import InvalidArgument
+from cas.format import encoding
 
 
 class Options(NamedTuple):

@@ -1,4 +1,5 @@
-"""The `inspect` importer: Inspect AI eval logs (JSON or `.eval` zip), a run per sample and epoch."""
+"""The `inspect` importer: Inspect AI eval logs (JSON or `.eval` zip), a run per sample and
+epoch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The `langsmith` importer: LangSmith run trees, run lists and post/patch batches, a run per trace."""
+"""The `langsmith` importer: LangSmith run trees, run lists and post/patch batches, a run per
+trace."""
 
 from __future__ import annotations
 

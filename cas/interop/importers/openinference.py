@@ -1,4 +1,5 @@
-"""The openinference format: runs from Arize OpenInference spans (Phoenix exports, OTLP) (docs/importers.md)."""
+"""The openinference format: runs from Arize OpenInference spans (Phoenix exports, OTLP)
+(docs/importers.md)."""
 
 from __future__ import annotations
 

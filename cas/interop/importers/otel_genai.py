@@ -1,4 +1,5 @@
-"""The otel-genai format: runs from spans that follow the OpenTelemetry GenAI semantic conventions (docs/importers.md)."""
+"""The otel-genai format: runs from spans that follow the OpenTelemetry GenAI semantic
+conventions (docs/importers.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Spans as both span importers read them: OTLP JSON or span lists, grouped into traces, and the conversation their model calls and tool executions make."""
+"""Spans as both span importers read them: OTLP JSON or span lists, grouped into traces, and
+the conversation their model calls and tool executions make."""
 
 from __future__ import annotations
 

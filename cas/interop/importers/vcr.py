@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from cas.format import encoding
 from cas.errors import FailedPrecondition, InvalidArgument
+from cas.format import encoding
 
 
 class Exchange(NamedTuple):

@@ -1,5 +1,11 @@
 """Backends: bytes in a flat key space of immutable files (create-if-absent and delete; erasure
-alone replaces)."""
+alone replaces). They move bytes and know nothing of the format.
+
+- `local`: a local directory, the embedded default (atomic create-if-absent via link(2)).
+- `s3`: S3-compatible object storage (atomic via `If-None-Match: *`).
+- `memory`: in memory, for tests.
+- `cache`: a local cache in front of a remote backend for immutable pack indexes.
+"""
 
 from __future__ import annotations
 

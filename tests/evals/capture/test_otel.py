@@ -10,6 +10,7 @@ import json
 from cas.evals.capture import pipeline as capture
 from support.evals import ListStore
 
+
 def test_the_span_processor_turns_genai_agent_spans_into_events():
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Status, StatusCode

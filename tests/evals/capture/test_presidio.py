@@ -12,6 +12,7 @@ from cas.evals.capture import pipeline as capture
 from cas.evals.capture.records import ToolCall
 from support.evals import ListStore, event
 
+
 def test_the_presidio_redactor_masks_what_presidio_detects(tmp_path):
     """With a real Presidio analyzer over a blank spaCy pipeline (its pattern recognizers need
     no trained model; a trained one, which PyPI does not carry, adds names and places)."""

@@ -1,12 +1,12 @@
 """Capture stores (cas/evals/capture/stores.py): the local store (torn lines, retention by day),
 the repository store (runs ready for review, erasure by the keyed person digest, an erased
-person's new captures left out, failures into an eval set), and the import of a local store;
-no user, session or metadata value ever reaches a stored byte."""
+person's new captures left out, failures into an eval set); no user, session or metadata value
+ever reaches a stored byte (the import of a local store, `cas runs import --from-captures`:
+tests/cli/test_runs.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from datetime import datetime, timedelta, timezone
@@ -17,11 +17,10 @@ from hypothesis import strategies as st
 import cas
 from cas.evals.capture import pipeline as capture
 from cas.evals.capture.records import CaptureRecord, RecordedTool
-from cas.evals.capture.stores import (LocalCaptureStore, RepositoryCaptureStore, record_of,
-                                      run_of)
+from cas.evals.capture.stores import LocalCaptureStore, RepositoryCaptureStore, record_of, run_of
 from cas.evals.evalset import scenarios
 from cas.storage.backends.memory import MemoryBackend
-from support.evals import ADA, event, every_byte
+from support.evals import ADA, event, every_byte, record
 
 
 # -- the local store --------------------------------------------------------------------------
@@ -32,9 +31,6 @@ class Clock:
     def __call__(self) -> datetime:
         return self.now
 
-def record(i: int, when: str = "2026-12-01T10:00:00.000000Z") -> CaptureRecord:
-    return CaptureRecord(id=f"cr-{i}", captured_at=when, agent_name="support",
-                         invocation_id=f"inv-{i}", reasons=("rule",), status="failed")
 
 def test_local_store_skips_and_reports_a_torn_last_line_and_starts_clean_after_it(tmp_path,
                                                                                  caplog):
@@ -114,34 +110,6 @@ def test_the_repository_store_leaves_out_an_erased_persons_new_captures(caplog):
     assert store.erased_skipped == 1 and "capture.skipped reason=person_erased" in caplog.text
     assert capture.stats().get("failed", 0) == 0
 
-def test_runs_import_from_captures(tmp_path, monkeypatch):
-    from click.testing import CliRunner
-
-    from cas_cli.main import cli
-    monkeypatch.setenv("CAS_USER", ADA)
-    caps = tmp_path / "caps"
-    store = LocalCaptureStore(caps)
-    asyncio.run(store.start())
-    asyncio.run(store.append(record(1)))
-    with open(caps / os.listdir(caps)[0], "ab") as f:
-        f.write(b'{"torn')
-    location = str(tmp_path / "repo")
-    cas.init(location)
-
-    def run(*args):
-        return CliRunner().invoke(cli, ["--repo", location, *args], catch_exceptions=False)
-    out = run("runs", "import", "--from-captures", str(caps), "--tenant", "acme", "--json")
-    assert out.exit_code == 0, out.output
-    data = json.loads(out.stdout)
-    assert data["imported"] == ["capture-cr-1"] and data["torn"][0]["line"] == 2
-    assert "torn or unreadable capture record was skipped" in out.stderr
-    again = json.loads(run("runs", "import", "--from-captures", str(caps), "--tenant", "acme",
-                           "--json").stdout)
-    assert again["imported"] == [] and again["unchanged"] == 1
-    refused = run("runs", "import", "--from-captures", str(caps), "--json")
-    assert json.loads(refused.output)["error"]["reason"] == "TENANT_REQUIRED"
-    both = run("runs", "import", "--from-captures", str(caps), "x.jsonl", "--tenant", "a")
-    assert both.exit_code != 0
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=12, max_size=20))

@@ -1,11 +1,10 @@
 """The cassettes of a repository's versions (cas/evals/cassettes/book.py): a pinned version's
 cassettes under an executor, recorded from the version and replayed through the runner, stale
 and unused exchanges, one log batch per save; checked by fsck, kept by gc, mirrored, erased
-with the case's person; through the CLI and the pytest plugin, on each backend."""
+with the case's person; through the pytest plugin, on each backend (through the CLI:
+tests/cli/test_cassette.py)."""
 
 from __future__ import annotations
-
-import json
 
 import msgspec
 import pytest
@@ -151,41 +150,7 @@ def test_a_mirror_copies_the_cassettes(repo, tmp_path):
     assert run_version(copy, REPLAY)[0].ok
 
 
-# -- the CLI and the plugin -------------------------------------------------------------------
-def test_cli_records_replays_and_refuses_a_cassette_mode_the_executor_cannot_use(tmp_path,
-                                                                                 monkeypatch):
-    from click.testing import CliRunner
-
-    from cas_cli.main import cli
-    monkeypatch.setenv("CAS_USER", ADA)
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.delenv("CAS_CASSETTE_MODE", raising=False)
-    location = str(tmp_path / "repo")
-    r = cas.init(location)
-    r.create_dataset("evals", admission="direct")
-    r.commit("evals", base=None, add=[frozen(i) for i in range(2)], author=ADA)
-
-    def cli_run(*args):
-        return CliRunner().invoke(cli, ["--repo", location, *args], catch_exceptions=False)
-    replayed = cli_run("suite", "run", "evals@1", "--executor", "cas:cassette",
-                       "--cassette-mode", "replay", "--json")
-    assert replayed.exit_code == EXIT_ERRORED
-    assert "stale cassette" in json.loads(replayed.stdout)["results"][0]["reason"]
-    assert cli_run("suite", "run", "evals@1", "--executor", "cas:cassette").exit_code == 0
-    monkeypatch.setenv("CI", "true")  # replay by default under CI
-    again = cli_run("suite", "run", "evals@1", "--executor", "cas:cassette", "--json")
-    assert again.exit_code == 0, again.stdout
-    refused = cli_run("suite", "run", "evals@1", "--executor", "cas:echo",
-                      "--cassette-mode", "record", "--json")
-    assert json.loads(refused.output)["error"]["reason"] == "CASSETTE_UNUSED_BY_EXECUTOR"
-    listed = cli_run("cassette", "list", "evals", "--json")
-    assert listed.exit_code == 0 and len(json.loads(listed.stdout)["cassettes"]) == 2
-    case_id = json.loads(listed.stdout)["cassettes"][0]["case_id"]
-    assert "recorded 2 cassettes of evals under cas:cassette (batch 1)" in \
-        cli_run("log", "evals").output
-    shown = cli_run("cassette", "show", "evals", case_id, "--executor", "cas:cassette", "--json")
-    assert [e["name"] for e in json.loads(shown.stdout)["exchanges"]] == ["search", "open"]
-
+# -- the plugin ------------------------------------------------------------------------------
 PLUGIN_TEST = """
 import pytest
 

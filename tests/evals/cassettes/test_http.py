@@ -13,12 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas.evals.cassettes import http as cassette_http
 from cas.evals.cassettes import RECORD, REPLAY, Cassette, CassetteBook, StaleCassette
+from cas.evals.cassettes import http as cassette_http
 from cas.evals.suites import Run, SuiteRunner, from_version
 from cas.format import encoding
 from cas.storage.backends.memory import MemoryBackend
 from support.evals import ADA, all_bytes, frozen
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     hits: list = []

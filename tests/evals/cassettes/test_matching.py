@@ -11,11 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
+from cas.evals.calls import exception_text
 from cas.evals.cassettes.matching import (LIVE, RECORD, RECORD_MISSING, REPLAY, Cassette,
                                           RecordedError, StaleCassette, UnusedExchanges,
-                                          credential_name, request_key, resolve_mode,
-                                          strip_query)
-from cas.evals.calls import exception_text
+                                          credential_name, request_key, resolve_mode, strip_query)
 from support.evals import recorded, search
 
 json_values = st.recursive(

@@ -1,16 +1,15 @@
 """Regression runs (cas/evals/evalset/regression.py): a pinned eval set version replayed and its
 new scores compared with the baselines; held, regressed, improved, inconclusive and skipped;
-exit codes; one score batch citing the version; and `cas evalset`, end to end."""
+exit codes; one score batch citing the version (`cas evalset`, end to end:
+tests/cli/test_evalset.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import pytest
 
-import cas
 from cas.errors import FailedPrecondition, InvalidArgument
 from cas.evals import evalset
 from support.evals import AUTHOR, clocked_repo, fill
@@ -195,81 +194,3 @@ def test_bad_regression_arguments():
                    dict(lower_is_better="latency"), dict(replay="mod:fn")):
         with pytest.raises(InvalidArgument):
             evalset.regress(repo, "es@1", **kwargs)
-
-
-# -- the CLI ----------------------------------------------------------------------------------
-REPLAY_MODULE = '''
-def replay(scenario, system_context):
-    return "new-" + scenario.session_id + ("-ctx" if system_context else "")
-
-def score(scenario, run_id):
-    return {"success": 0.0 if run_id.endswith("-ctx") else 1.0}
-'''
-
-def test_cli_capture_list_show_matching_attach_and_regress(tmp_path, monkeypatch):
-    from click.testing import CliRunner
-
-    from cas_cli.main import cli
-    monkeypatch.setenv("CAS_USER", AUTHOR)
-    location = str(tmp_path / "repo")
-    cas.init(location)
-    (tmp_path / "evalset_cli_agent.py").write_text(REPLAY_MODULE)
-    monkeypatch.chdir(tmp_path)
-
-    def run(*args):
-        return CliRunner().invoke(cli, ["--repo", location, *args], catch_exceptions=False)
-
-    def ok(*args):
-        r = run(*args, "--json")
-        assert r.exit_code == 0, r.output
-        return json.loads(r.stdout)
-    win = ok("evalset", "capture", "es", "--session", "s1", "--kind", "win", "--signature",
-             "refund", "--baseline", "success=1", "--replay-input", '{"q": "refund"}')
-    assert win["sealed"] and win["version"] == 1 and win["evicted"] == []
-    assert win["scenario"]["baseline_scores"] == {"success": 1}
-    fail = ok("evalset", "capture", "es", "--session", "s2", "--kind", "failure",
-              "--signature", "tool_failed:search", "--signature", "failed",
-              "--baseline", "success=0", "--notes", "call +1 415 555 0100")
-    assert "555" not in fail["scenario"]["notes"]
-    again = ok("evalset", "capture", "es", "--session", "s2", "--kind", "failure",
-               "--signature", "failed", "--signature", "tool_failed:search",
-               "--baseline", "success=0")
-    assert not again["sealed"] and again["version"] == 2
-    listed = ok("evalset", "list", "es")
-    assert listed["version"] == 2 and len(listed["scenarios"]) == 2
-    assert [s["kind"] for s in ok("evalset", "list", "es", "--kind", "win")["scenarios"]] == \
-        ["win"]
-    assert "es@2: 2 scenarios" in run("evalset", "list", "es").stdout
-    shown = ok("evalset", "show", "es", fail["scenario"]["id"])
-    assert shown["scenario"]["signature"] == ["failed", "tool_failed:search"]
-    matched = ok("evalset", "matching", "es", "--signature", "failed")
-    assert [s["id"] for s in matched["scenarios"]] == [fail["scenario"]["id"]]
-    attached = ok("evalset", "attach", "es", fail["scenario"]["id"], "--replay-input", '"q"')
-    assert attached["version"] == 3 and attached["scenario"]["replay_input"] == "q"
-
-    r = run("evalset", "regress", "es@3", "--json")   # no replay: all skipped, exit 13
-    assert r.exit_code == 13 and "cas: warning: no replay function" in r.stderr
-    out = json.loads(r.stdout)
-    assert out["counts"]["skipped"] == 2 and out["recorded"] is None
-    assert set(out) == {"evalset", "version", "results", "counts", "warnings", "exit_code",
-                        "recorded"}
-    assert set(out["results"][0]) == {"id", "kind", "outcome", "scores", "baseline", "reason"}
-    r = run("evalset", "regress", "es@3", "--replay", "evalset_cli_agent:replay",
-            "--scorer", "evalset_cli_agent:score", "--json")
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["recorded"]["scores"] == 4
-    (tmp_path / "context.txt").write_text("be terse")
-    r = run("evalset", "regress", "es@3", "--replay", "evalset_cli_agent:replay",
-            "--scorer", "evalset_cli_agent:score", "--system-context", "@context.txt",
-            "--no-record")
-    assert r.exit_code == 12 and "1 regressed" in r.stdout and "NOT ok (exit 12)" in r.stdout
-
-    refused = run("evalset", "capture", "es", "--session", "s3", "--kind", "win",
-                  "--baseline", "success", "--json")
-    assert refused.exit_code == 2 and json.loads(refused.output)["error"]["reason"] == "USAGE"
-    bad = run("evalset", "capture", "es", "--session", "s3", "--kind", "win",
-              "--baseline", "success=great", "--json")
-    assert bad.exit_code == 2 and json.loads(bad.output)["error"]["field"] == "baseline_scores"
-    missing = run("evalset", "list", "nope", "--json")
-    assert missing.exit_code == 3
-    assert run("evalset", "renew", "es", "--json").exit_code == 0

@@ -12,8 +12,8 @@ import pytest
 import cas
 from cas.evals.cassettes import RECORD, REPLAY, Cassette
 from cas.evals.suites.executors import (Run, cassette_executor, check_cassettes, echo,
-                                        load_callable, load_executor, load_scorer,
-                                        replay_executor, returned_run, takes_cassette)
+                                        load_callable, load_executor, load_scorer, replay_executor,
+                                        returned_run, takes_cassette)
 from cas.evals.suites.files import from_version
 from support.evals import run_suite as run
 from support.evals import suite_of, versioned_repo

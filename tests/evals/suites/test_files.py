@@ -1,5 +1,6 @@
 """Suite files: exact refusals (code, reason, line, field), writes that leave nothing on a
-refusal, round trips, a pinned version exported, a generated secret never written, the CLI."""
+refusal, round trips, a pinned version exported, a generated secret never written (`cas suite
+export`: tests/cli/test_suite.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import ROOT
-from support.secrets import around, placed, secrets, sensitive_part
 
 import cas
 from cas.evals import suites
 from cas.evals.suites import Suite, SuiteCase, path_component_problem, read_jsonl, write_jsonl
+from support import ROOT
+from support.evals import listing
+from support.secrets import around, placed, secrets, sensitive_part
 
 EXAMPLE = ROOT / "examples" / "cases.jsonl"
 AUTHOR = "Ada <ada@example.com>"
@@ -36,10 +38,6 @@ def case(id="late-refund", **fields) -> dict:
 def refusal(exc) -> tuple:
     e = exc.value
     return e.code, e.reason, e.fields.get("line"), e.fields.get("field")
-
-
-def listing(path) -> list[str]:
-    return sorted(os.listdir(path))
 
 
 # -- reading: what is accepted --------------------------------------------------------------
@@ -414,52 +412,6 @@ def test_export_refusals_leave_no_file(evals, tmp_path):
     with pytest.raises(cas.NotFound):
         suites.export(repo, "evals", 9, tmp_path / "s.jsonl")
     assert listing(tmp_path) == []
-
-
-# -- the CLI ---------------------------------------------------------------------------------------
-@pytest.fixture
-def cli_repo(run):
-    assert run("init").exit_code == 0
-    assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
-    assert run("commit", "evals", "--add", str(EXAMPLE)).exit_code == 0
-    return cas.open(".")
-
-
-def test_cli_export_to_stdout_in_both_spellings(run, cli_repo):
-    out = io.BytesIO()
-    suites.export(cli_repo, "evals", 1, out)
-    for args in (("evals", "1"), ("evals@1",)):
-        r = run("suite", "export", *args)
-        assert r.exit_code == 0 and r.stdout_bytes == out.getvalue() and r.stderr == ""
-
-
-def test_cli_export_to_a_file(run, cli_repo, tmp_path):
-    pin = str(cli_repo.pin("evals", 1))
-    r = run("--json", "suite", "export", "evals@1", "-o", "s.jsonl")
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout) == {"suite": {"name": "evals", "version": pin}, "cases": 5,
-                                    "path": str(tmp_path / "s.jsonl")}
-    r = run("suite", "export", "evals", "1", "--output", "t.jsonl")
-    assert r.exit_code == 0 and r.stderr == ""
-    assert r.stdout == f"wrote 5 cases of evals@1 ({pin}) to {tmp_path / 't.jsonl'}\n"
-    assert (tmp_path / "t.jsonl").read_bytes() == (tmp_path / "s.jsonl").read_bytes()
-
-
-def test_cli_export_refusals(run, cli_repo, tmp_path):
-    before = listing(tmp_path)
-    r = run("--json", "suite", "export", "evals", "1")
-    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "OUTPUT_REQUIRED"
-    r = run("--json", "suite", "export", "evals", "-o", "x")
-    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "VERSION_REQUIRED"
-    r = run("suite", "export", "evals@7", "-o", "x")
-    assert r.exit_code == 3 and r.stderr.startswith("cas: error: ")
-    cli_repo.retire("evals", 1, "contaminated", "leaked", author=AUTHOR)
-    r = run("--json", "suite", "export", "evals@1", "-o", "x")
-    assert r.exit_code == 5 and r.stdout == ""
-    assert json.loads(r.stderr)["error"]["reason"] == "EVALUATION_DATASET_VERSION_RETIRED"
-    r = run("suite", "export", "evals@1")
-    assert r.exit_code == 5 and r.stdout == ""
-    assert listing(tmp_path) == before
 
 
 def test_a_suites_version_is_its_pin_or_refused_saying_why_one_is_needed():

@@ -11,8 +11,9 @@ from cas.evals.suites.executors import Run
 from cas.evals.suites.files import Suite, from_version
 from cas.evals.suites.recording import (check_record, check_scores, experiment_over, record,
                                         record_scores_of)
-from support.evals import ADA, suite_of, versioned_repo
+from support.evals import ADA
 from support.evals import run_suite as run
+from support.evals import suite_of, versioned_repo
 
 
 @pytest.fixture

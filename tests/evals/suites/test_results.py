@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 import cas
 from cas.evals.suites.executors import Run, echo
 from cas.evals.suites.files import Suite, read_jsonl, write_jsonl
-from cas.evals.suites.results import (COMPLETED, ERRORED, EXIT_ERRORED, EXIT_INCOMPLETE,
-                                      INCOMPLETE, CaseResult, Shard, SuiteRef, as_result, diff,
-                                      finish, merge, result_digest, run_id)
+from cas.evals.suites.results import (COMPLETED, ERRORED, EXIT_ERRORED, EXIT_INCOMPLETE, INCOMPLETE,
+                                      CaseResult, Shard, SuiteRef, as_result, diff, finish, merge,
+                                      result_digest, run_id)
 from cas.format import encoding
 from cas_cli.main import EXIT_CODES
 from support import ROOT

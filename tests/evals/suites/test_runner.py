@@ -23,8 +23,8 @@ import pytest
 import cas
 from cas.evals.suites.executors import Run, echo
 from cas.evals.suites.files import Suite, write_jsonl
-from cas.evals.suites.results import (COMPLETED, ERRORED, EXIT_ERRORED, EXIT_INCOMPLETE,
-                                      INCOMPLETE, run_id)
+from cas.evals.suites.results import (COMPLETED, ERRORED, EXIT_ERRORED, EXIT_INCOMPLETE, INCOMPLETE,
+                                      run_id)
 from cas.evals.suites.runner import ARTEFACT_FILES, NOT_STARTED, SuiteRunner
 from support import ROOT
 from support.evals import run_suite as run

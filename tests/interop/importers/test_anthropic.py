@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 import cas
 import cas.interop.importers
-from cas.storage.backends.memory import MemoryBackend
 from cas.interop.importers import anthropic
 from cas.interop.importers.common import Options
 from cas.repo.runs import parse_run
+from cas.storage.backends.memory import MemoryBackend
 
 FAST = settings(max_examples=60, deadline=None)
 SAMPLES = "anthropic-messages"

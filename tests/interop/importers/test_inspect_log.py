@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support.lifecycle import import_checked
 from cas.errors import InvalidArgument
 from cas.interop.importers import convert, inspect_log
 from cas.interop.importers.common import Options
+from support.lifecycle import import_checked
 
 OPTS = Options(tenant="t")
 

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 
 import cas
 import cas.interop.importers
-from cas.storage.backends.memory import MemoryBackend
 from cas.errors import InvalidArgument
 from cas.interop.importers import openai_chat as oc
 from cas.interop.importers import vcr
 from cas.interop.importers.common import Options
 from cas.repo.runs import parse_run
+from cas.storage.backends.memory import MemoryBackend
 
 
 def convert(value, **flags):

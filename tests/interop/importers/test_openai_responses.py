@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cas
-from cas.storage.backends.memory import MemoryBackend
 from cas.errors import InvalidArgument
 from cas.interop.importers import convert, openai_responses
 from cas.interop.importers.vcr import Exchange
 from cas.repo.runs import parse_run
+from cas.storage.backends.memory import MemoryBackend
 
 FOLDER = "openai-responses"
 

@@ -3,12 +3,13 @@
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import cas
+from cas.errors import InvalidArgument
 from cas.interop import importers
 from cas.storage.backends.memory import MemoryBackend
-from cas.errors import InvalidArgument
 
 NAME = "openinference"
 

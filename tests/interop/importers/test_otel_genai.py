@@ -4,12 +4,13 @@ import json
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import cas
+from cas.errors import InvalidArgument
 from cas.interop import importers
 from cas.storage.backends.memory import MemoryBackend
-from cas.errors import InvalidArgument
 
 NAME = "otel-genai"
 

@@ -9,8 +9,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cas.interop.importers.otlp import (any_value, attributes_of, error_of, iso, nanos,
-                                        root_first, same, spans_of, traces)
+from cas.interop.importers.otlp import (any_value, attributes_of, error_of, iso, nanos, root_first,
+                                        same, spans_of, traces)
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 OTLP = {"resourceSpans": [{

@@ -10,7 +10,6 @@ import pytest
 import cas
 from cas.interop.importers import vcr
 
-
 CASSETTE = {"interactions": [
     {"request": {"uri": "https://api.example/v1/chat/completions", "method": "POST",
                  "body": json.dumps({"messages": [{"role": "user", "content": "hi"}]})},

@@ -1,13 +1,12 @@
 """The S3 backend against a real SeaweedFS: the backend contract, then network faults, caching
-and request counts (mirroring to and from S3: tests/repo/test_mirror.py)."""
+and request counts (mirroring to and from S3: tests/repo/test_mirror.py; the commands on S3:
+tests/cli/test_repository.py)."""
 
 import json
-import os
 
 import pytest
 from click.testing import CliRunner
 
-from support import ROOT
 import cas
 from cas.storage.backends import backend_for
 from cas.storage.backends.s3 import S3Backend, aws_settings, parse_url
@@ -160,23 +159,6 @@ def test_ingest_goes_up_in_a_few_packs(s3_url):
     repo.commit("evals", base=None, add=tool_cases(5000))
     # the writer's lease, the pack's person-shards record, pack, index, version record
     assert repo.backend.requests["PUT"] <= 5
-
-
-def test_cli_init_and_commands_on_s3(s3_url, tmp_path, monkeypatch):
-    runner = CliRunner()
-    monkeypatch.chdir(tmp_path)
-    example = os.path.join(ROOT, "examples", "cases.jsonl")
-    assert runner.invoke(cli, ["init", s3_url]).exit_code == 0
-    assert runner.invoke(cli, ["init", s3_url]).exit_code == 4
-    monkeypatch.setenv("CAS_REPO", s3_url)
-    created = runner.invoke(cli, ["dataset", "create", "evals", "--admission", "direct"])
-    assert created.exit_code == 0
-    out = runner.invoke(cli, ["--json", "commit", "evals", "--add", example])
-    assert out.exit_code == 0 and json.loads(out.stdout)["item_count"] == 5
-    fsck = runner.invoke(cli, ["--json", "fsck"])
-    assert fsck.exit_code == 0 and json.loads(fsck.stdout)["ok"]
-    missing = runner.invoke(cli, ["--repo", s3_url + "-nothing", "dataset", "list"])
-    assert missing.exit_code == 3 and "no cas repository" in missing.stderr
 
 
 # -- errors are decided on status and size, never on an error's text --------------------------
