@@ -21,7 +21,7 @@ import sys as _sys
 
 from cas.errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
                         FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
-                        UnsupportedFormat, VersionConflict)
+                        PermissionDenied, Unavailable, UnsupportedFormat, VersionConflict)
 from cas.evals.replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
                               diff_runs, format_plan, parse_plan, plan_digest, replay_case,
                               replay_item)
@@ -39,7 +39,8 @@ from cas.storage.tree import Proof, check_proof, verify_proof
 
 __all__ = [
     "Aborted", "AlreadyExists", "CasError", "DataLoss", "DigestMismatch", "FailedPrecondition",
-    "InvalidArgument", "InvalidJSONValue", "NotFound", "UnsupportedFormat", "VersionConflict",
+    "InvalidArgument", "InvalidJSONValue", "NotFound", "PermissionDenied", "Unavailable",
+    "UnsupportedFormat", "VersionConflict",
     "Case", "DatasetRecord", "VersionRecord", "Diff", "DiffPage", "EncodedCase", "ItemsPage",
     "MAX_DEPTH", "MAX_PAGE", "Repository", "VersionsPage", "encode_case", "find", "init", "open",
     "read_cases_jsonl", "Proof", "check_proof", "verify_proof",

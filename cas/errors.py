@@ -57,7 +57,24 @@ class DataLoss(CasError):
 
 
 class Unavailable(CasError):
+    """The storage could not be reached or failed (an outage, a server error, a full disk):
+    the request may succeed when retried, and it says nothing of what is stored."""
+
     code = "UNAVAILABLE"
+
+
+class PermissionDenied(CasError):
+    """The storage refused the request (S3 403 or 401: a wrong secret, an unknown key id, a
+    bucket policy; a file or directory this process may not read or write). Not retried: the
+    same credentials get the same answer. Like UNAVAILABLE, it says nothing of what is stored."""
+
+    code = "PERMISSION_DENIED"
+
+
+# A read that could not be made, not a verdict on what is stored: whatever turns what it reads
+# into a report (fsck's problems, gc's and erasure's "damaged: delete it") lets these through,
+# so an outage or a wrong secret is never reported as damage, nor a skipped read as a pass.
+STORAGE_FAILURES = (Unavailable, PermissionDenied)
 
 
 class InvalidJSONValue(InvalidArgument):

@@ -265,15 +265,24 @@ def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
                      for r in [header, *rows])
 
 
+SINCE_HELP = ("Only runs started at or after TIME, compared as times: 2025-05-12 (midnight "
+              "UTC), 2025-05-12T20:27[:36[.5]] (UTC), or with an offset (Z, +02:00, -0400). "
+              "A run whose started_at is not a time never matches (docs/runs.md).")
+
+
+def next_cursor(cursor: Any) -> str | None:
+    """The one paging key of every listing's JSON (docs/cli.md, "Paging"): `next_cursor`, on
+    every page, the text to pass back as `--cursor`, null on the last page."""
+    return None if cursor is None else str(cursor)
+
+
 def run_page_options(f):
     """The options of a page of runs (`cas runs list`, `cas review queue`)."""
     f = click.option("--cursor", default=None, metavar="RUN_ID",
                      help="Continue after this run (the previous page's next_cursor).")(f)
     f = click.option("--limit", type=INTEGER, default=100, show_default=True,
                      help="Runs per page, 1 to 500.")(f)
-    f = click.option("--since", default=None, metavar="TIME",
-                     help="Only runs started at or after TIME (ISO 8601 UTC, compared as "
-                          "text).")(f)
+    f = click.option("--since", default=None, metavar="TIME", help=SINCE_HELP)(f)
     return click.option("--tenant", default=None, help="Only runs of this tenant.")(f)
 
 
@@ -284,17 +293,21 @@ def emit_runs_page(ctx: Invocation, page, empty: str) -> None:
             for s in page.runs]
     header = ("RUN", "TENANT", "STARTED", "STEPS", "TOOLS", "FIRST USER MESSAGE")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+    # runs `--since` could not place in time are named, never dropped silently (docs/runs.md)
+    undated = [("# not placed in time (started_at absent or not a time): "
+                f"{', '.join(page.undated)}")] if page.undated else []
 
     def human() -> str:
         if not rows:
-            return empty
+            return "\n".join([empty, *undated])
         lines = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5]
-                 for r in [header, *rows]]
+                 for r in [header, *rows]] + undated
         if page.next_cursor:
             lines.append(f"# more: --cursor {page.next_cursor}")
         return "\n".join(lines)
     ctx.emit({"runs": [s["run_id"] for s in page.runs], "summaries": page.runs,
-              "next_cursor": page.next_cursor}, human)
+              "undated": list(page.undated), "next_cursor": next_cursor(page.next_cursor)},
+             human)
 
 
 def policy_source(policy) -> str:

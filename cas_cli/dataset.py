@@ -6,8 +6,8 @@ import json
 
 import click
 
-from .common import (INTEGER, Example, Invocation, VersionOption, json_option, pass_ctx,
-                     policy_source, to_json)
+from .common import (INTEGER, Example, Invocation, VersionOption, json_option, next_cursor,
+                     pass_ctx, policy_source, to_json)
 
 
 @click.group()
@@ -65,10 +65,20 @@ def list_(ctx: Invocation) -> None:
 @click.option("--limit", type=INTEGER, default=20, show_default=True, help="Versions per page.")
 @click.option("--before", type=VersionOption(), default=None,
               help="Continue below this version number.")
+@click.option("--cursor", type=VersionOption(), default=None, metavar="N",
+              help="The previous page's next_cursor: the same as --before N.")
 @json_option
 @pass_ctx
-def show(ctx: Invocation, name: str, limit: int, before: int | None) -> None:
+def show(ctx: Invocation, name: str, limit: int, before: int | None,
+         cursor: int | None) -> None:
     """Show a dataset's metadata and a page of its versions, newest first."""
+    # `--cursor` because every paged listing takes it (docs/cli.md, "Paging"); its own option,
+    # not a second name of --before, so that a refusal names the option that was typed
+    if before is not None and cursor is not None:
+        from cas.errors import InvalidArgument
+        raise InvalidArgument("--before and --cursor both say where the page starts; give one",
+                              reason="USAGE")
+    before = cursor if before is None else before
     repo = ctx.repo()
     meta = repo.dataset(name)
     policy = repo.content_policy(name)
@@ -88,7 +98,10 @@ def show(ctx: Invocation, name: str, limit: int, before: int | None) -> None:
               "content_policy": {"withheld": policy.withheld, "overridden": policy.overridden,
                                  "revision": policy.source.revision if policy.source else 0},
               "versions": [_version_json(e) for e in page.versions],
-              "next_before": page.next_before}, human)
+              # `next_before` (a number) is the old key, an alias kept for one release (removed
+              # in 0.3.0); `next_cursor` is every listing's (docs/cli.md, "Paging")
+              "next_cursor": next_cursor(page.next_before), "next_before": page.next_before},
+             human)
 
 
 def _state(entry) -> str:

@@ -7,10 +7,10 @@ import sys
 
 import click
 
-from .common import (CASE, INTEGER, PIN, TOKEN, VERSION_ARGS, VERSION_FORMS, Example, Invocation,
-                     VersionOption, case_json, case_table, json_option, pass_ctx, read_usage_error,
-                     refuse_unknown_options, split_version_args, to_json, version_name,
-                     version_summary)
+from .common import (CASE, INTEGER, PIN, SINCE_HELP, TOKEN, VERSION_ARGS, VERSION_FORMS, Example,
+                     Invocation, VersionOption, case_json, case_table, json_option, next_cursor,
+                     pass_ctx, read_usage_error, refuse_unknown_options, split_version_args,
+                     to_json, version_name, version_summary)
 
 
 def _preview_text(p: dict) -> str:
@@ -59,7 +59,7 @@ def _summary(c: dict):
               help="With --reviewed: the eligibility metric (must be the rule's; see "
                    "`cas settings show`).")
 @click.option("--since", default=None, metavar="TIME",
-              help="With --reviewed: only runs started at or after TIME (ISO 8601 UTC).")
+              help="With --reviewed: " + SINCE_HELP[0].lower() + SINCE_HELP[1:])
 @click.option("--tenant", default=None, metavar="T", help="With --reviewed: only this tenant.")
 @click.option("--run", "run_ids", multiple=True, metavar="RUN_ID",
               help="With --reviewed: only these runs (repeatable); each must be accepted.")
@@ -166,7 +166,10 @@ def _cursor_option(f):
 
 
 def _pagination(page) -> dict:
-    return {"next_cursor": page.next_cursor, "has_more": page.has_more}
+    """The page's cursor, in the one shape (docs/cli.md, "Paging"), and the old `pagination`
+    object beside it, an alias kept for one release (removed in 0.3.0)."""
+    return {"next_cursor": next_cursor(page.next_cursor),
+            "pagination": {"next_cursor": page.next_cursor, "has_more": page.has_more}}
 
 
 def _more(page) -> list[str]:
@@ -218,7 +221,7 @@ def items(ctx: Invocation, args: tuple[str, ...], cursor: str | None, limit: int
     page = repo.items_detailed(name, number, after=cursor, limit=limit)
     version = version_summary(repo, page.version, "ACTIVE")  # a retired one is refused
     ctx.emit({"version": version, "items": [case_json(c) for c in page.items],
-              "pagination": _pagination(page)},
+              **_pagination(page)},
              lambda: "\n".join(case_table([("", c) for c in page.items]) + _more(page)))
 
 
@@ -272,7 +275,7 @@ def diff(ctx: Invocation, args: tuple[str, ...], cursor: str | None, limit: int)
             "removed": [c.case_id for c in page.removed],
             "changes": [{"change": "added" if sign == "+ " else "removed", **case_json(c)}
                         for sign, c in changes],
-            "pagination": _pagination(page)}
+            **_pagination(page)}
 
     def human() -> str:
         return "\n".join(case_table(changes, head="  ") + _more(page))
@@ -369,7 +372,7 @@ def log(ctx: Invocation, dataset: str | None, limit: int, cursor: str | None) ->
     """The timeline of seals, retirements, erasures, deletions, experiments, score batches
     and cassette recordings, newest first (of DATASET, or of the whole repository)."""
     page = ctx.repo().log(dataset, limit=limit, cursor=cursor)
-    ctx.emit({"entries": page.entries, "next_cursor": page.next_cursor},
+    ctx.emit({"entries": page.entries, "next_cursor": next_cursor(page.next_cursor)},
              lambda: "\n".join([*map(_line, page.entries)] + (
                  [f"(more: --cursor '{page.next_cursor}')"] if page.next_cursor else [])))
 

@@ -21,6 +21,7 @@ EXIT_CODES = {
     "ABORTED": 6,
     "DATA_LOSS": 7,
     "UNAVAILABLE": 8,
+    "PERMISSION_DENIED": 9,  # (10 and up: a suite run's verdict, cas/evals/suites/results.py)
     "INTERNAL": 1,
 }
 
@@ -162,8 +163,9 @@ class CasGroup(click.Group):
         except OSError as exc:  # the storage failed (disk full, read-only, a path too long)
             where = f": {exc.filename}" if exc.filename else ""
             message = f"{exc.strerror or exc}{where}"
-            self._fail(ctx, {"code": "UNAVAILABLE", "reason": None, "message": message},
-                       message)
+            # a refusal (EACCES, EPERM) is no outage: retrying will not help, permissions will
+            code = "PERMISSION_DENIED" if isinstance(exc, PermissionError) else "UNAVAILABLE"
+            self._fail(ctx, {"code": code, "reason": None, "message": message}, message)
 
     def _as_json(self, ctx: click.Context) -> bool:
         obj = ctx.find_object(Invocation)

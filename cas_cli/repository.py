@@ -34,15 +34,19 @@ def fsck(ctx: Invocation) -> None:
         # errors first: leftovers (one notice per pack, however many objects) come after
         lines = [f"{p['severity']}: {p['where']}: {p['message']}"
                  for p in sorted(problems, key=lambda p: p["severity"] != "error")]
+        pending = len(report.pending_erasures)
         lines.append(f"checked {report.objects} objects in {report.packs} packs, "
                      f"{report.versions} versions of {report.datasets} datasets: "
-                     + ("ok" if report.ok else "DAMAGED"))
+                     + ("ok" if report.ok else "DAMAGED")
+                     + (f" ({pending} erasure(s) pending: the next command that writes "
+                        "finishes them)" if pending else ""))
         return "\n".join(lines)
 
     ctx.emit({"ok": report.ok, "objects": report.objects, "packs": report.packs,
               "versions": report.versions, "datasets": report.datasets,
               "unreferenced": {"objects": report.unreferenced,
                                "bytes": report.unreferenced_bytes},
+              "pending_erasures": list(report.pending_erasures),
               "problems": problems},
              human)
     if not report.ok:

@@ -54,12 +54,15 @@ def runs_import(ctx: Invocation, file, captures, fmt: str, container, tenant, pe
         if others or fmt != "native":
             raise InvalidArgument(f"{(others or ['--format'])[0]} does not apply to "
                                   "--from-captures (capture records have one shape, and name "
-                                  "nobody)", reason="USAGE")
+                                  "their person by a keyed digest, if at all)",
+                                  reason="USAGE")
         result, torn = import_captures(ctx.repo(), captures, tenant or "",
                                        allow_erased_persons=list(allow_erased))
         for path, line in torn:
             click.echo(f"cas: warning: {path} line {line}: a torn or unreadable capture record "
                        "was skipped", err=True)
+        for warning in result.warnings:
+            click.echo(f"cas: warning: {warning}", err=True)
         ctx.emit({"imported": result.new, "unchanged": result.unchanged,
                   "warnings": result.warnings, "torn": [{"file": p, "line": n} for p, n in torn]},
                  f"imported {len(result.new)} runs ({result.unchanged} already present, "

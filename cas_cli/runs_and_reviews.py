@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import click
 
 from .common import INTEGER, Example, Invocation, json_option, pass_ctx
@@ -48,10 +50,12 @@ def config(ctx: Invocation, key: str, value: str | None) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="The address to listen on (loopback: only this machine can connect).")
 @click.option("--port", type=INTEGER, default=8300, show_default=True, help="The port.")
+@json_option
 @pass_ctx
 def serve(ctx: Invocation, host: str, port: int) -> None:
     """Serve the review page: the queue, transcripts and judgments, datasets and versions,
-    promotion. Judgments are saved as the configured person (`cas config`)."""
+    promotion. Judgments are saved as the configured person (`cas config`). With --json, one
+    line {"url", "host", "port", "repository", "reviewer"} on stdout once it listens."""
     from cas.errors import InvalidArgument
     from cas.repo.userconfig import configured_person
     try:
@@ -59,17 +63,45 @@ def serve(ctx: Invocation, host: str, port: int) -> None:
 
         from cas_web.app import create_app
     except ImportError as exc:
-        raise InvalidArgument(f"cas serve needs the web extra ({exc.name} is missing): "
-                              "pip install 'cas-datasets[web]'") from None
+        raise InvalidArgument(f"cas serve needs the `web` extra ({exc.name} is missing): "
+                              "pip install '.[web]' in the cas checkout") from None
     if not 0 < port < 65536:
         raise InvalidArgument(f"--port must be from 1 to 65535, not {port}")
     repo = ctx.repo()
     reviewer = configured_person()
-    click.echo(f"serving {repo.location} at http://{host}:{port}/ "
-               + (f"(judging as {reviewer})" if reviewer else
-                  "(no reviewer configured: read only)"), err=True)
-    uvicorn.run(create_app(repo, reviewer, host, port), host=host, port=port,
-                log_level="warning")
+    app = create_app(repo, reviewer, host, port)
+    # the socket is bound here, before anything is said, so that the JSON line (or the stderr
+    # line) is printed only once a client can connect, and a port in use is a typed refusal
+    sock = _listen(host, port)
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    ctx.emit({"url": url, "host": host, "port": port, "repository": str(repo.location),
+              "reviewer": reviewer})  # --json only: stdout is that one line, nothing else
+    if not ctx.as_json:
+        click.echo(f"serving {repo.location} at {url} "
+                   + (f"(judging as {reviewer})" if reviewer else
+                      "(no reviewer configured: read only)"), err=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port, or Unavailable naming why not (in use, no such
+    address)."""
+    from cas.errors import Unavailable
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(info[0], socket.SOCK_STREAM)
+    except OSError as exc:
+        raise Unavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                          reason="LISTEN_FAILED", host=host, port=port) from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(info[4])
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise Unavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                          reason="LISTEN_FAILED", host=host, port=port) from None
+    return sock
 
 
 EXAMPLES = {

@@ -11,7 +11,7 @@ import ipaddress
 import pathlib
 import secrets
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import msgspec
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -54,7 +54,8 @@ class ReviewApp:
         self.env = Environment(loader=FileSystemLoader(TEMPLATES),
                                autoescape=select_autoescape(["html"], default=True),
                                trim_blocks=True, lstrip_blocks=True)
-        self.env.globals.update(url=_url, kind_of=lambda e: type(e).__struct_config__.tag)
+        self.env.globals.update(url=_url, path=_path,
+                                kind_of=lambda e: type(e).__struct_config__.tag)
 
     # -- plumbing ---------------------------------------------------------------------------
     def render(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
@@ -95,10 +96,11 @@ class ReviewApp:
                                       limit=PAGE, **filters)
         more = None if page.next_cursor is None else _url(
             "/queue", metric=metric, cursor=page.next_cursor, **filters)
-        return self.render("queue.html", runs=page.runs, metric=metric, more=more, **filters)
+        return self.render("queue.html", runs=page.runs, metric=metric, more=more,
+                           undated=page.undated, **filters)
 
     async def run(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = _run_id(request.query_params.get("id"))
         run = self.repo.run(run_id)
         return self.render("run.html", run_id=run_id, t=transcript(run),
                            reviews=self.repo.reviews(run_id),
@@ -106,8 +108,10 @@ class ReviewApp:
                            saved=request.query_params.get("saved"))
 
     async def judge(self, request: Request) -> Response:
-        """GET: the preview of a judgment (stores nothing); POST: its confirmation."""
-        run_id = request.path_params["run_id"]
+        """GET: the preview of a judgment (stores nothing); POST: its confirmation. The run id
+        travels as the `id` query parameter or form field, never in the path (see `_run_id`)."""
+        form = await request.form() if request.method == "POST" else None
+        run_id = _run_id((request.query_params if form is None else form).get("id"))
         if self.reviewer is None:
             raise FailedPrecondition(
                 "this server has no reviewer: start `cas serve` after `cas config user.name` "
@@ -120,7 +124,6 @@ class ReviewApp:
             preview = self.repo.add_reviews(request_, reviewer=self.reviewer)
             return self.render("judge.html", run_id=run_id, metric=metric, label=label,
                                preview=preview)
-        form = await request.form()
         request_ = [{"run_id": run_id, "metric": str(form.get("metric", "")),
                      "label": str(form.get("label", ""))}]
         saved = self.repo.add_reviews(request_, confirm_token=str(form.get("confirm_token")),
@@ -128,7 +131,7 @@ class ReviewApp:
         if "annotation_ids" not in saved:  # the token no longer matches: preview again
             return self.render("judge.html", run_id=run_id, metric=request_[0]["metric"],
                                label=request_[0]["label"], preview=saved, changed=True)
-        return RedirectResponse(_url(f"/runs/{run_id}", saved=saved["annotation_ids"][0]),
+        return RedirectResponse(_url("/run", id=run_id, saved=saved["annotation_ids"][0]),
                                 status_code=303)
 
     # -- datasets and versions --------------------------------------------------------------
@@ -153,7 +156,8 @@ class ReviewApp:
                 "cursor") or None, limit=PAGE)
             values.update(page=page, pin=str(self.repo.pin(name, number)),
                           more=None if page.next_cursor is None else _url(
-                              f"/datasets/{name}/versions/{number}", cursor=page.next_cursor))
+                              _path("datasets", name, "versions", number),
+                              cursor=page.next_cursor))
         values["scores"] = self.repo.scores(name, number)
         values["experiments"] = [e for e in self.repo.experiments(name) if e.version == number]
         return self.render("version.html", **values)
@@ -176,8 +180,8 @@ class ReviewApp:
             raise InvalidArgument("a diff names two versions: ?a=N&b=M")
         page = self.repo.diff_detailed(name, a, b, cursor=request.query_params.get("cursor")
                                        or None, limit=PAGE)
-        more = None if page.next_cursor is None else _url(f"/datasets/{name}/diff", a=a, b=b,
-                                                            cursor=page.next_cursor)
+        more = None if page.next_cursor is None else _url(_path("datasets", name, "diff"), a=a,
+                                                            b=b, cursor=page.next_cursor)
         return self.render("diff.html", name=name, a=a, b=b, page=page, more=more)
 
     # -- promotion --------------------------------------------------------------------------
@@ -222,8 +226,8 @@ class ReviewApp:
         result = self.repo.seal(name, str(form.get("confirm_token", "")),
                                 author=self.reviewer, message=str(form.get("message", "")))
         if result.version is None:
-            return RedirectResponse(f"/datasets/{name}", status_code=303)
-        return RedirectResponse(f"/datasets/{name}/versions/{result.version.number}",
+            return RedirectResponse(_path("datasets", name), status_code=303)
+        return RedirectResponse(_path("datasets", name, "versions", result.version.number),
                                 status_code=303)
 
     def routes(self) -> list[Route]:
@@ -231,8 +235,9 @@ class ReviewApp:
         return [
             Route("/", r(self.home)),
             Route("/queue", r(self.queue)),
-            Route("/runs/{run_id}", r(self.run)),
-            Route("/runs/{run_id}/judge", r(self.judge), methods=["GET", "POST"]),
+            Route("/run", r(self.run)),
+            Route("/run/judge", r(self.judge), methods=["GET", "POST"]),
+            Route("/runs/{run_id:path}", r(self.old_run)),
             Route("/datasets", r(self.datasets)),
             Route("/datasets/{name}", r(self.dataset)),
             Route("/datasets/{name}/versions/{number}", r(self.version)),
@@ -245,10 +250,30 @@ class ReviewApp:
     async def home(self, request: Request) -> Response:
         return RedirectResponse("/queue", status_code=303)
 
+    async def old_run(self, request: Request) -> Response:
+        """`/runs/RUN_ID`, the address the page used before run ids moved to the query: kept
+        for links written by hand, it opens the run the (decoded) rest of the path names."""
+        return RedirectResponse(_url("/run", id=request.path_params["run_id"]), status_code=303)
+
 
 def _url(path: str, **query: Any) -> str:
     kept = {k: v for k, v in query.items() if v is not None and v != ""}
     return f"{path}?{urlencode(kept)}" if kept else path
+
+
+def _path(*segments: Any) -> str:
+    """An absolute path of `segments`, each percent-quoted whole, so a `/`, `?`, `#` or `%` in
+    a name stays inside its segment."""
+    return "".join("/" + quote(str(s), safe="") for s in segments)
+
+
+def _run_id(text: str | None) -> str:
+    """The run a page names. A run id may be any printable string (docs/runs.md), `..`, `a/b`
+    or `a?b#c` too: no path segment can carry every one (browsers resolve `.` and `..`
+    segments, even quoted), so the page passes it as the `id` query parameter or form field."""
+    if not text:
+        raise InvalidArgument("name the run: /run?id=RUN_ID")
+    return str(text)
 
 
 def _number(text: str | None) -> int | None:

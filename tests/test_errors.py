@@ -6,7 +6,7 @@ import pytest
 from cas import errors
 from cas.errors import (Aborted, AlreadyExists, CasError, CorruptData, DataLoss, DigestMismatch,
                         FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
-                        Unavailable, UnsupportedFormat, VersionConflict)
+                        PermissionDenied, Unavailable, UnsupportedFormat, VersionConflict)
 
 # The codes and reasons are part of the API (docs/cli.md): changing one breaks callers.
 CODES = {
@@ -18,6 +18,7 @@ CODES = {
     Aborted: ("ABORTED", None),
     DataLoss: ("DATA_LOSS", None),
     Unavailable: ("UNAVAILABLE", None),
+    PermissionDenied: ("PERMISSION_DENIED", None),
     InvalidJSONValue: ("INVALID_ARGUMENT", "INVALID_JSON_VALUE"),
     DigestMismatch: ("DATA_LOSS", "DIGEST_MISMATCH"),
     CorruptData: ("DATA_LOSS", "CORRUPT"),
@@ -79,3 +80,19 @@ def test_invalid_json_value_names_its_path():
     assert err.path == "$.steps[3].arguments.x" and err.fields == {"path": err.path}
     assert err.message == "$.steps[3].arguments.x: NaN is not JSON"
     assert isinstance(err, InvalidArgument) and err.to_json()["reason"] == "INVALID_JSON_VALUE"
+
+
+def test_a_refusal_is_its_own_class_and_with_an_outage_no_verdict_on_the_data():
+    """PERMISSION_DENIED is neither an outage (what retries catch) nor damage (what fsck
+    reports): the storage failures are exactly the outage and the refusal."""
+    import cas
+    assert cas.PermissionDenied is PermissionDenied and cas.Unavailable is Unavailable
+    assert not issubclass(PermissionDenied, (Unavailable, DataLoss))
+    assert errors.STORAGE_FAILURES == (Unavailable, PermissionDenied)
+    assert not any(issubclass(c, errors.STORAGE_FAILURES) for c in CODES
+                   if c not in errors.STORAGE_FAILURES)
+    err = PermissionDenied("storage refused to read 'config' in s3://b/p at http://h: HTTP 403",
+                           key="config", location="s3://b/p", endpoint="http://h", status=403)
+    assert err.to_json() == {"code": "PERMISSION_DENIED", "reason": None,
+                             "message": err.message, "key": "config", "location": "s3://b/p",
+                             "endpoint": "http://h", "status": 403}

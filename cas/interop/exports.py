@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import shutil
 import tempfile
 from typing import Any, Callable, Iterator, NamedTuple, Union
@@ -109,7 +110,8 @@ def need(extra: str):
     try:
         return __import__(module)
     except ImportError:
-        raise FailedPrecondition(f"this needs {module}: pip install 'cas-datasets[{name}]'",
+        raise FailedPrecondition(f"this needs {module}, from the `{name}` extra: pip install "
+                                 f"'.[{name}]' in the cas checkout",
                                  reason="EXTRA_REQUIRED", extra=name) from None
 
 
@@ -181,9 +183,11 @@ def header(pin: Pin) -> dict[str, Any]:
 def atomic_file(path: str) -> Iterator[Any]:
     """A binary file that appears at `path` only whole: written to a hidden temporary file
     beside it, fsynced, then renamed over `path`. A refusal or crash leaves nothing at `path`
-    (after a crash, at most the hidden `.NAME.*.tmp` file)."""
+    (after a crash, at most the hidden `.NAME.*.tmp` file, which the next write of `path`
+    removes)."""
     path = os.fspath(path)
     where, name = os.path.split(os.path.abspath(path))
+    remove_leftovers(where, name)
     tmp = os.path.join(where, f".{name}.{os.urandom(4).hex()}.tmp")
     try:
         with open(tmp, "xb") as f:
@@ -196,6 +200,25 @@ def atomic_file(path: str) -> Iterator[Any]:
             os.remove(tmp)
         raise
     fsync_dir(where)  # the rename itself is durable only once the directory is
+
+
+def remove_leftovers(where: str, name: str) -> list[str]:
+    """Remove the hidden temporary files (`.NAME.<8 hex>.tmp`) that writes of `where/name`
+    killed before their rename left: each is a partial copy of an export (unredacted, for a
+    suite file), which nothing else would ever delete. Only that path's own pattern is
+    touched. Returns the paths removed."""
+    own = re.compile(re.escape(f".{name}.") + r"[0-9a-f]{8}\.tmp\Z")
+    try:
+        names = os.listdir(where)
+    except OSError:  # no directory yet: open() will say so
+        return []
+    gone = []
+    for found in names:
+        if own.match(found):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(where, found))
+                gone.append(os.path.join(where, found))
+    return gone
 
 
 def _write_to(out: Any, write: Callable[[Any], ExportResult]) -> ExportResult:

@@ -20,7 +20,8 @@ from typing import Any
 import msgspec
 
 from cas.digest import to_bytes
-from cas.errors import Aborted, CasError, DataLoss, FailedPrecondition, InvalidArgument, NotFound
+from cas.errors import (STORAGE_FAILURES, Aborted, CasError, DataLoss, FailedPrecondition,
+                        InvalidArgument, NotFound)
 from cas.format import encoding
 from cas.format.keys import (DATASETS, LOG, PENDING, PERSONS, STAGING_AGE, index_key, log_key,
                              pack_key, parse_proposal_key, pending_key, person_shard)
@@ -52,6 +53,8 @@ def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
             continue
         try:
             rows = store.persons.table_shard(files.table, shard)
+        except STORAGE_FAILURES:
+            raise  # unread is not damaged: a preview or plan must not be built on a guess
         except CasError:
             continue  # gone (its pack was just rewritten), or damaged: the pack is read below
         indexed.add(pid)
@@ -62,6 +65,8 @@ def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
     for key in ctx.backend.list(f"{PERSONS}{shard}/"):
         try:
             record = parse_record_file(ctx.backend.get(key), PersonIndex, key)
+        except STORAGE_FAILURES:
+            raise
         except CasError:
             continue  # gone (its pack was just rewritten), or damaged: the pack is read below
         indexed.add(record.pack)
@@ -148,6 +153,8 @@ def _holding_proposals(ctx, cases, trie) -> list:
     def holds(p) -> bool:
         try:
             return trie.holding([p.proposed_root], cases)[0]
+        except STORAGE_FAILURES:
+            raise  # unread is not damaged: a good proposal would be deleted as one
         except CasError:
             return True  # damaged (a tree node lost): it can never seal; delete it too
     return [(key, p) for key, p in _proposals(ctx) if p is None or holds(p)]
@@ -165,6 +172,8 @@ def _proposals(ctx):
                 yield key, parse_record_file(ctx.backend.get(key), Proposal, key)
             except NotFound:
                 continue
+            except STORAGE_FAILURES:
+                raise  # unread is not damaged: a good proposal would be deleted as one
             except CasError:
                 yield key, None  # a damaged record: never an obstacle to an erasure
 
@@ -266,6 +275,11 @@ def _read_plan(ctx, erasure_id: str) -> ErasurePlan | None:
 
 def read_log(ctx, erasure_id: str) -> Erasure | None:
     return _read_record(ctx, log_key, Erasure, erasure_id)
+
+
+def read_plan(ctx, erasure_id: str) -> ErasurePlan | None:
+    """The plan of a pending erasure, or None (none, or completed since)."""
+    return _read_plan(ctx, erasure_id)
 
 
 def _read_record(ctx, key_of, type_, erasure_id: str):
@@ -370,7 +384,8 @@ def _extend(ctx, plan: ErasurePlan, cases: list[str], runs: list[str]) -> Erasur
 def purge(ctx, drop: set[str], lease: leases.Held | None = None) -> tuple[int, int, int]:
     """Rewrite every pack holding an object of `drop` without it (repeating: another writer
     may store one again meanwhile, or gc may replace a pack), and delete any unpublished pack
-    holding one. Returns (packs rewritten, objects dropped, bytes written)."""
+    holding one, except, for an erasure (`lease`) while a gc is at work, a pack that gc may be
+    publishing. Returns (packs rewritten, objects dropped, bytes written)."""
     rewritten = dropped = written = 0
     raw_drop = {to_bytes(d) for d in drop}
     for _ in range(5):
@@ -389,7 +404,15 @@ def purge(ctx, drop: set[str], lease: leases.Held | None = None) -> tuple[int, i
             dropped += result.dropped
             written += result.bytes_written
     # A rewrite interrupted between unpublishing a pack and deleting it left the pack behind.
-    for pid in ctx.store.unindexed_packs():
+    # So does a gc's rewrite in flight, between its new pack and the index publishing it:
+    # deleting that pack would leave the index naming no pack, and lose the live objects the
+    # gc copied into it. While a gc is at work an erasure leaves such packs to it: the gc
+    # purges, once its rewrites are published, every erasure recorded or pending by then.
+    if lease is not None and _gc_at_work(ctx):
+        unindexed = []
+    else:
+        unindexed = ctx.store.unindexed_packs()
+    for pid in unindexed:
         try:
             held, shards = ctx.store.pack_objects(pid)
         except NotFound:
@@ -399,6 +422,13 @@ def purge(ctx, drop: set[str], lease: leases.Held | None = None) -> tuple[int, i
     for digest in drop:
         ctx.store.evict(digest)
     return rewritten, dropped, written
+
+
+def _gc_at_work(ctx) -> bool:
+    """Whether a gc holds a live lease (a writer merging small packs holds one too, but an
+    erasure waited for the writers that started before it, and later ones wait for it)."""
+    return any(lease is None or lease.operation != leases.MERGE
+               for lease in leases.live(ctx, (leases.GC,)).values())
 
 
 def _retire_holders(ctx, plan: ErasurePlan, trie) -> list:

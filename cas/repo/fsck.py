@@ -1,4 +1,9 @@
-"""fsck: read every byte of a repository and report each problem with the key or digest involved."""
+"""fsck: read every byte of a repository and report each problem with the key or digest involved.
+
+A read the storage could not answer (UNAVAILABLE: an outage; PERMISSION_DENIED: a refusal) is
+no problem of the repository and no pass either: fsck stops with that error, naming the key,
+rather than report damage because the network blinked, or "ok" over bytes it never read.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from typing import NamedTuple
 import msgspec
 
 from cas.digest import digest_of, from_bytes, is_digest, to_bytes
-from cas.errors import CasError
+from cas.errors import STORAGE_FAILURES, CasError
 from cas.format import keys as K
 from cas.format.records import (ADMISSION_RULES, KIND_BY_CODE, CassetteLog, DatasetRecord,
                                 DatasetTombstone, Eligibility, Erasure, ErasurePlan, Experiment,
@@ -44,6 +49,9 @@ class Report(NamedTuple):
     datasets: int
     unreferenced: int = 0        # objects in indexed packs that nothing reaches (gc's garbage)
     unreferenced_bytes: int = 0
+    # Erasures left pending (a killed `cas erase`, or one waiting for writers): what each plan
+    # names may be gone already, which is their documented state, not damage.
+    pending_erasures: tuple[dict, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -89,6 +97,10 @@ class _State:
         self.retired: set[tuple[str, int]] = set()
         self.erased: set[str] = set()  # ids of every erased case
         self.erasures = {"reviews": set(), "runs": set()}  # what erasures deleted besides cases
+        # What pending erasure plans name (cases, runs) and the plans (for the report): reads
+        # refuse it and the next writer deletes it, so its absence anywhere is expected.
+        self.pending: dict[str, set[str]] = {"cases": set(), "runs": set()}
+        self.pending_plans: list[dict] = []
         self.sealed: dict[tuple[str, str], int] = {}  # (dataset, proposal token) -> version
         self.cited: dict[str, tuple[str, str]] = {}  # provenance -> (severity, first naming)
         self.seen: dict[str, list] = {"reviews": [], "proposals": []}
@@ -119,6 +131,8 @@ class _State:
             if isinstance(types, tuple):
                 return data, parse_record_file_of(data, types, key)
             return data, parse_record_file(data, types, key)
+        except STORAGE_FAILURES:
+            raise  # a read that was not made: no verdict (module docstring)
         except CasError as exc:
             self.error(key, exc.message)
             return None, None
@@ -131,6 +145,8 @@ def check(ctx, progress: Progress | None = None) -> Report:
     _check_leases(st)
     try:
         parse_record_file(st.backend.get(K.CONFIG), RepoConfig, K.CONFIG)
+    except STORAGE_FAILURES:
+        raise
     except CasError as exc:
         st.error(K.CONFIG, exc.message)
     _check_packs(st)
@@ -153,7 +169,8 @@ def check(ctx, progress: Progress | None = None) -> Report:
             st.error(key, "unexpected key in the repository")
     orphans, orphan_bytes = _unreferenced(st)
     return Report(st.problems, len(st.objects), len(st.by_family["pack"]), st.n_versions,
-                  len(set(by_dataset) - gone), orphans, orphan_bytes)
+                  len(set(by_dataset) - gone), orphans, orphan_bytes,
+                  pending_erasures=tuple(st.pending_plans))
 
 
 __all__ = ["Problem", "Report", "check"]
@@ -185,6 +202,8 @@ def _check_packs(st: _State) -> None:
             continue
         try:
             ipid, entries = packfmt.parse_index(st.backend.get(ikey), ikey)
+        except STORAGE_FAILURES:
+            raise
         except CasError as exc:
             st.error(ikey, exc.message)
             continue
@@ -238,6 +257,8 @@ def _check_multi_index(st: _State, mkey: str) -> None:
     """A multi-pack index must say exactly what the indexes of the packs it covers say."""
     try:
         packs, rows = packfmt.parse_multi_index(st.backend.get(mkey), mkey)
+    except STORAGE_FAILURES:
+        raise
     except CasError as exc:
         st.error(mkey, exc.message)
         return
@@ -364,7 +385,9 @@ def _contiguous(st: _State, where: str, used: set[int]) -> None:
 def _check_version(st: _State, key, name, number, record, deleted) -> None:
     """A retired version may lack the cases an erasure deleted (and their provenance)."""
     was_retired = (name, number) in st.retired
-    erased = st.erased if was_retired else frozenset()
+    # An active version may lack only a case a pending erasure names: the writer that finishes
+    # the erasure retires it (a crash can come between the purge and that retirement).
+    erased = st.erased if was_retired else st.pending["cases"]
     if record.dataset != name or record.number != number:
         st.error(key, f"record says {record.dataset!r} version {record.number}")
     # The parent is the version below; numbers of versions deleted before this one was sealed
@@ -382,8 +405,9 @@ def _check_version(st: _State, key, name, number, record, deleted) -> None:
                     record.parent is not None:
                 st.error(key, f"provenance {record.provenance} says the version committed "
                               f"every case it holds, but it has a parent ({record.parent})")
-        elif not erased:
+        elif not (was_retired and erased):
             st.error(key, f"names provenance {record.provenance}, which is missing")
+    # (tree_ok: lenient towards pending erasures' cases alone, as proposals are)
     memo = st.lenient if was_retired else st.tree_ok
     result = _check_node(st, record.content_digest, "", memo, erased)
     if result is not None and result != record.item_count:
@@ -520,8 +544,21 @@ def _check_erasure(st: _State, key: str, pending: bool) -> None:
     st.erasures["reviews"].update(record.reviews)
     st.erasures["runs"].update(record.runs)
     if pending:
-        st.notice(key, "an erasure in progress (the next cas command that writes to the "
-                       "repository finishes it; reads refuse what it names meanwhile)")
+        # A killed erasure leaves exactly this (docs/concepts.md, "Opening a repository"):
+        # what the plan names may be gone from packs, versions not yet retired, proposals and
+        # log records not yet cleaned. The checks below accept that absence for what the plan
+        # names, and only for it: a loss the plan does not explain stays damage.
+        st.pending["cases"].update(record.cases)
+        st.pending["runs"].update(record.runs)
+        st.pending_plans.append({"erasure": record.id, "key": key,
+                                 "started_at": record.started_at, "cases": len(record.cases),
+                                 "runs": len(record.runs), "reviews": len(record.reviews)})
+        st.notice(key, f"erasure {record.id} is pending (started {record.started_at}; "
+                       f"{len(record.cases)} case(s) and {len(record.runs)} run(s) to "
+                       "delete): what it names may already be gone, which is expected, and "
+                       "reads refuse it meanwhile; the next command that writes to the "
+                       "repository (e.g. `cas gc`) finishes it, as does `cas erase --person "
+                       f"ID --confirm-token {record.id}` again")
 
 
 def _check_person_shards(st: _State, key: str) -> None:
@@ -555,6 +592,8 @@ def _check_person_table(st: _State, key: str) -> None:
         st.person_files.setdefault(named[0], key)
     try:
         pid, shards = person_index.parse_table(st.backend.get(key), key)
+    except STORAGE_FAILURES:
+        raise
     except CasError as exc:
         st.error(key, exc.message)
         for shard in named[1] if named is not None else ():
@@ -674,10 +713,10 @@ def _check_logs(st: _State) -> None:
                 st.seen["reviews"].extend((key, r) for r in record.reviews)
             if type_ is RunImport:
                 for entry in record.runs:
-                    if st.objects.get(entry.run) != "run":
-                        st.error(key, f"run {entry.run_id!r} ({entry.run}) is missing")
-                    else:
+                    if st.objects.get(entry.run) == "run":
                         st.reachable.add(entry.run)
+                    elif entry.run not in st.pending["runs"]:  # (else: redacted once finished)
+                        st.error(key, f"run {entry.run_id!r} ({entry.run}) is missing")
         if numbers != list(range(1, len(numbers) + 1)):
             missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
             st.error(prefix, f"numbers are not contiguous from 1; missing {missing}")
@@ -697,6 +736,8 @@ def _check_log_indexes(st: _State) -> None:
         try:
             data = st.backend.get(key)
             got_lo, got_hi, rows = log_index.parse_segment(data, key)
+        except STORAGE_FAILURES:
+            raise
         except CasError as exc:
             st.error(key, exc.message)
             continue
@@ -748,6 +789,8 @@ def _check_withdrawals(st: _State) -> None:
             continue
         try:
             found = parse_record_file_of(st.backend.get(batch), (ScoreBatch, Fence), batch)
+        except STORAGE_FAILURES:
+            raise
         except CasError:
             continue  # the citation checks report a damaged batch
         if isinstance(found, Fence):
@@ -803,6 +846,8 @@ def _check_proposals(st: _State) -> None:
                     st.error(key, f"names proposal {claim.token}, which is missing")
                 continue
             proposal = parse_record_file(st.backend.get(key), Proposal, key)
+        except STORAGE_FAILURES:
+            raise
         except CasError as exc:
             st.error(key, exc.message)
             continue
@@ -813,19 +858,36 @@ def _check_proposal(st: _State, key: str, name: str, proposal) -> None:
     st.seen["proposals"].append((key, proposal))
     if proposal.dataset != name:
         st.error(key, f"proposal is for dataset {proposal.dataset!r}")
+    # A proposal holding a case a pending erasure names is one that erasure deletes, with
+    # the provenance naming the case: until then its case (and provenance) may be gone.
     for digest in proposal.add:
-        if st.objects.get(digest) != "case":
-            st.error(key, f"proposed case {digest} is missing")
-        else:
+        if st.objects.get(digest) == "case":
             st.reachable.add(digest)
+        elif digest not in st.pending["cases"]:
+            st.error(key, f"proposed case {digest} is missing")
     if proposal.provenance is not None:
-        if st.objects.get(proposal.provenance) != "provenance":
-            st.error(key, f"provenance {proposal.provenance} is missing")
-        else:
+        if st.objects.get(proposal.provenance) == "provenance":
             st.reachable.add(proposal.provenance)
             st.cited.setdefault(proposal.provenance, ("notice", key))
-    if _check_node(st, proposal.proposed_root, "", st.tree_ok) != proposal.proposed_count:
+        elif not _holds_pending(st, proposal):
+            st.error(key, f"provenance {proposal.provenance} is missing")
+    count = _check_node(st, proposal.proposed_root, "", st.tree_ok, st.pending["cases"])
+    if count != proposal.proposed_count:
         st.error(key, "the proposed tree does not hold proposed_count cases")
+
+
+def _holds_pending(st: _State, proposal) -> bool:
+    """Whether a proposal adds or holds a case a pending erasure names (a damaged tree,
+    reported by the tree check, holds none)."""
+    pending = st.pending["cases"]
+    if not pending:
+        return False
+    if not pending.isdisjoint(proposal.add):
+        return True
+    try:
+        return Trie(st.trees.__getitem__).holding([proposal.proposed_root], sorted(pending))[0]
+    except (KeyError, CasError):
+        return False
 
 
 def _check_references(st: _State) -> None:
@@ -911,6 +973,8 @@ def _check_citations(st: _State) -> None:
             if number not in families.get(name, {}).get("deleted", ()) and key in st.keyset:
                 try:
                     record = parse_record_file(st.backend.get(key), VersionRecord, key)
+                except STORAGE_FAILURES:
+                    raise
                 except CasError:
                     pass  # reported with the versions
             versions[(name, number)] = record
@@ -926,6 +990,8 @@ def _check_citations(st: _State) -> None:
                 tomb = parse_record_file(st.backend.get(key), DatasetTombstone, key)
                 if tomb.dataset != name:
                     st.error(key, f"tombstone is for dataset {tomb.dataset!r}")
+            except STORAGE_FAILURES:
+                raise
             except CasError as exc:
                 st.error(key, exc.message)
         _check_version_tombstones(st, name, fam.get("deleted", []), dataset_gone)

@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from cas.digest import to_bytes
-from cas.errors import Aborted, CasError, NotFound
+from cas.errors import STORAGE_FAILURES, Aborted, CasError, NotFound
 from cas.format.keys import (DATASETS, ERASURES, PACKS, PERSON_TABLES, PERSONS, SHARDS, import_key,
                              index_key, pack_key, parse_cassette_log_key, parse_log_key,
-                             parse_multi_index_key, parse_person_index_key, split_dataset_key,
-                             split_map_key)
+                             parse_multi_index_key, parse_pending_key, parse_person_index_key,
+                             split_dataset_key, split_map_key)
 from cas.format.records import (CassetteLog, Proposal, RunImport, TreeLeaf, TreeNode,
                                 parse_record_file)
 from cas.repo import checks, erasure
@@ -175,14 +175,7 @@ def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cut
         written += result.new_pack is not None
         objects += result.dropped
         reclaimed += result.bytes_before - result.bytes_written
-    # An erasure that ran while we copied objects into new packs may have missed a copy (it
-    # was still a live object when we read it): purge what it erased once more.
-    for key in sorted(set(backend.list(ERASURES)) - erasures_before):
-        logged = parse_log_key(key)
-        if logged is not None:
-            record = erasure.read_log(ctx, logged[0])
-            if record is not None:
-                erasure.purge(ctx, set(record.cases) | set(record.runs))
+    _purge_erasures(ctx, erasures_before)
     sweep = getattr(backend, "sweep_staging", None)
     if sweep is not None:  # staging files of writes killed before they published
         sweep(cutoff)
@@ -199,6 +192,24 @@ def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cut
     return GcReport(False, len(indexed), rewritten, deleted, written, objects, reclaimed, kept,
                     proposals, records, multi_indexes_deleted=len(superseded),
                     log_indexes_deleted=len(segments))
+
+
+def _purge_erasures(ctx, erasures_before: set[str]) -> None:
+    """Purge once more what erasures that ran beside this gc name. One that ran while we
+    copied objects into new packs may have missed a copy (it was still a live object when we
+    read it), and one still at work left our unpublished packs alone (erasure.purge): the
+    erasures recorded since this gc began, and every erasure pending now. Our new packs are
+    published by now, so their copies are found and rewritten."""
+    for key in sorted(ctx.backend.list(ERASURES)):
+        logged, pending = parse_log_key(key), parse_pending_key(key)
+        if logged is not None and key not in erasures_before:
+            record = erasure.read_log(ctx, logged[0])
+        elif pending is not None:
+            record = erasure.read_plan(ctx, pending[0])
+        else:
+            continue
+        if record is not None:
+            erasure.purge(ctx, set(record.cases) | set(record.runs))
 
 
 def _superseded(ctx, condemned: frozenset[str] = frozenset()) -> list[str]:
@@ -226,9 +237,12 @@ def _predict(ctx, indexed, batches, orphans, kept, stale, stale_persons) -> GcRe
     without writing (so merged packs' saved headers and indexes count, byte for byte)."""
     rewritten = written = objects = reclaimed = 0
     for batch in batches:
-        result = maintenance.rewrite_packs(ctx.store, [pid for pid, _ in batch],
-                                           {d for _, garbage in batch for d in garbage},
-                                           dry_run=True)
+        try:
+            result = maintenance.rewrite_packs(ctx.store, [pid for pid, _ in batch],
+                                               {d for _, garbage in batch for d in garbage},
+                                               dry_run=True)
+        except NotFound:
+            continue  # replaced meanwhile: a real gc would skip it too (_sweep)
         rewritten += len(batch)
         written += result.new_pack is not None
         objects += result.dropped
@@ -259,6 +273,8 @@ def stale_proposals(ctx, cutoff: float) -> dict:
             p = parse_record_file(ctx.backend.get(key), Proposal, key)
         except NotFound:
             continue
+        except STORAGE_FAILURES:
+            raise  # unread is not damaged: deleting it as such would lose a good proposal
         except CasError:
             out[key] = None  # damaged: it can never be sealed
             continue
@@ -274,7 +290,16 @@ def _plan(backend, indexed, live, cutoff) -> tuple[list[list[tuple[str, dict]]],
     objects stay (in young packs, or in large mostly live ones)."""
     candidates, kept = [], 0
     for pid in sorted(indexed):
-        _, entries = packfmt.parse_index(backend.get(index_key(pid)), index_key(pid))
+        try:
+            data = backend.get(index_key(pid))
+        except NotFound:
+            # Replaced since the listing (an erasure, or a writer merging small packs, wrote
+            # the new pack and index, then deleted these): its live objects are in the new
+            # pack, which this gc did not list and so leaves alone; the next gc sees it.
+            # Skipping is safe because gc deletes only packs it planned from an index it
+            # read; aborting would fail every gc that meets a merge, for nothing.
+            continue
+        _, entries = packfmt.parse_index(data, index_key(pid))
         garbage = {e.digest: e.length for e in entries if e.digest not in live}
         total = sum(e.length for e in entries)
         old = _modified(backend, pack_key(pid)) <= cutoff

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from cas.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
+from cas.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, Unavailable
 from cas.format.keys import CONFIG
 from cas.repo import checks
 from cas.repo.repository import Repository
@@ -34,7 +34,8 @@ def init(path: str = ".") -> Repository:
     except OSError as exc:  # a file on the way, a name too long: the path; else the storage
         bad_path = isinstance(exc, (NotADirectoryError, FileExistsError)) or \
             exc.errno == errno.ENAMETOOLONG
-        raise (InvalidArgument if bad_path else Unavailable)(
+        refused = exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+        raise (InvalidArgument if bad_path else PermissionDenied if refused else Unavailable)(
             f"cannot create a repository at {root}: {exc.strerror}", location=root) from None
     try:
         return Repository.create(LocalBackend(root))

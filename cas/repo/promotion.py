@@ -13,7 +13,7 @@ import msgspec
 
 from cas import digest
 from cas.errors import FailedPrecondition, InvalidArgument, NotFound
-from cas.format import encoding, keys
+from cas.format import encoding, keys, times
 from cas.format.projection import freeze
 from cas.format.records import (Eligibility, IdempotencyRecord, Proposal, Provenance,
                                 ProvenanceEntry, VersionRecord, encode_object, format_record_file,
@@ -155,12 +155,14 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
                       run_ids: Iterable[str] | None = None) -> list[Subject]:
     """Promotion by selection: the runs whose newest judgment on the eligibility metric (by
     anyone) accepts them, as subjects naming that judgment, in import order (ties by run id).
-    `tenant` and `since` (`started_at` compared as ISO 8601 UTC text; a run without one does
-    not match) narrow the selection; `run_ids` restricts it to those runs, each of which must
-    then be selected (else refused, naming why). `metric`, if given, must be the rule's."""
+    `tenant` and `since` (`started_at` at or after it, compared as times by `cas.format.times`;
+    a run whose `started_at` is absent or not a time does not match) narrow the selection;
+    `run_ids` restricts it to those runs, each of which must then be selected (else refused,
+    naming why). `metric`, if given, must be the rule's."""
     rules = eligibility(ctx)
     for value, what in ((tenant, "tenant"), (since, "since")):
         encoding.check_text(value, what, optional=True)
+    after = None if since is None else times.parse_time(since, "since")
     if metric is not None:
         encoding.check_text(metric, "metric")
         if metric != rules.metric:
@@ -187,7 +189,7 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
     out = []
     for run_id in candidates:
         review = newest.get(run_id)
-        problem = _not_selected(ctx, run_id, review, rules, tenant, since)
+        problem = _not_selected(ctx, run_id, review, rules, tenant, after)
         if problem is not None:
             if named:
                 raise problem
@@ -205,7 +207,8 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
     return out
 
 
-def _not_selected(ctx, run_id: str, review, rules: Eligibility, tenant, since):
+def _not_selected(ctx, run_id: str, review, rules: Eligibility, tenant,
+                  since: times.Instant | None):
     """Why a run is not selected for promotion (an error to raise when it was named), or
     None when it is."""
     if review is None:
@@ -225,9 +228,18 @@ def _not_selected(ctx, run_id: str, review, rules: Eligibility, tenant, since):
     if tenant is not None and run.tenant != tenant:
         return FailedPrecondition(f"run {run_id!r} is of tenant {run.tenant!r}, not {tenant!r}",
                                   reason="RUN_NOT_SELECTED", run_id=run_id)
-    if since is not None and not (isinstance(run.started_at, str) and run.started_at >= since):
+    if since is None:
+        return None
+    started = times.time_or_none(run.started_at)
+    if started is None:  # a filter that cannot place a run in time does not select it
+        return FailedPrecondition(
+            f"run {run_id!r} has a started_at of {encoding.describe(run.started_at)}, which is "
+            f"not a time, so --since {times.format_time(since)} cannot select it",
+            reason="RUN_NOT_SELECTED", run_id=run_id)
+    if started < since:
         return FailedPrecondition(f"run {run_id!r} started at {run.started_at!r}, not since "
-                                  f"{since!r}", reason="RUN_NOT_SELECTED", run_id=run_id)
+                                  f"{times.format_time(since)}", reason="RUN_NOT_SELECTED",
+                                  run_id=run_id)
     return None
 
 

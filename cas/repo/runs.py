@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import IO, Any, Iterable, NamedTuple
 
 from cas.errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
-from cas.format import encoding
+from cas.format import encoding, times
 from cas.format.keys import admission_key, import_key
 from cas.format.records import (RunAdmission, RunEntry, RunImport, RunRecord, encode_object,
                                 format_record_file, parse_record_file)
@@ -338,6 +338,10 @@ def get_run(ctx, run_id: str) -> RunRecord:
 class RunsPage(NamedTuple):
     runs: list[dict]          # summaries, in import order (ties by run id)
     next_cursor: str | None   # the last run id of the page, to pass as `cursor`; None at the end
+    # the runs of this page's stretch that `since` left out because their `started_at` is absent
+    # or not a time (docs/runs.md): a filter that cannot place a run says so, never drops it
+    # silently. Each is named on exactly one page; always empty without `since`.
+    undated: tuple[str, ...] = ()
 
 
 MAX_RUNS_PAGE = 500
@@ -347,8 +351,10 @@ def list_runs(ctx, tenant: str | None = None, since: str | None = None, limit: i
               cursor: str | None = None) -> RunsPage:
     """A page of recorded runs in import order (ties by run id), each summarised: run id,
     tenant, started_at, the number of steps and of tool calls, the first user message
-    (trimmed). `since` compares `started_at` as ISO 8601 UTC text (a run without one does not
-    match); `cursor` is the last run id of the previous page."""
+    (trimmed). `since` keeps the runs whose `started_at` is at or after it, compared as times
+    (`cas.format.times`: any offset, a date alone is its midnight UTC; other text is refused,
+    INVALID_TIME); a run whose `started_at` is absent or not a time does not match and is named
+    in `undated`. `cursor` is the last run id of the previous page."""
     return page_of_runs(ctx, tenant, since, limit, cursor)
 
 
@@ -357,6 +363,7 @@ def page_of_runs(ctx, tenant: str | None, since: str | None, limit: int, cursor:
     """`list_runs`, of the runs `keep(run_id)` accepts (the review queue's filter)."""
     for value, what in ((tenant, "tenant"), (since, "since"), (cursor, "cursor")):
         encoding.check_text(value, what, optional=True)
+    after = None if since is None else times.parse_time(since, "since")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_RUNS_PAGE:
         raise InvalidArgument(f"limit must be a positive integer from 1 to {MAX_RUNS_PAGE}, not "
                               f"{encoding.describe(limit)}", minimum=1, maximum=MAX_RUNS_PAGE)
@@ -369,6 +376,8 @@ def page_of_runs(ctx, tenant: str | None, since: str | None, limit: int, cursor:
                                   "next_cursor of the previous page)", reason="CURSOR_UNKNOWN")
         start = ids.index(cursor) + 1
     out: list[dict] = []
+    undated: list[str] = []  # this page's; those after its last run belong to the next page
+    passed: list[str] = []   # undated since the last run kept
     for run_id, digest in ordered[start:]:
         if keep is not None and not keep(run_id):
             continue
@@ -378,12 +387,19 @@ def page_of_runs(ctx, tenant: str | None, since: str | None, limit: int, cursor:
             continue  # erased since the index was read
         if tenant is not None and run.tenant != tenant:
             continue
-        if since is not None and not (isinstance(run.started_at, str) and run.started_at >= since):
-            continue
+        if after is not None:
+            started = times.time_or_none(run.started_at)
+            if started is None:
+                passed.append(run_id)
+                continue
+            if started < after:
+                continue
         if len(out) == limit:
-            return RunsPage(out, out[-1]["run_id"])
+            return RunsPage(out, out[-1]["run_id"], tuple(undated))
         out.append(summary(run))
-    return RunsPage(out, None)
+        undated += passed
+        passed = []
+    return RunsPage(out, None, tuple(undated + passed))
 
 
 def summary(run: RunRecord, width: int = 80) -> dict:

@@ -72,12 +72,14 @@ def test_items_pages_and_exact_output(run, repo):
     full = json.loads(run("--json", "items", "evals", "1").stdout)
     all_ids = [i["id"] for i in full["items"]]
     assert full == {"version": summary(repo), "items": [item(run, i) for i in all_ids],
+                    "next_cursor": None,
                     "pagination": {"next_cursor": None, "has_more": False}}
     assert len(all_ids) == 5 and all_ids == sorted(all_ids)
     # DATASET@VERSION is the same read
     assert json.loads(run("--json", "items", "evals@1").stdout) == full
     first = json.loads(run("items", "evals", "1", "--limit", "2", "--json").stdout)
     assert first == {"version": summary(repo), "items": [item(run, i) for i in all_ids[:2]],
+                     "next_cursor": all_ids[1],
                      "pagination": {"next_cursor": all_ids[1], "has_more": True}}
     r = run("items", "evals", "1", "--limit", "2")
     assert r.exit_code == 0
@@ -272,11 +274,12 @@ def test_diff_forms_and_shape(run, repo):
         assert r.stdout == table(example_rows(run, items[:1], "- "), head="  ")
     assert json.loads(run("--json", "diff", "evals", "2", "1").stdout) == {
         "from": summary(second), "to": summary(repo), "added": [items[0]], "removed": [],
-        "changes": [{"change": "added", **item(run, items[0])}],
+        "changes": [{"change": "added", **item(run, items[0])}], "next_cursor": None,
         "pagination": {"next_cursor": None, "has_more": False}}
     assert json.loads(run("--json", "diff", "evals", "1", "1").stdout) == {
         "from": summary(repo), "to": summary(repo), "added": [], "removed": [],
-        "changes": [], "pagination": {"next_cursor": None, "has_more": False}}
+        "changes": [], "next_cursor": None,
+        "pagination": {"next_cursor": None, "has_more": False}}
     # across datasets: B names its own dataset
     assert run("dataset", "create", "other", "--admission", "direct").exit_code == 0
     other = json.loads(run("--json", "commit", "other", "--add", str(EXAMPLE)).stdout)
@@ -299,7 +302,7 @@ def test_diff_pages_concatenate_to_the_full_diff(run, repo, tmp_path):
     full = json.loads(run("--json", "diff", "evals", "1", "2").stdout)
     assert {k: v for k, v in full.items() if k != "changes"} == {
         "from": summary(repo), "to": summary(second), "added": added, "removed": removed,
-        "pagination": {"next_cursor": None, "has_more": False}}
+        "next_cursor": None, "pagination": {"next_cursor": None, "has_more": False}}
     assert [(c["id"], c["change"]) for c in full["changes"]] == [
         (i, "added" if sign == "+" else "removed") for i, sign in changes]
     for limit in (1, 2, 3, 4, 8, 9, 10):

@@ -16,6 +16,7 @@ import pytest
 import cas as cas_api
 from cas_cli import main
 from cas_cli.main import WORKFLOWS, cli
+from support import ROOT
 from support.cli import commit_example
 from support.lifecycle import jsonl, run_obj
 
@@ -193,3 +194,37 @@ def test_no_progress_when_stderr_is_not_a_terminal(scene):
     code, out, err = cas(["runs", "import", "runs.jsonl"], cwd, env, False)
     assert (code, err) == (0, "")
     assert out.startswith("imported 3 runs")
+
+
+@pytest.mark.parametrize("error, code, status", [
+    (PermissionError(13, "Permission denied", "/srv/evals/.cas/config"), "PERMISSION_DENIED", 9),
+    (OSError(28, "No space left on device", "/srv/evals/.cas/~tmp"), "UNAVAILABLE", 8),
+])
+def test_an_os_error_is_a_documented_code_a_refusal_is_permission_denied(run, monkeypatch,
+                                                                         error, code, status):
+    """What the operating system refuses (EACCES, EPERM) is PERMISSION_DENIED, exit 9: no
+    retry will help, permissions will; any other OSError stays UNAVAILABLE, exit 8."""
+    def refused(self):
+        raise error
+    monkeypatch.setattr("cas_cli.common.Invocation.repo", refused)
+    result = run("--json", "dataset", "list")
+    assert result.exit_code == status == main.EXIT_CODES[code]
+    assert json.loads(result.stderr) == {"error": {
+        "code": code, "reason": None, "message": f"{error.strerror}: {error.filename}"}}
+    human = run("dataset", "list")
+    assert (human.exit_code, human.stderr) == (status, f"cas: error: {error.strerror}: "
+                                                       f"{error.filename}\n")
+
+
+def test_every_exit_code_is_documented_once_and_below_the_suite_runners():
+    from cas import errors
+    from cas.evals.suites import results
+    codes = {cls.code for cls in vars(errors).values()
+             if isinstance(cls, type) and issubclass(cls, errors.CasError)}
+    assert codes == set(main.EXIT_CODES)  # every error class has its exit code
+    assert main.EXIT_CODES["PERMISSION_DENIED"] == 9
+    assert len(set(main.EXIT_CODES.values())) == len(main.EXIT_CODES)
+    assert max(main.EXIT_CODES.values()) < min(results.EXIT_ERRORED, results.EXIT_INCOMPLETE)
+    table = (ROOT / "docs" / "cli.md").read_text().split("## Exit codes", 1)[1]
+    for code, status in main.EXIT_CODES.items():
+        assert f"| {status} | `{code}` |" in table, code

@@ -85,3 +85,48 @@ def test_cli_init_and_commands_on_s3(s3_url, tmp_path, monkeypatch):
     assert fsck.exit_code == 0 and json.loads(fsck.stdout)["ok"]
     missing = runner.invoke(cli, ["--repo", s3_url + "-nothing", "dataset", "list"])
     assert missing.exit_code == 3 and "no cas repository" in missing.stderr
+
+
+def test_fsck_of_a_killed_erasure_exits_0_with_a_notice(run, tmp_path, monkeypatch):
+    """An erasure killed after purging the person's bytes, before redacting the log records
+    that name their runs: its documented pending state, which fsck reports as a notice (exit
+    0, `pending_erasures` in JSON), never as damage (exit 7)."""
+    import cas
+    from cas.repo import erasure
+    from support.erasure_world import ALICE, InjectedFault, build
+    repo = cas.init(str(tmp_path))
+    build(repo)
+    token = repo.erase(ALICE)["confirm_token"]
+    redact = erasure._redact
+
+    def killed(*args):
+        raise InjectedFault("killed after the purge")
+    monkeypatch.setattr(erasure, "_redact", killed)
+    with pytest.raises(InjectedFault):
+        repo.erase(ALICE, token)
+    r = run("--json", "fsck")
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert report["ok"] is True
+    [pending] = report["pending_erasures"]
+    assert pending == {"erasure": token, "key": f"erasures/pending/{token}",
+                       "started_at": pending["started_at"], "cases": 3, "runs": 4, "reviews": 2}
+    [notice] = [p for p in report["problems"] if p["where"] == pending["key"]]
+    assert notice["severity"] == "notice"
+    assert notice["message"].startswith(f"erasure {token} is pending (started ")
+    assert not [p for p in report["problems"] if p["severity"] == "error"]
+    r = run("fsck")
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert f"notice: erasures/pending/{token}: erasure {token} is pending (started " \
+        f"{pending['started_at']}; 3 case(s) and 4 run(s) to delete): what it names may " \
+        "already be gone, which is expected, and reads refuse it meanwhile; the next command " \
+        "that writes to the repository (e.g. `cas gc`) finishes it, as does `cas erase " \
+        f"--person ID --confirm-token {token}` again" in lines
+    assert lines[-1].endswith(": ok (1 erasure(s) pending: the next command that writes "
+                              "finishes them)")
+    # the next command that writes finishes it: then fsck is clean of it
+    monkeypatch.setattr(erasure, "_redact", redact)
+    assert run("gc", "--grace", "0").exit_code == 0
+    report = json.loads(run("--json", "fsck").stdout)
+    assert report["ok"] is True and report["pending_erasures"] == []

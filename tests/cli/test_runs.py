@@ -14,7 +14,7 @@ from cas.format.keys import import_key
 from cas.format.records import RunAdmission, parse_record_file
 from support import lifecycle
 from support.citing import snapshot as everything
-from support.cli import commit_people, ok_json, refused, run_obj, write_jsonl
+from support.cli import add_review, commit_people, ok_json, refused, run_obj, write_jsonl
 from support.evals import ADA, record
 from support.lifecycle import OPERATOR, jsonl
 
@@ -181,6 +181,29 @@ def test_runs_import_from_captures(tmp_path, monkeypatch):
     assert json.loads(refused.output)["error"]["reason"] == "TENANT_REQUIRED"
     both = run("runs", "import", "--from-captures", str(caps), "x.jsonl", "--tenant", "a")
     assert both.exit_code != 0
+    assert f"cas: warning: the captures in {caps} were made by a LocalCaptureStore opened " \
+        "without a repository" in out.stderr  # its runs name nobody: an erasure misses them
+
+
+def test_runs_imported_from_a_keyed_local_store_are_found_by_erase(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cas_cli.main import cli
+    monkeypatch.setenv("CAS_USER", ADA)
+    location, caps = str(tmp_path / "repo"), tmp_path / "caps"
+    cas.init(location)
+    store = LocalCaptureStore(caps, repo=cas.open(location))
+    asyncio.run(store.start())
+    asyncio.run(store.append(record(1).replace(person=store.person_key("alice"))))
+
+    def run(*args):
+        return CliRunner().invoke(cli, ["--repo", location, *args], catch_exceptions=False)
+    out = run("runs", "import", "--from-captures", str(caps), "--tenant", "acme")
+    assert (out.exit_code, out.stderr) == (0, ""), out.output
+    token = json.loads(run("--json", "erase", "--person", "alice").stdout)["confirm_token"]
+    erased = run("--json", "erase", "--person", "alice", "--confirm-token", token)
+    assert erased.exit_code == 0, erased.output
+    assert json.loads(run("--json", "runs", "list").stdout)["runs"] == []
 
 
 def test_the_cli_imports_another_format_and_refuses_format_flags_for_native(run, tmp_path):
@@ -218,3 +241,62 @@ def test_the_cli_warns_of_tool_calls_hidden_in_native_messages(run, tmp_path):
     assert r.stderr == ("cas: warning: run 'r-1': its message steps hold tool calls that are "
                         "not tool_call steps; import the original with --format openai-chat\n")
     assert r.stdout == "imported 1 runs (0 already present, unchanged)\n"
+
+
+SINCE_FORMS = ["2025-05-12 (a date: its midnight UTC)",
+               "2025-05-12T20:27, 2025-05-12T20:27:36 or 2025-05-12T20:27:36.123 (UTC)",
+               "any of those times followed by Z, +02:00, -0400 or +02 (an offset)"]
+
+
+def _since_runs(run, tmp_path) -> None:
+    """ny: 00:27 UTC on the 13th, written in New York; utc: 22:00 UTC on the 12th; odd: a
+    started_at that is not a time."""
+    assert run("init").exit_code == 0
+    path = write_jsonl(tmp_path / "times.jsonl",
+                       run_obj("ny", 1, started_at="2025-05-12T20:27:36-04:00"),
+                       run_obj("odd", 2, started_at="5/13/2025"),
+                       run_obj("utc", 3, started_at="2025-05-12T22:00:00Z"))
+    assert run("runs", "import", path).exit_code == 0
+
+
+@pytest.mark.parametrize("command", [("runs", "list"), ("review", "queue")])
+def test_since_compares_times_whatever_the_offset(run, tmp_path, command):
+    _since_runs(run, tmp_path)
+    page = ok_json(run("--json", *command, "--since", "2025-05-12T23:00:00Z"))
+    assert (page["runs"], page["undated"], page["next_cursor"]) == (["ny"], ["odd"], None)
+    # a date alone is its midnight UTC
+    page = ok_json(run("--json", *command, "--since", "2025-05-12"))
+    assert (page["runs"], page["undated"]) == (["ny", "utc"], ["odd"])
+    assert ok_json(run("--json", *command, "--since", "2025-05-13"))["runs"] == ["ny"]
+    assert ok_json(run("--json", *command))["undated"] == []  # no filter: nothing left out
+    r = run(*command, "--since", "2025-05-13T00:27:37Z")
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert r.stdout.splitlines()[-1] == ("# not placed in time (started_at absent or not a "
+                                         "time): odd")
+
+
+@pytest.mark.parametrize("since", ["yesterday", "5/1/2025"])
+@pytest.mark.parametrize("command", [("runs", "list"), ("review", "queue"),
+                                     ("promote", "evals", "--reviewed", "--idempotency-key",
+                                      "k")])
+def test_since_that_is_not_a_time_is_refused_naming_the_accepted_forms(run, tmp_path, since,
+                                                                       command):
+    _since_runs(run, tmp_path)
+    assert run("dataset", "create", "evals").exit_code == 0
+    refused(run, tmp_path, (*command, "--since", since), 2, "INVALID_ARGUMENT", "INVALID_TIME",
+            f"since: {since!r} is not a time; accepted: " + "; ".join(SINCE_FORMS),
+            what="since", accepted=SINCE_FORMS)
+
+
+def test_promote_reviewed_since_selects_by_time(run, tmp_path):
+    _since_runs(run, tmp_path)
+    assert run("dataset", "create", "evals").exit_code == 0
+    for run_id in ("ny", "odd", "utc"):
+        add_review(run, run_id)
+    args = ("promote", "evals", "--reviewed", "--since", "2025-05-12T23:00:00Z")
+    p = ok_json(run("--json", *args, "--idempotency-key", "k1"))
+    assert [s["run_id"] for s in p["subjects"]] == ["ny"]
+    refused(run, tmp_path, (*args, "--run", "odd", "--idempotency-key", "k2"), 5,
+            "FAILED_PRECONDITION", "RUN_NOT_SELECTED",
+            "run 'odd' has a started_at of '5/13/2025', which is not a time, so --since "
+            "2025-05-12T23:00:00Z cannot select it", run_id="odd")

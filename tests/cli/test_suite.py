@@ -4,6 +4,7 @@ replay and record), shards merged and runs compared."""
 
 import io
 import json
+import os
 import sys
 
 import pytest
@@ -38,6 +39,23 @@ def cli_repo(run):
     assert run("dataset", "create", "evals", "--admission", "direct").exit_code == 0
     assert run("commit", "evals", "--add", str(EXAMPLE)).exit_code == 0
     return cas.open(".")
+
+
+def test_export_and_run_again_remove_the_temporary_files_a_kill_left(run, repo, tmp_path):
+    leftover = tmp_path / ".suite.jsonl.a1b2c3d4.tmp"  # a killed `suite export -o suite.jsonl`
+    other = tmp_path / ".other.jsonl.a1b2c3d4.tmp"      # another path's: not this command's
+    for path in (leftover, other):
+        path.write_bytes(b'{"format":"cas.suite"}\n{"input":"unredac')
+    assert run("suite", "export", "evals@1", "-o", "suite.jsonl").exit_code == 0
+    assert not leftover.exists() and other.exists()
+    r = run("suite", "run", "suite.jsonl", "--executor", "cas:echo", "--artefacts", "art")
+    assert r.exit_code == 0, r.output
+    [case_dir] = [p for p in (tmp_path / "art").glob("*/*") if p.is_dir()][:1]
+    (case_dir / "result.json.tmp-4242-1").write_bytes(b'{"outcome":"COMPL')  # a killed run's
+    assert run("suite", "run", "suite.jsonl", "--executor", "cas:echo",
+               "--artefacts", "art").exit_code == 0
+    assert sorted(os.listdir(case_dir)) == ["case.json", "result.json", "run.json",
+                                            "timings.json"]
 
 
 def test_an_exported_suite_runs_the_same_twice(run, repo, tmp_path):

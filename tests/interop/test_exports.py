@@ -10,7 +10,9 @@ import pytest
 
 import cas
 from cas.interop import exports
+from cas.storage.backends.memory import MemoryBackend
 from support import ROOT
+from support.backends import every_outage
 
 EXAMPLE = ROOT / "examples" / "cases.jsonl"
 AUTHOR = "Ada <ada@example.com>"
@@ -120,7 +122,7 @@ def test_a_missing_extra_is_refused_naming_the_install_line(small, monkeypatch):
     with pytest.raises(cas.FailedPrecondition) as exc:
         exports.to_pandas(repo, pin)
     assert refusal(exc) == ("FAILED_PRECONDITION", "EXTRA_REQUIRED")
-    assert "pip install 'cas-datasets[pandas]'" in exc.value.message
+    assert "the `pandas` extra: pip install '.[pandas]' in the cas checkout" in exc.value.message
 
 
 # -- JSON Lines -------------------------------------------------------------------------------
@@ -259,3 +261,32 @@ def test_a_jsonl_export_reimports_as_the_same_version(small):
     repo.create_dataset("copy", admission="direct")
     copy = repo.commit("copy", base=None, add=cas.read_cases_jsonl(lines))
     assert copy.content_digest == pin.content_digest
+
+
+@pytest.mark.parametrize("lasting", [True, False], ids=["server-gone", "blink"])
+def test_an_outage_at_any_read_of_an_export_is_unavailable_never_a_short_file(
+        small, lasting, monkeypatch, tmp_path):
+    """Whichever read fails, the export raises UNAVAILABLE and leaves no file; never a file
+    missing the cases it could not read."""
+    repo, pin = small
+    monkeypatch.setattr(exports, "PAGE", 2)  # several pages of ids
+    files = {k: repo.backend.get(k) for k in repo.backend.list("")}
+    out = tmp_path / "evals.jsonl"
+
+    def fresh() -> MemoryBackend:
+        backend = MemoryBackend()
+        for key, data in files.items():
+            backend.put_if_absent(key, data)
+        return backend
+
+    def export(backend):
+        result = exports.export_jsonl(cas.Repository(backend), str(pin), str(out))
+        data = out.read_bytes()
+        out.unlink()
+        return result, data
+
+    def nothing_written(_) -> None:
+        assert os.listdir(tmp_path) == []
+
+    n, (result, data) = every_outage(fresh, export, lasting, check=nothing_written)
+    assert result.cases == 6 and len(data.splitlines()) == 7 and n > 5

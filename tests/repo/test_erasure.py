@@ -14,6 +14,8 @@ import pytest
 
 import cas
 from cas.storage import maintenance
+from cas.storage.backends.memory import MemoryBackend
+from support.backends import every_outage
 from support.erasure_world import (ALICE, ALICE_MARKERS, ALICE_RUNS, BOB, BOB_RUNS, RETIRED,
                                    UNTOUCHED, FaultyBackend, InjectedFault, all_items,
                                    assert_no_trace, assert_refused_while_pending, build, case_of,
@@ -347,3 +349,116 @@ def test_a_directly_committed_case_naming_a_person_is_erased_like_a_promoted_one
     everything = b"".join(mem.backend.get(k) for k in keys(mem))
     assert b"mine" not in everything and b"p-1" not in everything
     assert mem.fsck().ok
+
+
+# -- fsck of a killed erasure: its documented pending state, never damage -------------------------
+def _killed_erasures(after: bool):
+    """(k, backend) of an erasure of Alice killed at its k-th mutation, for every k."""
+    probe = FaultyBackend(seeded())
+    repo = cas.Repository(probe)
+    token = repo.erase(ALICE)["confirm_token"]
+    start = probe.mutations
+    repo.erase(ALICE, token)
+    for k in range(1, probe.mutations - start + 1):
+        inner = seeded()
+        faulty = FaultyBackend(inner)
+        repo = cas.Repository(faulty)
+        token = repo.erase(ALICE)["confirm_token"]
+        faulty.fail_at, faulty.after = faulty.mutations + k, after
+        with pytest.raises(InjectedFault):
+            repo.erase(ALICE, token)
+        yield k, inner
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-write", "lost-reply"])
+def test_fsck_of_an_erasure_killed_at_every_mutation_is_a_notice_never_damage(after):
+    """Before any other writer runs: the plan names what is gone (runs still listed by their
+    import, proposals not yet deleted, cases gone from packs), and fsck says so in a notice
+    and passes (issue 32: it reported "run ... is missing" as damage)."""
+    pending = 0
+    for k, inner in _killed_erasures(after):
+        report = cas.Repository(inner).fsck()
+        assert report.ok, (k, [p for p in report.problems if p.severity == "error"])
+        plans = list(inner.list("erasures/pending/"))
+        assert [e["key"] for e in report.pending_erasures] == plans
+        notices = [p.message for p in report.problems if p.where in plans]
+        assert len(notices) == len(plans), k
+        for message in notices:
+            assert "is pending" in message and "the next command that writes" in message
+            assert "cas erase --person ID --confirm-token ct-" in message
+        pending += bool(plans)
+    assert pending >= 20  # most kills leave the erasure pending: those are the point
+
+
+def _kill_after_the_purge(repo, monkeypatch) -> str:
+    """Confirm Alice's erasure and kill it once her bytes are purged, before the log records
+    naming her runs are redacted; returns the erasure's id."""
+    from cas.repo import erasure
+
+    def killed(*args):
+        raise InjectedFault("killed after the purge")
+    token = repo.erase(ALICE)["confirm_token"]
+    monkeypatch.setattr(erasure, "_redact", killed)
+    with pytest.raises(InjectedFault):
+        repo.erase(ALICE, token)
+    return token
+
+
+def test_a_loss_a_pending_erasure_does_not_explain_is_still_damage(monkeypatch):
+    from cas.digest import to_bytes
+    from cas.format.records import ErasurePlan, RunImport, parse_record_file
+    inner = seeded()
+    repo = cas.Repository(inner)
+    bob_active = case_of(repo, "billing", 1, "bob-run-3")   # only in an active version
+    bob_retired = case_of(repo, "support", 2, "bob-run-2")  # only in versions being retired
+    key = "runs/imports/0000000001"
+    imported = parse_record_file(inner.get(key), RunImport, key)
+    bob_run = next(e.run for e in imported.runs if e.run_id == "bob-run-0")
+    token = _kill_after_the_purge(repo, monkeypatch)
+    key = f"erasures/pending/{token}"
+    plan = parse_record_file(inner.get(key), ErasurePlan, key)
+    fresh = cas.Repository(inner)
+    assert not any(fresh.store.contains(d) for d in plan.cases + plan.runs)  # purged
+    report = fresh.fsck()
+    assert report.ok, [p for p in report.problems if p.severity == "error"]
+    assert [e["erasure"] for e in report.pending_erasures] == [token]
+    # the same kind of loss, of what the plan does not name: damage, each named
+    for digest in (bob_active, bob_retired, bob_run):
+        pid = fresh.store.locate(digest)[0][len("packs/"):-len(".pack")]
+        maintenance.rewrite_pack(fresh.store, pid, {to_bytes(digest)})
+    report = cas.Repository(inner).fsck()
+    assert not report.ok
+    errors = {(p.where, p.message) for p in report.problems if p.severity == "error"}
+    assert (bob_active, "case is missing") in errors
+    assert (bob_retired, "case is missing") in errors
+    assert ("runs/imports/0000000001", f"run 'bob-run-0' ({bob_run}) is missing") in errors
+    named = set(plan.cases) | set(plan.runs)
+    assert not any(digest in where or digest in message
+                   for where, message in errors for digest in named)
+
+
+@pytest.mark.parametrize("lasting", [True, False], ids=["server-gone", "blink"])
+def test_an_outage_at_any_read_of_an_erase_preview_is_unavailable(lasting):
+    """A proposal, person table or tree the preview could not read is not "damaged": it is
+    never listed for deletion (confirming would delete a good proposal) nor skipped; the
+    preview raises UNAVAILABLE, or is exactly the preview of the whole read."""
+    world = seeded()
+    repo = cas.Repository(world)
+    repo.promote("support", [{"subject_kind": "agent_run", "subject_ref": "bob-run-5",
+                              "review_annotation_id": review(repo, "bob-run-5")}], "staged")
+    other = repo.promote("billing", [{"subject_kind": "agent_run", "subject_ref": "bob-run-0",
+                                      "review_annotation_id": review(repo, "bob-run-0")}],
+                         "other")["confirm_token"]  # holds no case of Alice's
+    files = {k: world.get(k) for k in world.list("")}
+
+    def fresh() -> MemoryBackend:
+        backend = MemoryBackend()
+        for key, data in files.items():
+            backend.put_if_absent(key, data)
+        return backend
+
+    n, preview = every_outage(fresh, lambda b: cas.Repository(b).erase(ALICE), lasting)
+    assert preview["matched"] and n > 20
+    assert len(preview["proposals_to_delete"]) == 3
+    assert all(p.startswith("support/") for p in preview["proposals_to_delete"])
+    assert f"billing/{other}" in {"/".join(k.split("/")[1::2]) for k in files}

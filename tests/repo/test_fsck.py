@@ -3,6 +3,7 @@ of damage is reported."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -14,6 +15,10 @@ from cas.format.keys import index_key, meta_key, pack_key, score_batch_key
 from cas.format.records import (TYPES, DatasetRecord, Fence, Score, ScoreBatch, VersionRecord,
                                 format_record_file, parse_record_file, parse_record_file_of)
 from cas.storage import pack as packfmt
+from cas.storage.backends.memory import MemoryBackend
+from support.backends import every_outage
+from support.erasure_world import ALICE, seeded
+from support.lifecycle import OPERATOR
 from support.sample_cases import plain_cases
 
 
@@ -566,3 +571,69 @@ def test_fsck_reports_an_unknown_or_changed_admission_rule(mem):
                                        admission="open"))
     assert any("admission 'open' is not a rule; known: reviewed, direct" in p.message
                for p in mem.fsck().problems)
+
+
+# -- a read the storage could not answer is no verdict ---------------------------------------
+@pytest.fixture(scope="module")
+def erased_world():
+    """The erasure world (tests/support/erasure_world.py) after Alice's erasure: packs, logs,
+    log indexes, person tables, retirements, an erasure record, sealed proposals and claims."""
+    env = pytest.MonkeyPatch()
+    env.setenv("CAS_USER", OPERATOR)
+    env.setenv("CAS_CONFIG", os.devnull)
+    try:
+        backend = seeded()
+        repo = cas.Repository(backend)
+        repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])
+        assert repo.fsck().ok
+        return {k: backend.get(k) for k in backend.list("")}
+    finally:
+        env.undo()
+
+
+def _memory(files: dict[str, bytes]) -> MemoryBackend:
+    backend = MemoryBackend()
+    for key, data in files.items():
+        backend.put_if_absent(key, data)
+    return backend
+
+
+@pytest.mark.parametrize("lasting", [True, False], ids=["server-gone", "blink"])
+def test_an_outage_at_any_read_stops_fsck_with_unavailable_never_a_report(erased_world,
+                                                                          lasting):
+    """Whichever read fails (the server gone from then on, or one blink), fsck raises
+    UNAVAILABLE: never a report calling the unread record damaged, never "ok" without it."""
+    n, report = every_outage(lambda: _memory(erased_world), lambda b: cas.Repository(b).fsck(),
+                             lasting, strict=True)
+    assert report.ok and n > 60
+
+
+def test_fsck_over_s3_with_the_server_failing_exits_8_naming_the_key(seaweed, tmp_path,
+                                                                     monkeypatch):
+    """The issue's case: S3 answering 503 part way through `cas fsck` is exit 8 UNAVAILABLE
+    naming what could not be read, not exit 7 "fsck found damage"."""
+    from click.testing import CliRunner
+
+    from cas_cli.main import cli
+    from support.faultproxy import FaultProxy
+    monkeypatch.setattr("cas.storage.backends.s3.READ_BACKOFF_S", 0.001)
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    with FaultProxy(seaweed.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        url = seaweed.url()
+        repo = cas.init(url)
+        repo.create_dataset("evals", admission="direct")
+        repo.commit("evals", base=None, add=plain_cases(3))
+        runner = CliRunner()
+        assert runner.invoke(cli, ["--repo", url, "--json", "fsck"]).exit_code == 0
+        # the listing answers; then every read of a version record fails
+        proxy.plan = lambda method, path, n: "503" if "/versions/" in path else None
+        result = runner.invoke(cli, ["--repo", url, "--json", "fsck"])
+        assert result.exit_code == 8, result.output
+        assert result.stdout == ""
+        err = json.loads(result.stderr)["error"]
+        assert err["code"] == "UNAVAILABLE" and err["key"] == "datasets/evals/versions/0000000001"
+        assert "cannot read 'datasets/evals/versions/0000000001'" in err["message"]
+        human = runner.invoke(cli, ["--repo", url, "fsck"])
+        assert human.exit_code == 8 and "damage" not in human.output
+        assert human.stderr.startswith("cas: error: cannot read 'datasets/evals/versions/")

@@ -11,6 +11,7 @@ import cas
 from cas.format.keys import pack_key
 from cas.storage import leases
 from cas.storage.backends.memory import MemoryBackend
+from support.backends import every_outage
 from support.erasure_world import (ALICE, ALICE_MARKERS, RETIRED, UNTOUCHED, FaultyBackend,
                                    InjectedFault, assert_no_trace, build, check_after_crash,
                                    deleted_version_garbage, seeded, snapshot)
@@ -316,3 +317,27 @@ def test_a_long_batch_renews_its_lease_as_it_writes_packs(local, monkeypatch):
     # at every pack the commit's lease was live, and by more than the margin a claim needs
     assert all(len(live) == 1 and leases.seconds_of(live[0]) > now + leases.MARGIN
                for now, live in seen), seen
+
+
+# -- a read the storage could not answer -------------------------------------------------------
+def _proposals(backend) -> list[str]:
+    return [k for k in backend.list("datasets/") if "/proposals/" in k or "/keys/" in k]
+
+
+@pytest.mark.parametrize("lasting", [True, False], ids=["server-gone", "blink"])
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "gc"])
+def test_an_outage_at_any_read_of_gc_is_unavailable_and_deletes_nothing_it_could_not_read(
+        as_operator, lasting, dry_run):
+    """The erasure world's sealed proposals are kept by gc; one whose read failed is not
+    "damaged, it can never be sealed" and deleted: gc raises UNAVAILABLE and keeps it, and a
+    dry run never predicts what the whole run would not do."""
+    kept = _proposals(seeded())
+    assert kept
+
+    def intact(inner) -> None:
+        assert _proposals(inner) == kept  # sealed: nothing may delete them
+        check_after_crash(inner)
+
+    n, report = every_outage(seeded, lambda b: cas.Repository(b).gc(dry_run=dry_run),
+                             lasting, check=None if dry_run else intact)
+    assert report.proposals_deleted == 0 and report.packs_rewritten and n > 100

@@ -19,12 +19,14 @@ import cas
 from cas.repo.mirror import mirror
 from cas.storage.backends import backend_for
 from cas.storage.backends.local import LocalBackend
+from cas.storage.backends.memory import MemoryBackend
+from support.backends import every_outage
 from support.erasure_world import ALICE_MARKERS as ERASURE_MARKERS
 from support.erasure_world import RETIRED, FaultyBackend
 from support.erasure_world import InjectedFault as Killed
 from support.erasure_world import assert_no_trace
 from support.erasure_world import build as build_for_erasure
-from support.erasure_world import repository_bytes
+from support.erasure_world import repository_bytes, seeded
 from support.faultproxy import FaultProxy
 from support.lifecycle import OPERATOR, multi_keys
 from support.sample_cases import padded_cases as midx_cases
@@ -500,3 +502,36 @@ def test_mirror_copies_multi_indexes(tmp_path, small_packs):
     assert multi_keys(dst) == multi_keys(repo.backend)
     copy = cas.open(str(tmp_path / "b"))
     assert copy.fsck().ok and copy.items("d", 1, limit=200) == repo.items("d", 1, limit=200)
+
+
+@pytest.mark.parametrize("lasting", [True, False], ids=["server-gone", "blink"])
+@pytest.mark.parametrize("end", ["source", "destination"])
+def test_an_outage_at_any_read_of_a_mirror_is_unavailable(end, lasting):
+    """Whichever read of either end fails, the mirror raises UNAVAILABLE (or, a read it made
+    again, copies exactly what it would have): never a record skipped as absent. After the
+    failure, mirroring again completes the copy and it passes fsck."""
+    world = seeded()
+    files = {k: world.get(k) for k in world.list("")}
+    copies: list = []  # the destinations, of a source that fails
+
+    def fresh():
+        backend = MemoryBackend()
+        if end == "source":
+            for key, data in files.items():
+                backend.put_if_absent(key, data)
+        return backend
+
+    def run(wrapped):
+        if end == "destination":
+            return mirror(world, wrapped)
+        copies.append(MemoryBackend())
+        return mirror(wrapped, copies[-1])
+
+    def finish(inner) -> None:
+        dst = copies[-1] if end == "source" else inner
+        mirror(world, dst)
+        assert {k: dst.get(k) for k in dst.list("")} == files
+        assert cas.Repository(dst).fsck().ok
+
+    n, report = every_outage(fresh, run, lasting, check=finish)
+    assert report.packs_copied == 12 and n >= (20 if end == "source" else 2)

@@ -515,3 +515,24 @@ def test_a_replayed_key_after_the_head_moved_is_flagged_stale_and_seal_says_what
     fresh = repo.promote_reviewed("evals", "k3", run_ids=["r-4"])
     assert fresh["stale"] is False
     assert repo.seal("evals", fresh["confirm_token"]).version.number == 2
+
+
+def test_since_selects_by_time_whatever_the_offset_and_refuses_what_is_not_a_time(mem,
+                                                                                   as_reviewer):
+    mem.import_runs(io.BytesIO(jsonl(
+        run_obj("ny", 1, started_at="2025-05-12T20:27:36-04:00"),  # 00:27 UTC on the 13th
+        run_obj("utc", 2, started_at="2025-05-12T22:00:00Z"),
+        run_obj("odd", 3, started_at="5/13/2025"))))
+    for run_id in ("ny", "utc", "odd"):
+        review(mem, run_id)
+    assert [s.subject_ref for s in mem.reviewed_subjects(since="2025-05-12T23:00:00Z")] == ["ny"]
+    assert [s.subject_ref for s in mem.reviewed_subjects(since="2025-05-12")] == ["ny", "utc"]
+    err = refused(lambda: mem.reviewed_subjects(since="2025-05-12", run_ids=["odd"]),
+                  "FAILED_PRECONDITION", "RUN_NOT_SELECTED")
+    assert err.message == ("run 'odd' has a started_at of '5/13/2025', which is not a time, so "
+                           "--since 2025-05-12T00:00:00Z cannot select it")
+    err = refused(lambda: mem.reviewed_subjects(since="2025-05-13T00:30Z", run_ids=["ny"]),
+                  "FAILED_PRECONDITION", "RUN_NOT_SELECTED")
+    assert err.message == ("run 'ny' started at '2025-05-12T20:27:36-04:00', not since "
+                           "2025-05-13T00:30:00Z")
+    refused(lambda: mem.reviewed_subjects(since="yesterday"), "INVALID_ARGUMENT", "INVALID_TIME")

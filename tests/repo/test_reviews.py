@@ -184,8 +184,9 @@ def test_the_queue_is_the_unjudged_runs_oldest_first_paged_and_filtered(mem):
     assert ([s["run_id"] for s in first.runs], first.next_cursor) == (["a-1", "b-2"], "b-2")
     assert [s["run_id"] for s in mem.review_queue(cursor=first.next_cursor).runs] == ["c-3"]
     assert [s["run_id"] for s in mem.review_queue(tenant="acme").runs] == ["b-2", "c-3"]
-    # since compares started_at as text; a run without one does not match
-    assert [s["run_id"] for s in mem.review_queue(since="2026-05-02T12").runs] == ["a-1"]
+    # since compares started_at as a time; a run without one does not match (and is named)
+    late = mem.review_queue(since="2026-05-02T12:00")
+    assert ([s["run_id"] for s in late.runs], late.undated) == (["a-1"], ("c-3",))
     judge(mem, "b-2", label="rejected")  # any judgment on the metric takes it off the queue
     judge(mem, "a-1", metric="tone")      # one on another metric does not
     assert [s["run_id"] for s in mem.review_queue().runs] == ["a-1", "c-3"]

@@ -297,3 +297,56 @@ def test_tool_calls_hidden_in_messages_are_imported_with_a_warning(repo, step, f
     assert result.warnings == [f"run 'hidden': its message steps hold tool calls that are not "
                                f"tool_call steps; import the original with --format {fmt}"]
     assert repo.import_runs([run_obj("plain")]).warnings == []
+
+
+# -- since: times compared as times ---------------------------------------------------------
+def _since_scene(mem) -> None:
+    """ny: 00:27 UTC on the 13th written in New York; utc: 22:00 UTC on the 12th; odd: a
+    started_at that is not a time; none: no started_at; late: the 14th."""
+    mem.import_runs([run_obj("ny", 1, started_at="2025-05-12T20:27:36-04:00")])
+    mem.import_runs([run_obj("utc", 2, started_at="2025-05-12T22:00:00Z")])
+    mem.import_runs([run_obj("odd", 3, started_at="last Tuesday")])
+    mem.import_runs([run_obj("none", 4, started_at=None)])
+    mem.import_runs([run_obj("late", 5, started_at="2025-05-14")])
+
+
+def test_since_compares_started_at_as_a_time_whatever_its_offset(mem, as_reviewer):
+    _since_scene(mem)
+    page = mem.list_runs(since="2025-05-12T23:00:00Z")
+    assert [s["run_id"] for s in page.runs] == ["ny", "late"]  # ny is 00:27 UTC on the 13th
+    assert page.runs[0]["started_at"] == "2025-05-12T20:27:36-04:00"  # shown as stored
+    assert [s["run_id"] for s in mem.list_runs(since="2025-05-12T19:00-04:00").runs] == [
+        "ny", "late"]                                                  # 23:00 UTC again
+    # a date alone is its midnight UTC; a time without an offset is UTC
+    assert [s["run_id"] for s in mem.list_runs(since="2025-05-13").runs] == ["ny", "late"]
+    assert [s["run_id"] for s in mem.list_runs(since="2025-05-12").runs] == [
+        "ny", "utc", "late"]
+    assert [s["run_id"] for s in mem.list_runs(since="2025-05-12T22:00:00.000001").runs] == [
+        "ny", "late"]
+    assert [s["run_id"] for s in mem.review_queue(since="2025-05-12T23:00:00Z").runs] == [
+        "ny", "late"]
+
+
+def test_a_run_whose_started_at_is_not_a_time_never_matches_since_and_is_named(mem,
+                                                                              as_reviewer):
+    _since_scene(mem)
+    page = mem.list_runs(since="2025-05-01")
+    assert ([s["run_id"] for s in page.runs], page.undated) == (["ny", "utc", "late"],
+                                                                 ("odd", "none"))
+    assert mem.list_runs().undated == ()  # without since, nothing is left out
+    # paged: each undated run is named on exactly one page, the one whose stretch holds it
+    first = mem.list_runs(since="2025-05-01", limit=2)
+    assert ([s["run_id"] for s in first.runs], first.next_cursor, first.undated) == (
+        ["ny", "utc"], "utc", ())
+    second = mem.list_runs(since="2025-05-01", limit=2, cursor=first.next_cursor)
+    assert ([s["run_id"] for s in second.runs], second.next_cursor, second.undated) == (
+        ["late"], None, ("odd", "none"))
+
+
+@pytest.mark.parametrize("since", ["yesterday", "5/1/2025", "2025-05-12T23", "2025-13-01"])
+def test_since_that_is_not_a_time_is_refused_naming_the_accepted_forms(mem, since):
+    for call in (mem.list_runs, mem.review_queue):
+        with pytest.raises(cas.InvalidArgument) as info:
+            call(since=since)
+        assert info.value.reason == "INVALID_TIME"
+        assert info.value.message.startswith(f"since: {since!r} is not a time; accepted: ")

@@ -4,6 +4,8 @@ main pages go to $CAS_SCREENSHOTS (docs/web.md's are taken with CAS_SCREENSHOTS=
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
@@ -14,6 +16,7 @@ from cas.storage.backends.memory import MemoryBackend
 from cas_web.app import create_app
 from support import ROOT
 from support.browser import chrome, screenshot, serve
+from support.lifecycle import jsonl, run_obj
 
 EXAMPLES = ROOT / "examples"
 REVIEWER = "Ada Lovelace <ada@example.com>"
@@ -102,3 +105,24 @@ def test_a_reviewer_judges_a_run_promotes_it_and_reads_the_new_version(repo):
         assert "RETIRED CONTAMINATED" in text(driver, "#state")
         assert driver.find_elements(By.ID, "cases") == []
         assert repo.fsck().ok
+
+
+def test_a_run_whose_id_holds_a_slash_a_fragment_a_query_and_a_percent_is_judged(as_reviewer):
+    """A legal run id a concatenated link would cut at its `/`, `#`, `?` or `%` (docs/runs.md)."""
+    odd = "a/b#c?d%"
+    repo = cas.Repository.create(MemoryBackend())
+    repo.import_runs(io.BytesIO(jsonl(run_obj("a", 0), run_obj(odd, 1))))
+    with serve(lambda host, port: create_app(repo, REVIEWER, host, port)) as url, \
+            chrome() as driver:
+        driver.get(url + "/queue")
+        driver.find_element(By.LINK_TEXT, odd).click()
+        assert text(driver, "h1") == f"Run {odd}"
+        assert "task 1" in text(driver, "#transcript")  # its own, not run a's
+        Select(driver.find_element(By.NAME, "label")).select_by_visible_text("reviewed")
+        driver.find_element(By.CSS_SELECTOR, "#judge button").click()
+        assert f"{odd}: dataset_eligibility = reviewed" in text(driver, "#preview")
+        driver.find_element(By.ID, "confirm").click()
+        note = text(driver, "#saved")
+        [saved] = repo.reviews(odd)
+        assert saved.annotation_id in note and text(driver, "h1") == f"Run {odd}"
+        assert repo.reviews("a") == []

@@ -14,8 +14,9 @@ try:
     from opentelemetry.trace import StatusCode
 except ImportError as exc:  # an extra: say which
     from cas.errors import FailedPrecondition
-    raise FailedPrecondition("the capture span processor needs the OpenTelemetry SDK: pip "
-                             "install 'cas-datasets[otel]'", reason="EXTRA_REQUIRED",
+    raise FailedPrecondition("the capture span processor needs the OpenTelemetry SDK, from the "
+                             "`otel` extra: pip install '.[otel]' in the cas checkout",
+                             reason="EXTRA_REQUIRED",
                              extra="otel") from exc
 
 import msgspec

@@ -37,6 +37,8 @@ SWITCH_ENV = "CAS_CAPTURE"
 RATE_ENV = "CAS_CAPTURE_SAMPLE_RATE"
 OFF = frozenset(("off", "false", "0", "no", "disabled"))
 QUEUE_SIZE = 10_000   # events waiting for the worker; beyond it a capture is dropped (counted)
+FLUSH_TIMEOUT = 30.0  # seconds flush() waits at most when given no timeout: never for ever
+RESET_TIMEOUT = 5.0   # seconds reset() waits for the queue, then for the worker to end
 BATCH = 100           # events the worker takes at once (a store with append_many gets them)
 logger = logging.getLogger("cas.capture")
 _SAMPLE_KEY = blake3(b"cas:capture-sample\x00")
@@ -56,6 +58,7 @@ class _Registry:
         self.counts: Counter = Counter()
         self.worker: threading.Thread | None = None
         self.lock = threading.Lock()
+        self.stopping = threading.Event()  # reset(): end once the queue is empty
 
 
 _R = _Registry()
@@ -194,13 +197,19 @@ def submit(event: CaptureEvent) -> bool:
 
 def flush(timeout: float | None = None) -> bool:
     """Wait until every queued event has been handled (stored, rejected or failed); False if
-    `timeout` seconds passed first."""
-    q = _R.queue
-    deadline = None if timeout is None else time.monotonic() + timeout
+    `timeout` seconds (None: FLUSH_TIMEOUT) passed first. Bounded whatever the rule, the
+    redactor or the store do: one that hangs must not hang the caller's shutdown."""
+    return _flush(_R, FLUSH_TIMEOUT if timeout is None else timeout)
+
+
+def _flush(reg: _Registry, timeout: float) -> bool:
+    """flush() of one registry (reset() flushes the one it has just replaced)."""
+    q = reg.queue
+    deadline = time.monotonic() + timeout
     with q.all_tasks_done:
         while q.unfinished_tasks:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return False
             q.all_tasks_done.wait(left)
     return True
@@ -214,14 +223,22 @@ def stats() -> dict[str, int]:
 
 def reset() -> None:
     """Stop the worker (after the queue is handled), close the stores it started, and forget
-    every registration and count (for tests, and to reconfigure)."""
+    every registration and count (for tests, and to reconfigure). Bounded: it waits at most
+    RESET_TIMEOUT for the queue and as long again for the worker; a worker still busy then
+    (a rule or store that hangs) is left to end on its own, and its registry with it."""
     global _R
     old = _R
-    if old.worker is not None:
-        flush(5.0)
-        old.queue.put(None)  # the worker closes its stores and ends
-        old.worker.join(5.0)
-    _R = _Registry()
+    _R = _Registry()  # from here on, submissions go to the new registry
+    old.stopping.set()  # a worker that cannot be told through its full queue sees this
+    if old.worker is not None and old.worker.is_alive():
+        _flush(old, RESET_TIMEOUT)
+        try:  # the worker closes its stores and ends; a full queue must not block us
+            old.queue.put(None, timeout=RESET_TIMEOUT)
+        except queue.Full:
+            logger.warning("capture.failed stage=reset error=the worker did not drain its "
+                           "queue in %.0f s", RESET_TIMEOUT)
+            return
+        old.worker.join(RESET_TIMEOUT)
 
 
 def _start_worker() -> None:
@@ -254,12 +271,12 @@ def _work(reg: _Registry) -> None:
             events = [e for e in batch if e is not None]
             try:
                 loop.run_until_complete(_handle(reg, events))
-            except Exception as exc:  # never: _handle catches; the worker must not die
+            except BaseException as exc:  # never: _handle catches; the worker must not die
                 logger.warning("capture.failed stage=worker error=%s", type(exc).__name__)
             finally:
                 for _ in batch:
                     reg.queue.task_done()
-            if stop:
+            if stop or (reg.stopping.is_set() and reg.queue.empty()):
                 loop.run_until_complete(_close(reg))
                 return
     finally:
@@ -270,7 +287,7 @@ async def _close(reg: _Registry) -> None:
     for name in sorted(reg.started):
         try:
             await reg.stores[name].close()
-        except Exception as exc:
+        except BaseException as exc:  # user code: see _record
             logger.warning("capture.failed stage=store store=%s error=%s", name,
                            type(exc).__name__)
 
@@ -316,7 +333,7 @@ async def _handle(reg: _Registry, events: list) -> None:
         else:
             for record in kept:
                 await store.append(record)
-    except Exception as exc:
+    except BaseException as exc:  # user code: see _record
         for record in kept:
             _failed(reg, "store", record, exc)
         return
@@ -333,16 +350,28 @@ async def _called(fn: Callable, arg: Any) -> Any:
 
 
 async def _record(reg: _Registry, event: Any, store: Any) -> CaptureRecord | None:
-    """The record of one event, or None (rejected, or failed: logged and counted)."""
+    """The record of one event, or None (rejected, or failed: logged and counted).
+
+    Every call of user code (the event builder, the rule, person_key, the redactor; the store
+    in _handle) catches BaseException, not Exception: SystemExit, KeyboardInterrupt or
+    asyncio.CancelledError raised by that code would otherwise end the worker for good, and
+    nothing would be captured or counted again. None of them can stop the process from this
+    thread anyway (SystemExit ends only the thread it is raised in, and a real Ctrl-C is
+    delivered to the main thread, never here), so each is counted as a failure and logged."""
     try:
         event = _event(event)
-    except Exception as exc:  # a dict that is no event, or a span processor's builder failed
+    except BaseException as exc:  # a dict that is no event, or a span processor's failed
         _failed(reg, "event", event, exc)
         return None
     try:
         accepted = await _called(reg.rule, event)
-    except Exception as exc:
+    except BaseException as exc:
         _failed(reg, "rule", event, exc)
+        return None
+    if type(accepted) is not bool:
+        # A rule that forgot its return (None) or returns a list or a match object would
+        # otherwise capture by its truthiness: refused, so the mistake shows in the counts.
+        _failed(reg, "rule", event, f"the rule returned {type(accepted).__name__}, not a bool")
         return None
     if accepted:
         reasons = (RULE,)
@@ -355,19 +384,19 @@ async def _record(reg: _Registry, event: Any, store: Any) -> CaptureRecord | Non
     try:
         keyed = store.person_key if store is not None and hasattr(store, "person_key") else None
         person = keyed(event.user_id) if keyed is not None and event.user_id else None
-    except Exception as exc:
+    except BaseException as exc:
         _failed(reg, "store", event, exc)
         return None
     try:
         record = _build(event, reasons, person, content=reg.redactor is not None)
-    except Exception as exc:  # e.g. a tool call given as a dict of the wrong shape
+    except BaseException as exc:  # a tool call of the wrong shape; a repr() that raised
         _failed(reg, "event", event, exc)
         return None
     if reg.redactor is None:
         return record
     try:
         redacted = await _called(reg.redactor, record)
-    except Exception as exc:
+    except BaseException as exc:
         _failed(reg, "redactor", event, exc)
         return None
     try:

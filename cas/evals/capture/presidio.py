@@ -10,8 +10,9 @@ try:
     from presidio_anonymizer import AnonymizerEngine
 except ImportError as exc:  # an extra: say which
     from cas.errors import FailedPrecondition
-    raise FailedPrecondition("the Presidio redactor needs Presidio: pip install "
-                             "'cas-datasets[presidio]' (and a spaCy model for its analyzer)",
+    raise FailedPrecondition("the Presidio redactor needs Presidio, from the `presidio` extra: "
+                             "pip install '.[presidio]' in the cas checkout (and a spaCy "
+                             "model for its analyzer)",
                              reason="EXTRA_REQUIRED", extra="presidio") from exc
 
 from cas.evals.capture.records import CaptureRecord, RecordedTool

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
+from cas.digest import person_digest
 from cas.errors import FailedPrecondition, InvalidArgument, NotFound
 from cas.evals.capture.records import (FAILED, OMITTED, CaptureRecord, RecordedTool, format_record,
                                        parse_record)
@@ -20,6 +21,29 @@ from cas.repo.erased import erased_persons
 RUN_PREFIX = "capture-"  # a captured run's id: this and the record's id
 logger = logging.getLogger("cas.capture")
 _DAY_FILE = re.compile(r"captures-(\d{4}-\d{2}-\d{2})\.jsonl\Z")
+# Beside the day files of a store opened with a repository: which repository's key its person
+# digests were made with, as the keyed digest of a constant (it tells the key apart, and
+# reveals nothing of it or of anyone), so an import into another repository, where an
+# erasure could never find those digests, is refused.
+KEY_FILE = "captures-key.json"
+_KEY_CHECK = "cas:capture-store-key-check"
+UNKEYED_WARNING = ("the captures in {path} were made by a LocalCaptureStore opened without a "
+                   "repository: their runs name nobody, so `cas erase --person` cannot find "
+                   "them (open the store with repo= to keep the keyed person digest)")
+
+
+def key_check(repo) -> str:
+    """The check value of `repo`'s person key that KEY_FILE holds."""
+    return person_digest(_KEY_CHECK, _person_key(repo))
+
+
+def _person_key(repo) -> bytes:
+    key = getattr(getattr(repo, "store", None), "person_key", None)
+    if not isinstance(key, bytes):
+        raise InvalidArgument(f"a capture store digests users with a repository's person key; "
+                              f"{encoding.describe(repo)} has none (give a cas.Repository)",
+                              reason="CAPTURE_REPOSITORY_REQUIRED")
+    return key
 
 
 def _since_text(since: Any) -> str | None:
@@ -44,11 +68,16 @@ class LocalCaptureStore:
     """One JSON Lines file per UTC day (`captures-YYYY-MM-DD.jsonl`) in `directory`. Days older
     than `retention_days` are deleted on start and when a new day begins. A crash mid-append
     leaves at most a torn last line: reading skips it and reports it (`torn`, and a
-    `capture.torn_line` log), and the next append starts on a new line. Its records name
-    nobody (`person_key` answers None): there is no repository key to digest a user with."""
+    `capture.torn_line` log), and the next append starts on a new line.
+
+    With `repo` (the repository its captures will be imported into), a record names its user
+    by that repository's keyed person digest (`pk:...`, as RepositoryCaptureStore's runs do),
+    never the user id, so `cas erase --person USER` finds the imported runs; the directory
+    keeps the key's check value (KEY_FILE). Without, its records name nobody (`person_key`
+    answers None) and their runs cannot be erased by person."""
 
     def __init__(self, directory: Any, retention_days: int = 30,
-                 clock: Callable[[], datetime] | None = None) -> None:
+                 clock: Callable[[], datetime] | None = None, *, repo: Any = None) -> None:
         if type(retention_days) is not int or retention_days < 1:
             raise InvalidArgument(f"retention_days is a whole number of days from 1, not "
                                   f"{encoding.describe(retention_days)}")
@@ -57,14 +86,52 @@ class LocalCaptureStore:
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.torn: list[tuple[str, int]] = []  # (file, line number) of lines skipped on read
         self._day: date | None = None
+        # Only the key is kept, not the repository: the worker thread digests with it, and a
+        # Repository's caches are not shared across threads.
+        self._key = None if repo is None else _person_key(repo)
+        self._key_checked = False
 
     def person_key(self, user_id: str) -> str | None:
-        return None
+        return None if self._key is None else person_digest(user_id, self._key)
+
+    def key_check(self) -> str | None:
+        """The check value KEY_FILE holds for this store's key (None without a repository)."""
+        return None if self._key is None else person_digest(_KEY_CHECK, self._key)
 
     async def start(self) -> None:
         os.makedirs(self.directory, exist_ok=True)
         self._day = self._today()
         self.prune()
+        self._check_key()
+
+    def _check_key(self) -> None:
+        """Before the first append: one directory holds the captures of one key, or of none,
+        because an import tells them apart by the directory's KEY_FILE alone. Written when a
+        keyed store starts an empty directory; any other mix is refused."""
+        if self._key_checked:
+            return
+        found = read_key_check(self.directory)
+        if self._key is None and found is not None:
+            raise FailedPrecondition(
+                f"{self.directory} holds captures naming their users by a repository's keyed "
+                "digest: open the store with that repository (repo=), or its records would "
+                "name nobody", reason="CAPTURE_REPOSITORY_REQUIRED")
+        if self._key is not None and found is None:
+            if self.days():
+                raise FailedPrecondition(
+                    f"{self.directory} holds captures made without a repository (they name "
+                    "nobody): import them first (cas runs import --from-captures) or give "
+                    "this store a new directory", reason="CAPTURE_KEY_MISMATCH")
+            path = os.path.join(self.directory, KEY_FILE)
+            with open(path + ".tmp", "wb") as f:  # renamed whole: a torn key file would
+                f.write(encoding.encode({"format": 1, "key_check": self.key_check()}) + b"\n")
+            os.replace(path + ".tmp", path)  # refuse every later start and import
+        elif self._key is not None and found != self.key_check():
+            raise FailedPrecondition(
+                f"{self.directory} holds captures digested with another repository's key: "
+                "give each repository its own capture directory",
+                reason="CAPTURE_KEY_MISMATCH")
+        self._key_checked = True
 
     async def close(self) -> None:
         return None
@@ -113,6 +180,7 @@ class LocalCaptureStore:
             os.makedirs(self.directory, exist_ok=True)
             self._day = today
             self.prune()
+        self._check_key()
         path = os.path.join(self.directory, f"captures-{today.isoformat()}.jsonl")
         data = b"".join(format_record(r) + b"\n" for r in records)
         with open(path, "ab+") as f:
@@ -238,9 +306,35 @@ def import_captures(repo, directory: Any, tenant: str, author: str | None = None
                               "captures-YYYY-MM-DD.jsonl files)", reason="NOT_A_DIRECTORY")
     local = LocalCaptureStore(path)
     records = sorted(local.read(limit=None), key=lambda r: (r.captured_at, r.id))
+    found = read_key_check(path)
+    if found is not None and found != key_check(repo):
+        raise FailedPrecondition(
+            f"the captures in {path} name their users by another repository's keyed digest: "
+            "imported here, no erasure could find them (import them into the repository "
+            "their store was opened with)", reason="CAPTURE_KEY_MISMATCH")
     result = repo.import_runs([run_of(r, tenant) for r in records], author=author,
                               allow_erased_persons=allow_erased_persons)
+    if found is None and records:
+        result.warnings.append(UNKEYED_WARNING.format(path=path))
     return result, list(local.torn)
+
+
+def read_key_check(directory: str) -> str | None:
+    """The key check value of a capture directory's KEY_FILE, None when it has none."""
+    try:
+        with open(os.path.join(directory, KEY_FILE), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        value = encoding.parse_json(data)
+        check = value["key_check"]
+        if value.get("format") == 1 and isinstance(check, str):
+            return check
+    except (InvalidArgument, KeyError, TypeError, AttributeError):
+        pass
+    raise FailedPrecondition(f"{os.path.join(directory, KEY_FILE)} is not a capture key file",
+                             reason="CAPTURE_KEY_FILE_INVALID")
 
 
 class RepositoryCaptureStore:

@@ -18,8 +18,9 @@ try:
     from vcr.request import Request
 except ImportError as exc:  # an extra: say which
     from cas.errors import FailedPrecondition
-    raise FailedPrecondition("HTTP cassettes need vcrpy: pip install "
-                             "'cas-datasets[cassette-http]'", reason="EXTRA_REQUIRED",
+    raise FailedPrecondition("HTTP cassettes need vcrpy, from the `cassette-http` extra: "
+                             "pip install '.[cassette-http]' in the cas checkout",
+                             reason="EXTRA_REQUIRED",
                              extra="cassette-http") from exc
 
 from cas.errors import FailedPrecondition

@@ -26,6 +26,11 @@ REPLAY, RECORD, RECORD_MISSING, LIVE = MODES = ("replay", "record", "record-miss
 MODE_ENV = "CAS_CASSETTE_MODE"
 CALL, HTTP = ADAPTERS = ("call", "http")
 SHOWN = 3  # unused exchanges named in a message
+# A stale request's message shows a window of each side's canonical JSON around the first
+# character where they differ: bounded whatever the requests' length, one line.
+WINDOW_BEFORE, WINDOW_AFTER = 32, 32
+MAX_PATH = 120  # characters of a JSON pointer shown
+MAX_NAME = 120  # characters of a call's name shown
 RERECORD = " (record it again with --cassette-mode record or record-missing)"
 # The errors are public as cas.cassettes.X, and a case's reason names the class of what its
 # executor raised (`the executor raised cas.cassettes.StaleCassette: ...`): a reason, which a
@@ -107,16 +112,44 @@ def request_key(adapter: str, name: str, request: Any) -> str:
     return PREFIX + h.hexdigest()
 
 
-def _first_difference(recorded: Any, requested: Any) -> tuple[str, str, str]:
-    """(JSON pointer, recorded, requested) of the first place the two differ, each side shown
-    as text ("nothing" where it lacks the value)."""
-    d = next(differences(recorded, requested), {"path": ""})
-    return (d["path"] or "/", encoding.describe(d["frozen"]) if "frozen" in d else "nothing",
-            encoding.describe(d["replayed"]) if "replayed" in d else "nothing")
+def _window(text: str, at: int) -> str:
+    """`text` around position `at`, on one line: what is cut off shown as `...`, and what is
+    no printable character escaped (a canonical text may hold a line separator)."""
+    start, end = max(0, at - WINDOW_BEFORE), at + WINDOW_AFTER
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                    for c in text[start:end])
+    return ("..." if start else "") + shown + ("..." if end < len(text) else "")
+
+
+def _first_difference(recorded: Any, requested: Any) -> str:
+    """Where two requests first differ, as a message shows it after "differ(s)": the JSON
+    pointer, then the character where their canonical JSON texts part, with a window of each
+    around it, so a change at the end of a long value is as visible as one at its start.
+    Both sides are scrubbed first (cas.redaction.scrub, as suite files are): a reason is kept
+    in results and score batches, and must never carry a secret or a person's data; scrubbing
+    whole values before cutting the window keeps a window from showing half a secret that a
+    rule would have masked whole."""
+    a, b = redaction.scrub(recorded), redaction.scrub(requested)
+    left, right = encoding.encode(a).decode("utf-8"), encoding.encode(b).decode("utf-8")
+    if left == right:
+        return ("only inside values masked as secrets or personal data, which a "
+                "message never shows")
+    d = next(differences(a, b), {"path": ""})
+    path = d["path"] or "/"
+    path = path if len(path) <= MAX_PATH else path[:MAX_PATH - 3] + "..."
+    at = next((i for i, (x, y) in enumerate(zip(left, right)) if x != y),
+              min(len(left), len(right)))
+    return (f"at {path}, character {at + 1} of its canonical JSON: recorded "
+            f"{_window(left, at)} requested {_window(right, at)}")
+
+
+def _name(name: str) -> str:
+    """A call's name as a message quotes it: bounded (a name is the caller's), one line."""
+    return repr(name if len(name) <= MAX_NAME else name[:MAX_NAME - 3] + "...")
 
 
 def _what(adapter: str, name: str) -> str:
-    return f"request {name}" if adapter == HTTP else f"call {name!r}"
+    return f"request {_name(name)[1:-1]}" if adapter == HTTP else f"call {_name(name)}"
 
 
 # -- one case's cassette ----------------------------------------------------------------------
@@ -281,8 +314,8 @@ class Cassette:
             if must or self.mode == REPLAY:
                 expected = self.recorded[at]
                 raise StaleCassette(
-                    f"stale cassette: call {self._position + 1} of the run is {name!r}, and "
-                    f"{self.label} recorded {expected.name!r} there" +
+                    f"stale cassette: call {self._position + 1} of the run is {_name(name)}, "
+                    f"and {self.label} recorded {_name(expected.name)} there" +
                     self._first_difference(expected, name, req) + RERECORD, call=name)
             # record-missing: the recordings from here on no longer follow the run
             self._position = len(self._calls)
@@ -291,8 +324,7 @@ class Cassette:
     def _first_difference(self, recorded: CassetteExchange, name: str, req: Any) -> str:
         if recorded.name != name:
             return ""
-        path, was, now = _first_difference(recorded.request, req)
-        return f"; its arguments differ at {path}: recorded {was}, requested {now}"
+        return "; its arguments differ " + _first_difference(recorded.request, req)
 
     def _stale(self, adapter: str, name: str, req: Any) -> str:
         what = _what(adapter, name)
@@ -312,9 +344,8 @@ class Cassette:
                     f"{self.label} recorded it {times} time(s){RERECORD}")
         unused = [e for e, used in zip(self.recorded, self._used) if not used and e in same]
         nearest = min(unused or same, key=lambda e: sum(1 for _ in differences(e.request, req)))
-        path, was, now = _first_difference(nearest.request, req)
         return (f"stale cassette: {what} has no recording with these arguments; the nearest "
-                f"differs at {path}: recorded {was}, requested {now}{RERECORD}")
+                f"differs {_first_difference(nearest.request, req)}{RERECORD}")
 
     def _answer(self, exchange: CassetteExchange) -> Any:
         if exchange.error is not msgspec.UNSET:

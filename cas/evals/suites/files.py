@@ -265,8 +265,9 @@ def migration(found: Any) -> str:
     if type(found) is int and found in MIGRATIONS:
         return MIGRATIONS[found]
     if type(found) is int and found > newest:
-        return (f"format {found} is newer than this cas reads: upgrade cas (pip install -U "
-                f"cas-datasets) to read it, or re-export the suite with a cas that writes "
+        return (f"format {found} is newer than this cas reads: update your cas checkout and "
+                f"reinstall it (git pull && pip install .) to read it, or re-export the suite "
+                f"with a cas that writes "
                 f"format {newest} (cas suite export DATASET VERSION -o FILE)")
     return (f"no cas writes suite format {encoding.describe(found)}: re-export the suite "
             f"(cas suite export DATASET VERSION -o FILE writes format {newest}), or, for a "

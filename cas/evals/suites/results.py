@@ -14,7 +14,7 @@ from cas.errors import FailedPrecondition, InvalidArgument, InvalidJSONValue
 from cas.format import encoding
 
 COMPLETED, ERRORED, INCOMPLETE = OUTCOMES = ("COMPLETED", "ERRORED", "INCOMPLETE")
-# The exit codes of a run that is not ok. They sit above the CLI's error codes (1-8, cas_cli
+# The exit codes of a run that is not ok. They sit above the CLI's error codes (1-9, cas_cli
 # main.py EXIT_CODES), so a CI script tells "the suite ran and is not green" from "the command
 # was refused": 10 when any case ERRORED (the harness or the agent broke: a rerun will not fix
 # it), else 11 when any case is INCOMPLETE (timed out, non-terminal, or stopped: it may on a

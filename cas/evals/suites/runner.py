@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import re
 import signal
 import threading
 import time
@@ -30,6 +31,9 @@ DEFAULT_GRACE = 2.0  # seconds a stopped run waits for the cases already running
 ARTEFACT_FILES = ("case.json", "run.json", "result.json", "timings.json")
 NOT_STARTED = "not finished: written before the case ran (a run killed part way leaves this)"
 
+# The temporary name of an artefact being written: `<artefact>.tmp-<pid>-<thread id>`.
+_LEFTOVER = re.compile("(?:" + "|".join(re.escape(n) for n in ARTEFACT_FILES)
+                       + r")\.tmp-\d+-\d+\Z")
 _ENCODE = encoding.encode
 _DECODE = msgspec.json.Decoder().decode
 
@@ -44,7 +48,7 @@ class _Artefacts:
         # A Suite's name and case ids are safe path components (cas.suites.Suite checks them).
         self.dir = os.path.join(os.fspath(root), suite.name)
         self.ref = {"name": suite.name, "version": suite.version}
-        self._tmp = f".tmp-{os.getpid()}-{threading.get_ident()}"
+        self._tmp = f".tmp-{os.getpid()}-{threading.get_ident()}"  # see _LEFTOVER
 
     def write(self, case_id: str, name: str, value: Any) -> None:
         path = os.path.join(self.dir, case_id, name)
@@ -62,12 +66,17 @@ class _Artefacts:
 
     def prepare(self, case: SuiteCase, placeholder: CaseResult) -> None:
         """Before the first case runs: the case, and its result written as INCOMPLETE; what a
-        previous run left of run.json and timings.json is removed."""
+        previous run left of run.json and timings.json, and the temporary files a killed run
+        left, are removed."""
         where = os.path.join(self.dir, case.id)
         os.makedirs(where, exist_ok=True)
-        for stale in ("run.json", "timings.json"):
+        # A run killed mid-write leaves its temporary files (whole or partial, unredacted):
+        # only this writer's own names (`<artefact>.tmp-<pid>-<thread>`) are removed.
+        stale = ["run.json", "timings.json"] + [n for n in os.listdir(where)
+                                                if _LEFTOVER.match(n)]
+        for name in stale:
             try:
-                os.unlink(os.path.join(where, stale))
+                os.unlink(os.path.join(where, name))
             except FileNotFoundError:
                 pass
         view = {"id": case.id, "input": case.input, "tenant": case.tenant,

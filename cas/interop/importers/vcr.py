@@ -4,7 +4,7 @@ exchanges (request body, response body) a format's importer converts (docs/impor
 A cassette holds `interactions[i].request.{method, uri, headers, body}` and
 `interactions[i].response.{status.code, headers, body.string}`; the bodies are JSON text (parsed
 here), or for a streamed response server-sent events (`data: {...}` lines, read as the list of
-their JSON payloads). YAML needs PyYAML: the extra `cas-datasets[vcr]`.
+their JSON payloads). YAML needs PyYAML: the `vcr` extra.
 """
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ def _load(data: bytes, source: str) -> Any:
     try:
         import yaml
     except ImportError:
-        raise FailedPrecondition("reading a YAML cassette needs PyYAML: pip install "
-                                 "'cas-datasets[vcr]'", reason="EXTRA_REQUIRED",
+        raise FailedPrecondition("reading a YAML cassette needs PyYAML, from the `vcr` extra: "
+                                 "pip install '.[vcr]' in the cas checkout",
+                                 reason="EXTRA_REQUIRED",
                                  extra="vcr") from None
     try:
         # The safe loader builds only plain data; vcrpy writes bodies it could not decode as

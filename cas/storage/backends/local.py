@@ -9,7 +9,7 @@ import re
 import stat
 from typing import Iterator
 
-from cas.errors import InvalidArgument, NotFound, Unavailable
+from cas.errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from cas.storage.backends import check_key
 
 # Staging directory for writes in flight. '~' is outside the key alphabet, so no key can name
@@ -47,6 +47,18 @@ def staging_name() -> str:
     return f"{_HOST}-{os.getpid()}-{os.urandom(12).hex()}"
 
 
+# What the file system says when it refuses this process (modes, ownership, a read-only mount):
+# PERMISSION_DENIED, like a 403 from S3; retrying cannot help.
+_REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _denied(action: str, key: str, root: str, exc: OSError) -> PermissionDenied:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return PermissionDenied(f"permission denied: cannot {action} {key!r} in {root}: "
+                            f"{exc.strerror}{where}", key=key, location=root,
+                            path=exc.filename)
+
+
 def _dead_writer(name: str) -> bool:
     """Whether a staging file was written by a process of this host that is no longer alive
     (a name of another host, or of no known form, is judged by its age alone)."""
@@ -82,6 +94,8 @@ class LocalBackend:
                 return f.read()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise NotFound(f"no such key {key!r}", key=key) from None
+        except PermissionError as exc:
+            raise _denied("read", key, self.root, exc) from None
 
     def _open_file(self, key: str) -> tuple[int, os.stat_result]:
         """An open descriptor of the regular file of `key` and its stat (the caller closes it);
@@ -90,6 +104,8 @@ class LocalBackend:
             fd = os.open(self._path(key), os.O_RDONLY)
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(f"no such key {key!r}", key=key) from None
+        except PermissionError as exc:
+            raise _denied("read", key, self.root, exc) from None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
@@ -144,10 +160,10 @@ class LocalBackend:
         if not replace and os.path.exists(path):
             return False
         tmp_dir = os.path.join(self.root, _TMP)
-        self._makedirs(tmp_dir)
-        self._makedirs(os.path.dirname(path))
         tmp = os.path.join(tmp_dir, staging_name())
         try:
+            self._makedirs(tmp_dir)
+            self._makedirs(os.path.dirname(path))
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 view = memoryview(data)
@@ -169,14 +185,17 @@ class LocalBackend:
             fsync_dir(os.path.dirname(path))
             return True
         except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
-                raise Unavailable(f"cannot write {key!r}: {exc.strerror}", key=key) from None
+            if exc.errno in _REFUSED:
+                raise _denied("write", key, self.root, exc) from None
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise Unavailable(f"cannot write {key!r} in {self.root}: {exc.strerror}",
+                                  key=key, location=self.root) from None
             raise
         finally:
             try:
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+            except (FileNotFoundError, PermissionError):
+                pass  # never created (or, refused, never removable either)
 
     def delete(self, key: str) -> bool:
         path = self._path(key)
@@ -184,6 +203,8 @@ class LocalBackend:
             os.unlink(path)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return False  # absent: a directory (or a path through a file) is not a key
+        except PermissionError as exc:
+            raise _denied("delete", key, self.root, exc) from None
         fsync_dir(os.path.dirname(path))
         return True
 
@@ -205,8 +226,12 @@ class LocalBackend:
             path, base = stack.pop()
             try:
                 entries = list(os.scandir(path))
-            except OSError:
+            except (FileNotFoundError, NotADirectoryError):
                 continue  # (gone, or not a directory: no keys, as os.walk would say)
+            except PermissionError as exc:
+                # a directory this process may not read holds keys all the same: a listing
+                # that left them out would pass them off as absent
+                raise _denied("list", prefix, self.root, exc) from None
             for entry in entries:
                 if entry.is_dir():  # (a link to a directory is neither walked nor a key)
                     if not entry.is_symlink() and (base or entry.name != _TMP):
@@ -241,6 +266,8 @@ class LocalBackend:
             st = os.stat(self._path(key))
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(f"no such key {key!r}", key=key) from None
+        except PermissionError as exc:
+            raise _denied("read", key, self.root, exc) from None
         if not stat.S_ISREG(st.st_mode):
             raise NotFound(f"no such key {key!r}", key=key)
         return st.st_mtime

@@ -5,13 +5,15 @@ from __future__ import annotations
 import configparser
 import os
 import random
+import re
 import threading
 import time
 from collections import Counter
 from typing import Iterator
 from urllib.parse import urlparse
 
-from cas.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from cas.errors import (CasError, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied,
+                        Unavailable)
 from cas.storage.backends import check_key
 
 ATTEMPTS = 6          # for a conditional put we retry ourselves (see put_if_absent)
@@ -78,7 +80,8 @@ class S3Backend:
             from obstore.store import S3Store
         except ImportError:
             raise FailedPrecondition(
-                "S3 repositories need the S3 client: pip install 'cas-datasets[s3]'",
+                "S3 repositories need the S3 client, from the `s3` extra: pip install '.[s3]' "
+                "in the cas checkout",
                 reason="MISSING_DEPENDENCY") from None
         self.url = url.rstrip("/")
         self.bucket, self.prefix = parse_url(url)
@@ -113,6 +116,26 @@ class S3Backend:
         return Unavailable(f"cannot {action} {key!r} in {self.url} at {self.endpoint}: {detail}",
                            key=key, location=self.url, endpoint=self.endpoint)
 
+    def _failed(self, action: str, key: str, exc: Exception, what: str = "") -> CasError:
+        """PERMISSION_DENIED when the store refused the request (decided on the client's error
+        type), else UNAVAILABLE; both name the key, the repository URL and the endpoint."""
+        if not _refused(exc):
+            return self._unavailable(action, key, exc, what)
+        from obstore.exceptions import UnauthenticatedError
+        status = 401 if isinstance(exc, UnauthenticatedError) else 403
+        # The S3 error code and message, when the answer carried them, only to tell the
+        # person which refusal it was (SignatureDoesNotMatch, InvalidAccessKeyId, AccessDenied).
+        text = str(exc)
+        code = re.search(r"<Code>([^<]{1,64})</Code>", text)
+        said = re.search(r"<Message>([^<]{1,200})</Message>", text)
+        detail = " ".join(filter(None, (code and code.group(1), said and f"({said.group(1)})")))
+        return PermissionDenied(
+            f"storage refused to {action} {key!r} in {self.url} at {self.endpoint}: HTTP "
+            f"{status}{' ' + detail if detail else ''}; check the credentials "
+            "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and what they may do in "
+            "this bucket", key=key, location=self.url, endpoint=self.endpoint, status=status,
+            s3_code=code.group(1) if code else None)
+
     def _count(self, kind: str) -> None:
         with self._lock:
             self.requests[kind] += 1
@@ -126,7 +149,7 @@ class S3Backend:
         except FileNotFoundError:
             raise NotFound(f"no such key {key!r}", key=key) from None
         except Exception as exc:
-            raise self._unavailable("read", key, exc) from None
+            raise self._failed("read", key, exc) from None
 
     def get_range(self, key: str, offset: int, length: int) -> bytes:
         import obstore
@@ -142,6 +165,8 @@ class S3Backend:
             except FileNotFoundError:
                 raise NotFound(f"no such key {key!r}", key=key) from None
             except Exception as exc:
+                if _refused(exc):  # a refusal is typed: no HEAD needed to tell it apart
+                    raise self._failed("read", key, exc) from None
                 failure = exc
         # A range starting at or past the end is empty, as on a file. The server answers it
         # with 416, but obstore 0.12 raises that as a GenericError like any outage, with no
@@ -162,7 +187,7 @@ class S3Backend:
         except FileNotFoundError:
             raise NotFound(f"no such key {key!r}", key=key) from None
         except Exception as exc:
-            raise self._unavailable("read", key, exc) from None
+            raise self._failed("read", key, exc) from None
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         import obstore
@@ -185,8 +210,8 @@ class S3Backend:
                     continue
                 return uncertain and existing == bytes(data)
             except Exception as exc:
-                if not _transient(exc):
-                    raise self._unavailable("write", key, exc) from None
+                if not _transient(exc):  # a refusal among them: never retried
+                    raise self._failed("write", key, exc) from None
                 uncertain = True
                 last = exc
                 time.sleep(_backoff(attempt))
@@ -201,7 +226,7 @@ class S3Backend:
         try:
             obstore.put(self._store, key, data)
         except Exception as exc:
-            raise self._unavailable("write", key, exc) from None
+            raise self._failed("write", key, exc) from None
 
     def delete(self, key: str) -> bool:
         import obstore
@@ -214,7 +239,7 @@ class S3Backend:
         except FileNotFoundError:
             return False
         except Exception as exc:
-            raise self._unavailable("delete", key, exc) from None
+            raise self._failed("delete", key, exc) from None
         return True
 
     def list(self, prefix: str = "") -> Iterator[str]:
@@ -232,8 +257,24 @@ class S3Backend:
                 self._count("LIST")
                 keys.extend(meta["path"] for meta in batch)
         except Exception as exc:
-            raise self._unavailable("list", prefix, exc) from None
+            raise self._failed("list", prefix, self._list_failure(exc, directory)) from None
         return iter(sorted(k for k in keys if k.startswith(prefix)))
+
+    def _list_failure(self, exc: Exception, directory: str | None) -> Exception:
+        """The error to report for a failed listing. obstore 0.12 raises a refused listing
+        (403) as a GenericError like any outage, the status only in its text, beside the URL:
+        so, as for a failed range, decide on a typed answer instead, a HEAD in the same place
+        (a refusal is the HEAD's error; an absent key or an answer is no refusal)."""
+        import obstore
+        if _refused(exc):
+            return exc
+        self._count("HEAD")
+        try:
+            obstore.head(self._store, f"{directory}/list-probe" if directory else "list-probe")
+        except Exception as probe:
+            if _refused(probe):
+                return probe
+        return exc
 
     def modified(self, key: str) -> float:
         import obstore
@@ -244,7 +285,7 @@ class S3Backend:
         except FileNotFoundError:
             raise NotFound(f"no such key {key!r}", key=key) from None
         except Exception as exc:
-            raise self._unavailable("read", key, exc) from None
+            raise self._failed("read", key, exc) from None
 
     def exists(self, key: str) -> bool:
         import obstore
@@ -256,7 +297,7 @@ class S3Backend:
         except FileNotFoundError:
             return False
         except Exception as exc:
-            raise self._unavailable("read", key, exc) from None
+            raise self._failed("read", key, exc) from None
 
 
 def _seconds(s: float):
@@ -273,6 +314,12 @@ def _transient(exc: Exception) -> bool:
                                     UnauthenticatedError)
     return not isinstance(exc, (PermissionDeniedError, UnauthenticatedError, InvalidPathError,
                                 NotSupportedError))
+
+
+def _refused(exc: Exception) -> bool:
+    """Whether the store refused the request (403, 401), by the client's error type."""
+    from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+    return isinstance(exc, (PermissionDeniedError, UnauthenticatedError))
 
 
 def _first_line(exc: Exception) -> str:

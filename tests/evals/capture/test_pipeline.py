@@ -8,6 +8,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 
 import pytest
 
@@ -168,6 +169,81 @@ def test_a_full_queue_drops_the_capture_and_counts_it(monkeypatch):
     assert capture.flush(5)
     assert results.count(False) == capture.stats()["dropped"] > 0
     assert len(store.records) == results.count(True)
+
+
+def _cancelled():
+    raise asyncio.CancelledError()
+
+@pytest.mark.parametrize("stage", ["rule", "redactor", "store"])
+@pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt, asyncio.CancelledError])
+def test_a_base_exception_in_user_code_is_a_failure_and_the_worker_lives_on(caplog, stage,
+                                                                          raised):
+    """SystemExit, KeyboardInterrupt or CancelledError from the rule, the redactor or the
+    store used to end the worker for good: nothing was captured or counted again."""
+    def boom(first):
+        if first.invocation_id == "inv-0":
+            raise raised()
+        return first
+
+    class Store(ListStore):
+        async def append(self, record):
+            boom(record) if stage == "store" else None
+            self.records.append(record)
+    store = Store()
+    capture.register_store("mem", store)
+    capture.rule((lambda e: boom(e) is e) if stage == "rule" else (lambda e: True), store="mem")
+    capture.redactor(boom if stage == "redactor" else (lambda r: r))
+    with caplog.at_level(logging.INFO, logger="cas.capture"):
+        assert capture.submit(event(0))
+        assert capture.flush(5)
+        assert capture.submit(event(1))  # after the failure: the worker still works
+        assert capture.flush(2)
+    assert [r.invocation_id for r in store.records] == ["inv-1"]
+    assert capture.stats()["failed"] == 1 and capture.stats()["stored"] == 1
+    assert f"capture.failed stage={stage} " in caplog.text and raised.__name__ in caplog.text
+
+def test_a_rule_that_returns_no_bool_is_a_failure_saying_so(caplog):
+    answers = {0: None, 1: "yes", 2: 1, 3: [], 4: True, 5: False}
+    with caplog.at_level(logging.INFO, logger="cas.capture"):
+        store = captured([event(i) for i in answers],
+                         rule=lambda e: answers[int(e.invocation_id[4:])])
+    assert [r.invocation_id for r in store.records] == ["inv-4"]
+    assert capture.stats()["failed"] == 4 and capture.stats()["rejected"] == 1
+    assert "capture.failed stage=rule agent=support invocation=inv-0 error=the rule returned " \
+        "NoneType, not a bool" in caplog.text
+    assert "error=the rule returned str, not a bool" in caplog.text
+
+def _within(seconds: float, fn) -> list:
+    """fn() in a thread; what it returned, or [] if it was still running after `seconds`."""
+    done: list = []
+    threading.Thread(target=lambda: done.append(fn()), daemon=True).start()
+    deadline = time.monotonic() + seconds
+    while not done and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return done
+
+def test_flush_and_reset_are_bounded_when_the_store_hangs_and_the_queue_is_full(monkeypatch):
+    gate = threading.Event()
+
+    class Hung(ListStore):
+        async def append(self, record):
+            gate.wait(30)
+    capture.register_store("hung", Hung())
+    capture.rule(lambda e: True, store="hung")
+    monkeypatch.setattr(capture._R, "queue", queue.Queue(2))
+    monkeypatch.setattr(capture, "FLUSH_TIMEOUT", 0.3)
+    monkeypatch.setattr(capture, "RESET_TIMEOUT", 0.3)
+    old = capture._R
+    try:
+        for i in range(10):
+            capture.submit(event(i))  # the worker holds one; the queue fills behind it
+        assert _within(3, capture.flush) == [False]  # no timeout given: still bounded
+        assert _within(3, capture.reset) == [None]
+        assert capture.stats() == {}  # a fresh registry, whatever the old worker does
+    finally:
+        gate.set()
+    old.worker.join(5)  # unstuck, it handles what was queued and ends: no thread left behind
+    assert not old.worker.is_alive() and old.counts["stored"] == 10 - old.counts["dropped"]
 
 
 # -- the decorator and the context manager ----------------------------------------------------

@@ -11,13 +11,15 @@ import logging
 import os
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cas
 from cas.evals.capture import pipeline as capture
 from cas.evals.capture.records import CaptureRecord, RecordedTool
-from cas.evals.capture.stores import LocalCaptureStore, RepositoryCaptureStore, record_of, run_of
+from cas.evals.capture.stores import (LocalCaptureStore, RepositoryCaptureStore, import_captures,
+                                      record_of, run_of)
 from cas.evals.evalset import scenarios
 from cas.storage.backends.memory import MemoryBackend
 from support.evals import ADA, event, every_byte, record
@@ -109,6 +111,51 @@ def test_the_repository_store_leaves_out_an_erased_persons_new_captures(caplog):
     assert [record_of(repo.run(r)).invocation_id for r in repo.runs()] == ["inv-2"]
     assert store.erased_skipped == 1 and "capture.skipped reason=person_erased" in caplog.text
     assert capture.stats().get("failed", 0) == 0
+
+
+def test_a_local_store_with_a_repository_names_the_keyed_person_and_erasure_reaches_it(tmp_path):
+    repo = cas.Repository.create(MemoryBackend())
+    caps = tmp_path / "caps"
+    capture.register_store("local", LocalCaptureStore(caps, repo=repo))
+    capture.rule(lambda e: True, store="local")
+    capture.redactor(lambda r: r)  # keep content: it is what the erasure must delete
+    capture.submit(event(0, user_id="alice-7Q2"))
+    capture.submit(event(1, user_id="bob-3Z9"))
+    assert capture.flush(5) and capture.stats()["stored"] == 2
+    files = b"".join(p.read_bytes() for p in caps.iterdir())
+    assert repo.store.person_digest("alice-7Q2").encode() in files
+    result, torn = import_captures(repo, caps, "acme")
+    assert len(result.new) == 2 and result.warnings == [] and torn == []
+    preview = repo.erase("alice-7Q2")
+    assert len(preview["runs"]) == 1
+    repo.erase("alice-7Q2", confirm_token=preview["confirm_token"], author=ADA)
+    assert [record_of(repo.run(r)).invocation_id for r in repo.runs()] == ["inv-1"]
+    stored = every_byte(repo.backend)
+    assert b"question 0" not in stored and b"question 1" in stored
+    for user in (b"alice-7Q2", b"bob-3Z9"):
+        assert user not in stored and user not in files
+    assert repo.fsck().ok
+
+def test_a_local_store_without_a_repository_is_named_at_import_and_keys_never_mix(tmp_path):
+    repo, other = (cas.Repository.create(MemoryBackend()) for _ in range(2))
+    plain, keyed = tmp_path / "plain", tmp_path / "keyed"
+    asyncio.run(LocalCaptureStore(plain).append(record(1)))
+    result, _ = import_captures(repo, plain, "acme")
+    assert result.new == ["capture-cr-1"]
+    assert result.warnings == [f"the captures in {plain} were made by a LocalCaptureStore "
+                               "opened without a repository: their runs name nobody, so `cas "
+                               "erase --person` cannot find them (open the store with repo= "
+                               "to keep the keyed person digest)"]
+    store = LocalCaptureStore(keyed, repo=other)
+    asyncio.run(store.start())
+    asyncio.run(store.append(record(2).replace(person=store.person_key("carol"))))
+    with pytest.raises(cas.FailedPrecondition) as e:  # its digests would name nobody here
+        import_captures(repo, keyed, "acme")
+    assert e.value.reason == "CAPTURE_KEY_MISMATCH" and repo.runs() == ["capture-cr-1"]
+    for directory, given in ((keyed, repo), (keyed, None), (plain, repo)):
+        with pytest.raises(cas.FailedPrecondition) as e:  # one directory, one key (or none)
+            asyncio.run(LocalCaptureStore(directory, repo=given).start())
+        assert e.value.reason in ("CAPTURE_KEY_MISMATCH", "CAPTURE_REPOSITORY_REQUIRED")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

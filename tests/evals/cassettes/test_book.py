@@ -56,7 +56,8 @@ def test_a_changed_case_is_stale_and_an_unused_exchange_errors_in_strict_mode(re
     result, _ = run_version(repo, REPLAY, drifted, "cas:cassette")
     by_input = {repo.case("evals", 1, r.id).input: r for r in result.results}
     assert by_input["task 0"].outcome == ERRORED
-    assert "differs at /arguments/q: recorded 0, requested 100" in by_input["task 0"].reason
+    assert ('differs at /arguments/q, character 19 of its canonical JSON: recorded '
+            '{"arguments":{"q":0}} requested {"arguments":{"q":100}}') in by_input["task 0"].reason
     # the others made the search call but never the recorded `open`: strict says so
     assert by_input["task 1"].outcome == ERRORED and "never requested" in by_input["task 1"].reason
     lenient, _ = run_version(repo, REPLAY, drifted, "cas:cassette", strict=False)

@@ -78,11 +78,56 @@ def test_replay_refuses_a_changed_request_naming_the_call_and_the_first_differin
         c.wrap(search, "search")("zz", limit=2)
     assert e.value.reason == "CASSETTE_STALE" and e.value.code == "FAILED_PRECONDITION"
     assert "call 'search'" in e.value.message and "/query" in e.value.message
-    assert "'a'" in e.value.message and "'zz'" in e.value.message
+    assert 'recorded {"limit":2,"query":"a"} requested {"limit":2,"query":"zz"}' in \
+        e.value.message
     with pytest.raises(StaleCassette, match="no recording; the cassette has only call 'search'"):
         c.wrap(search, "lookup")("a")
     with pytest.raises(StaleCassette, match="is empty"):
         Cassette([], REPLAY).wrap(search, "search")("a")
+
+def test_a_stale_request_shows_its_first_difference_however_far_into_a_long_value():
+    head = "refund policy for order " * 200  # 4,800 characters the two requests share
+    c = Cassette(recorded((head + "42", 2)), REPLAY)
+    with pytest.raises(StaleCassette) as e:
+        c.wrap(search, "search")(head + "43", limit=2)
+    message = e.value.message
+    at = len('{"limit":2,"query":"' + head + "4") + 1  # counted from 1
+    assert f"differs at /query, character {at} of its canonical JSON" in message
+    assert 'der 42"} requested ...' in message and message.endswith(
+        'der 43"} (record it again with --cassette-mode record or record-missing)')
+    assert "\n" not in message and len(message) < 400
+
+def test_ordered_stale_calls_show_the_difference_too_and_every_message_stays_bounded():
+    name = "search/" + "n" * 5000
+    long_value = ["x" * 3000 + "\u2028" + "a"]
+    rec = Cassette(mode=RECORD)
+    rec.wrap(lambda q: 1, name)(long_value)
+    c = Cassette(rec.exchanges, REPLAY, ordered=True)
+    with pytest.raises(StaleCassette) as e:
+        c.wrap(lambda q: 1, name)(["x" * 3000 + "\u2028" + "b"])
+    message = e.value.message
+    assert "its arguments differ at /q/0, character 3009" in message
+    assert '\\u2028a"]} requested' in message  # escaped: the message is one line
+    assert len(message) < 600 and "\u2028" not in message and "\n" not in message
+
+def test_a_stale_message_never_shows_what_the_redaction_masks():
+    key, other = "sk-" + "A1b2C3d4" * 5, "sk-" + "Z9y8X7w6" * 5
+    rec = Cassette(mode=RECORD)
+    rec.wrap(lambda q, api_key: 1, "model")("hello", api_key=key)
+    rec.wrap(lambda q, note: 1, "mail")("x", note="write to ada@example.com")
+    c = Cassette(rec.exchanges, REPLAY, strict=False)
+    with pytest.raises(StaleCassette) as e:  # only the secret differs
+        c.wrap(lambda q, api_key: 1, "model")("hello", api_key=other)
+    assert "only inside values masked" in e.value.message
+    with pytest.raises(StaleCassette) as e:  # the secret is beside what differs
+        c.wrap(lambda q, api_key: 1, "model")("hellO", api_key=key)
+    assert "differs at /q" in e.value.message
+    with pytest.raises(StaleCassette) as e:
+        c.wrap(lambda q, note: 1, "mail")("y", note="write to bob@example.org")
+    for message in [e.value.message]:
+        assert "bob@example" not in message and "ada@example" not in message
+    for secret in (key, other, key[:12], other[:12]):
+        assert secret not in e.value.message
 
 def test_a_recording_is_used_once():
     c = Cassette(recorded(("a", 2)), REPLAY)

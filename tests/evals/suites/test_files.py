@@ -124,7 +124,8 @@ def test_an_unknown_format_names_the_formats_known_and_the_migration(tmp_path):
         read_jsonl(path)
     fields = exc.value.fields
     assert (fields["format"], fields["known"]) == (2, [1])
-    assert "upgrade cas" in fields["migration"] and "cas suite export" in fields["migration"]
+    assert "update your cas checkout and reinstall it (git pull && pip install .)" in \
+        fields["migration"] and "cas suite export" in fields["migration"]
     assert fields["migration"] in exc.value.message and str(path) in exc.value.message
     with pytest.raises(cas.FailedPrecondition) as exc:
         read_jsonl(io.BytesIO(text_of('{"format": 0, "name": "x", "version": "1"}')))
@@ -377,6 +378,20 @@ def test_export_of_a_pinned_version(evals, tmp_path):
     out = io.BytesIO()
     assert suites.export(repo, "evals", 1, out).path is None
     assert out.getvalue() == written
+
+
+def test_an_export_removes_what_a_killed_export_of_the_same_path_left(evals, tmp_path):
+    path = tmp_path / "s.jsonl"
+    ours = [tmp_path / ".s.jsonl.0badc0de.tmp", tmp_path / ".s.jsonl.12345678.tmp"]
+    theirs = [tmp_path / ".t.jsonl.0badc0de.tmp", tmp_path / ".s.jsonl.notours.tmp",
+              tmp_path / "s.jsonl.0badc0de.tmp", tmp_path / ".s.jsonl.0badc0de.tmp.keep"]
+    for leftover in ours + theirs:  # as a kill leaves them: a partial, unredacted suite
+        leftover.write_bytes(b'{"format":"cas.suite"}\n{"id":"b3:...","input":"partial')
+    suites.export(evals, "evals", 1, path)
+    assert listing(tmp_path) == sorted(["s.jsonl"] + [p.name for p in theirs])
+    ours[0].write_bytes(b"partial")  # write_jsonl writes through the same atomic file
+    write_jsonl(path, read_jsonl(path))
+    assert listing(tmp_path) == sorted(["s.jsonl"] + [p.name for p in theirs])
 
 
 def test_export_reads_a_version_in_pages(mem, tmp_path):

@@ -228,6 +228,24 @@ def test_artefacts_every_result_is_incomplete_before_the_first_case_runs(tmp_pat
     assert {c.id: (d / c.id / "result.json").read_bytes() for c in r.results} == before
     assert (d / "c0" / "timings.json").read_bytes() != times
 
+def test_a_run_removes_the_temporary_artefacts_a_killed_run_left_in_its_case_directories(
+        tmp_path):
+    s = suite_of(2)
+    run(s, echo, artefacts=tmp_path)
+    c0 = tmp_path / "demo" / "c0"
+    ours = ["result.json.tmp-4242-139871", "run.json.tmp-1-2", "case.json.tmp-99-7",
+            "timings.json.tmp-3-4"]
+    theirs = ["notes.txt.tmp-4242-1", "result.json.tmp-x-1", "result.json.tmp-1-2.bak",
+              "mine.txt"]
+    for name in ours + theirs:  # as SIGKILL mid-write leaves them: whole or partial
+        (c0 / name).write_bytes(b'{"outcome": "COMPL')
+    (tmp_path / "demo" / "gone").mkdir()  # a case no longer in the suite: not this run's
+    (tmp_path / "demo" / "gone" / ours[0]).write_bytes(b"{")
+    run(s, echo, artefacts=tmp_path)
+    assert sorted(os.listdir(c0)) == sorted(list(ARTEFACT_FILES) + theirs)
+    assert os.listdir(tmp_path / "demo" / "gone") == [ours[0]]
+
+
 def _blocking_module(tmp_path: Path) -> None:
     (tmp_path / "blocking.py").write_text(
         "import asyncio, os, pathlib\n"

@@ -91,3 +91,92 @@ def test_local_keys_are_files_under_the_root_only(tmp_path):
     assert list(backend.list("..")) == []
     with pytest.raises(InvalidArgument):
         backend.get("../outside.txt")
+
+
+# -- what the file system refuses ----------------------------------------------------------------
+NOBODY = 65534
+
+
+def _unprivileged(call):
+    """`call()` as a user the file modes bind (root is never refused: a forked child drops to
+    `nobody` first). Returns what it returned or (type name, code, message, fields) of a
+    CasError it raised."""
+    import pickle
+
+    from cas.errors import CasError
+
+    def outcome():
+        try:
+            return call()
+        except CasError as exc:
+            return type(exc).__name__, exc.code, exc.message, exc.fields
+        except Exception as exc:  # (what no CasError says: reported, never lost in the child)
+            return type(exc).__name__, None, str(exc), {"key": None}
+    if os.geteuid() != 0:
+        return outcome()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read)
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.write(write, pickle.dumps(outcome()))
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return pickle.loads(data)
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory any user may reach (the tests' own scratch space is private to root)."""
+    import shutil
+    import tempfile
+    where = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.chmod(where, 0o755)
+    yield where
+    for dirpath, dirs, _ in os.walk(where):
+        for d in dirs:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+    shutil.rmtree(where)
+
+
+def test_a_read_only_directory_is_permission_denied_on_a_write_not_unavailable(shared_dir):
+    root = os.path.join(shared_dir, "repo")
+    backend = LocalBackend(root)
+    assert backend.put_if_absent("datasets/evals/meta/0000000001", b"kept")
+    for dirpath, dirs, _ in os.walk(root):
+        os.chmod(dirpath, 0o555)  # read-only: readable, nothing can be created in it
+    assert _unprivileged(lambda: backend.get("datasets/evals/meta/0000000001")) == b"kept"
+    for write in (lambda: backend.put_if_absent("datasets/evals/meta/0000000002", b"new"),
+                  lambda: backend.replace("datasets/evals/meta/0000000001", b"new"),
+                  lambda: backend.put_if_absent("packs/p.pack", b"new"),
+                  lambda: backend.delete("datasets/evals/meta/0000000001")):
+        name, code, message, fields = _unprivileged(write)
+        assert (name, code) == ("PermissionDenied", "PERMISSION_DENIED"), message
+        assert message.startswith("permission denied: cannot ") and root in message
+        assert fields["location"] == root and fields["key"] in message
+    assert backend.get("datasets/evals/meta/0000000001") == b"kept"
+
+
+def test_a_file_or_directory_it_may_not_read_is_permission_denied_never_absent(shared_dir):
+    """A listing that skipped a directory it may not read would pass its keys off as absent
+    (fsck would say "ok" without reading them; gc would take them for garbage)."""
+    root = os.path.join(shared_dir, "repo")
+    backend = LocalBackend(root)
+    backend.put_if_absent("datasets/evals/meta/0000000001", b"secret")
+    backend.put_if_absent("packs/p.pack", b"pack")
+    os.chmod(os.path.join(root, "packs", "p.pack"), 0o000)
+    os.chmod(os.path.join(root, "datasets", "evals"), 0o000)
+    for call, key in ((lambda: backend.get("packs/p.pack"), "packs/p.pack"),
+                      (lambda: backend.get_range("packs/p.pack", 0, 2), "packs/p.pack"),
+                      (lambda: list(backend.list("")), ""),
+                      (lambda: list(backend.list("datasets/")), "datasets/"),
+                      (lambda: backend.modified("datasets/evals/meta/0000000001"),
+                       "datasets/evals/meta/0000000001")):
+        name, code, message, fields = _unprivileged(call)
+        assert (name, code, fields["key"]) == ("PermissionDenied", "PERMISSION_DENIED", key)

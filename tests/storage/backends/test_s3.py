@@ -263,3 +263,70 @@ def test_closed_port_names_the_endpoint_and_bucket(seaweed, tmp_path, monkeypatc
         assert err["endpoint"] == endpoint and err["location"] == url
     human = runner.invoke(cli, ["init", url])
     assert human.exit_code == 8 and endpoint in human.stderr and "closed-bucket" in human.stderr
+
+
+# -- a refusal is not an outage -----------------------------------------------------------------
+WRONG = {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+
+
+def test_a_wrong_secret_is_permission_denied_at_once_on_every_call(seaweed):
+    """A 403 (here SignatureDoesNotMatch) is PERMISSION_DENIED naming the key, the location
+    and the endpoint; it is never retried: one request per call (a listing adds the HEAD that
+    tells its refusal from an outage; a delete asks whether the key exists first)."""
+    with FaultProxy(seaweed.endpoint) as proxy:
+        env = dict(seaweed.environ(), AWS_ENDPOINT_URL=proxy.endpoint)
+        url = seaweed.url()
+        assert S3Backend(url, environ=env).put_if_absent("packs/p.pack", bytes(100))
+        bad = S3Backend(url, environ=dict(env, **WRONG))
+        calls = {"get": lambda: bad.get("packs/p.pack"),
+                 "get_range": lambda: bad.get_range("packs/p.pack", 10, 5),
+                 "exists": lambda: bad.exists("packs/p.pack"),
+                 "modified": lambda: bad.modified("packs/p.pack"),
+                 "list": lambda: list(bad.list("packs/")),
+                 "put_if_absent": lambda: bad.put_if_absent("packs/q.pack", b"q"),
+                 "replace": lambda: bad.replace("packs/p.pack", b"r"),
+                 "delete": lambda: bad.delete("packs/p.pack")}
+        errors = {}
+        for name, call in calls.items():
+            proxy.log.clear()
+            with pytest.raises(cas.PermissionDenied) as info:
+                call()
+            err = errors[name] = info.value
+            assert err.code == "PERMISSION_DENIED" and err.fields["status"] == 403, name
+            assert (err.fields["location"], err.fields["endpoint"]) == (url, proxy.endpoint)
+            assert url in err.message and proxy.endpoint in err.message, err.message
+            assert err.fields["key"] in err.message and "\n" not in err.message
+            assert len(proxy.log) == (2 if name == "list" else 1), (name, proxy.log)
+        # an answer with a body (not a HEAD's) says which refusal
+        assert "SignatureDoesNotMatch" in errors["put_if_absent"].message
+        unknown = S3Backend(url, environ=dict(env, AWS_ACCESS_KEY_ID="nobody"))
+        with pytest.raises(cas.PermissionDenied) as info:
+            unknown.get("packs/p.pack")
+        assert info.value.fields["s3_code"] == "InvalidAccessKeyId"
+        assert S3Backend(url, environ=env).get("packs/p.pack") == bytes(100)  # untouched
+
+
+def test_the_cli_with_a_wrong_secret_exits_9_permission_denied_after_one_request(
+        seaweed, monkeypatch, tmp_path):
+    monkeypatch.setenv("CAS_CACHE_DIR", str(tmp_path / "cache"))
+    with FaultProxy(seaweed.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        url = seaweed.url()
+        cas.init(url).create_dataset("evals", admission="direct")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", WRONG["AWS_SECRET_ACCESS_KEY"])
+        with pytest.raises(cas.PermissionDenied):
+            cas.open(url)
+        runner = CliRunner()
+        for args in (["--repo", url, "fsck"], ["--repo", url, "dataset", "list"],
+                     ["init", seaweed.url()]):
+            proxy.log.clear()
+            result = runner.invoke(cli, ["--json", *args])
+            assert result.exit_code == 9, (args, result.output)
+            assert result.stdout == "" and len(proxy.log) == 1, proxy.log  # not retried
+            err = json.loads(result.stderr)["error"]
+            assert err["code"] == "PERMISSION_DENIED" and err["status"] == 403
+            assert err["location"] in err["message"] and proxy.endpoint in err["message"]
+        assert err["s3_code"] == "SignatureDoesNotMatch"  # init's PUT
+        human = runner.invoke(cli, ["--repo", url, "fsck"])
+        assert human.exit_code == 9
+        assert human.stderr.startswith(f"cas: error: storage refused to read 'config' in {url}")
