@@ -78,6 +78,7 @@ _REQUEST = blake3(REQUEST_DOMAIN)
 _PROPOSAL_TOKEN = blake3(PROPOSAL_TOKEN_DOMAIN)
 _CONFIRM_TOKEN = blake3(CONFIRM_TOKEN_DOMAIN)
 _ANNOTATION_ID = blake3(ANNOTATION_ID_DOMAIN)
+_CASSETTE_REQUEST = blake3(CASSETTE_REQUEST_DOMAIN)
 # Records written before the derived domains existed used the "proposal" kind's domain for
 # request digests and tokens; a claim stored then still holds such a request digest.
 _LEGACY_REQUEST = blake3(b"cas:proposal\x00")
@@ -120,6 +121,12 @@ def annotation_id(core: bytes) -> str:
     """`ann-` + 32 hex: the id of one saved review (`core`: the canonical bytes of its run,
     judgment, reviewer, time, batch number and position)."""
     return "ann-" + _hex(_ANNOTATION_ID, core)[:32]
+
+
+def cassette_request_digest(payload: bytes) -> str:
+    """`b3:` + 64 hex: a cassette request key (`payload`: the canonical bytes of
+    `[adapter, name, request]`; cas.format.records.request_key builds them)."""
+    return PREFIX + _hex(_CASSETTE_REQUEST, payload)
 
 
 def idempotency_claim_name(key: str) -> str:

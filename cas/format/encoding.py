@@ -20,10 +20,22 @@ T = TypeVar("T")
 # every reader and writer of cas values (msgspec, diffs, renderers: all recursive) is safe on
 # anything accepted.
 MAX_DEPTH = 100
-# Integers have at most this many decimal digits: what the codec (and Python's int/str
-# conversion by default) reads and writes.
+# An integer's decimal text has at most this many characters, its `-` included: positive
+# integers have at most 4300 digits, negative ones at most 4299 (docs/format.md section 2, rule
+# 5). It is what the codec's reader (msgspec) reads back: it refuses `-` and 4300 digits, so a
+# writer that accepted them would write bytes cas cannot read.
 MAX_INT_DIGITS = 4300
 _INT_LIMIT = 10 ** MAX_INT_DIGITS
+_INT_FLOOR = -10 ** (MAX_INT_DIGITS - 1)  # exclusive: -(10**4299 - 1) has 4299 digits
+INT_RULE = (f"an integer has at most {MAX_INT_DIGITS} digits ({MAX_INT_DIGITS - 1} after a "
+            "'-')")
+
+
+def int_in_range(v: int) -> bool:
+    """Whether an integer can be written and read back: at most 4300 characters of decimal
+    text, sign included."""
+    return v.bit_length() <= 14000 or _INT_FLOOR < v < _INT_LIMIT
+
 
 # One reused encoder (msgspec's advice): keys and struct fields sorted by code point, no
 # whitespace, shortest round-trip floats, non-ASCII written as raw UTF-8.
@@ -59,9 +71,8 @@ def check_json(value: Any, path: str = "$", max_depth: int = MAX_DEPTH) -> None:
         if v is None or t is bool:
             continue
         if t is int:
-            if v.bit_length() > 14000 and not -_INT_LIMIT < v < _INT_LIMIT:
-                raise InvalidJSONValue(_path(where), f"{describe(v)} is out of range: an "
-                                       f"integer has at most {MAX_INT_DIGITS} digits")
+            if v.bit_length() > 14000 and not _INT_FLOOR < v < _INT_LIMIT:
+                raise InvalidJSONValue(_path(where), f"{describe(v)} is out of range: {INT_RULE}")
         elif t is str:
             if not v.isascii():
                 _check_str(v, where)
@@ -339,7 +350,7 @@ def _locate(data: bytes, max_depth: int, want: str) -> InvalidArgument | None:
                 if any(c in token for c in b".eE"):
                     rule = "a number with a fraction or exponent must be a finite binary64 float"
                 else:
-                    rule = f"an integer has at most {MAX_INT_DIGITS} digits"
+                    rule = INT_RULE
                 return InvalidJSONValue(_frames_path(frames), f"number {text} is out of range: "
                                                               f"{rule}")
     return None

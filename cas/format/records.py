@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from cas.digest import digest_of, register_kind
+from cas.digest import cassette_request_digest, digest_of, register_kind
 from cas.errors import CorruptData, DigestMismatch, UnsupportedFormat
 from cas.format import encoding
 
@@ -280,6 +280,22 @@ class CassetteExchange(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
     request: Any     # the request as JSON: a call's arguments by parameter name
     response: Any = msgspec.UNSET
     error: Any = msgspec.UNSET
+
+
+def request_key(adapter: str, name: str, request: Any) -> str:
+    """`b3:` + 64 hex: BLAKE3 in the cassette-request domain of the canonical bytes of
+    `[adapter, name, request]` (docs/format.md 3.1). The one definition: a recorder writes it
+    and fsck recomputes it, so the two cannot drift apart."""
+    return cassette_request_digest(encoding.encode([adapter, name, request]))
+
+
+def exchange_key(exchange: CassetteExchange) -> str:
+    """The request key `exchange` must carry (docs/format.md 4.10): an HTTP exchange's is over
+    its method, URI and body alone (its headers are kept to read, never matched on)."""
+    request = exchange.request
+    if exchange.adapter == "http" and isinstance(request, dict):
+        request = {k: request.get(k) for k in ("method", "uri", "body")}
+    return request_key(exchange.adapter, exchange.name, request)
 
 
 class CassetteRecord(_Record, tag="cassette", kw_only=True):

@@ -7,6 +7,8 @@ rather than report damage because the network blinked, or "ok" over bytes it nev
 
 from __future__ import annotations
 
+import datetime
+import re
 from bisect import bisect_left
 from collections import Counter
 from typing import NamedTuple
@@ -15,18 +17,21 @@ import msgspec
 
 from cas.digest import digest_of, from_bytes, is_digest, to_bytes
 from cas.errors import STORAGE_FAILURES, CasError
+from cas.format import encoding
 from cas.format import keys as K
+from cas.format.projection import CONTENT_CLASSES
 from cas.format.records import (ADMISSION_RULES, KIND_BY_CODE, CassetteLog, DatasetRecord,
                                 DatasetTombstone, Eligibility, Erasure, ErasurePlan, Experiment,
                                 Fence, IdempotencyRecord, Lease, PersonIndex, PersonShards,
                                 Proposal, RepoConfig, ReviewBatch, RunAdmission, RunImport,
                                 ScoreBatch, ScoreWithdrawal, Settings, TreeLeaf, VersionRecord,
-                                VersionRetirement, VersionTombstone, decode_object,
+                                VersionRetirement, VersionTombstone, decode_object, exchange_key,
                                 parse_record_file, parse_record_file_of)
 from cas.repo import checks
 from cas.repo.checks import Progress
 from cas.repo.retirement import CAUSES
-from cas.storage import log_index
+from cas.repo.scores import MAX_REASON
+from cas.storage import leases, log_index
 from cas.storage import pack as packfmt
 from cas.storage import person_index
 from cas.storage.tree import LEAF_MAX, Trie
@@ -107,6 +112,15 @@ class _State:
         # (log, record number) -> the (row key, number) pairs its log index must hold
         self.log_rows: dict[tuple[str, int], set[tuple[bytes, int]]] = {}
         self.n_versions = 0
+        # Whose data objects are (digest of a case, run or cassette naming a person -> its
+        # keyed person), the keyed persons of completed erasures, and the runs of those
+        # persons that imports name ((key, number, entry, keyed)), checked against the
+        # admissions (number -> keyed persons they admit): docs/format.md 4.7.2.1, 4.10
+        self.people: dict[str, str] = {}
+        self.erased_persons: set[str] = set()
+        self.readmitted: list[tuple[str, int, object, str]] = []
+        self.admitted: dict[int, set[str]] = {}
+        self.ever_named: set[str] | None = None  # datasets with a revision or a tombstone
 
     def of(self, *families: str) -> list[str]:
         """The keys the checkers of `families` take, in key order."""
@@ -159,8 +173,10 @@ def check(ctx, progress: Progress | None = None) -> Report:
     _check_logs(st)
     _check_log_indexes(st)
     _check_admissions(st)
+    _check_readmissions(st)
     _check_withdrawals(st)
     _check_cassette_logs(st)
+    _check_cassette_persons(st)
     _check_proposals(st)
     _check_references(st)
     _check_citations(st)
@@ -248,8 +264,10 @@ def _check_object(st: _State, pid, pkey, ikey, data, spans, e) -> None:
         st.provenances[digest] = obj
     elif kind == "cassette":
         st.cassettes[digest] = (obj.dataset, obj.case_id, obj.executor)
+        _check_request_keys(st, digest, obj)
     if kind in ("case", "run", "cassette") and obj.person is not None:
         keyed = st.store.person_digest(obj.person)
+        st.people[digest] = keyed
         st.persons_wanted.setdefault((K.person_shard(keyed), pid), set()).add((keyed, digest))
 
 
@@ -361,6 +379,7 @@ def _check_dataset(st: _State, name: str, groups: dict[str, list[int]], gone: se
             if st.progress:
                 st.progress("versions", st.n_versions, 0)
             _check_version(st, key, name, number, record, deleted)
+            _check_commit(st, key, record, first)
     if not groups["meta"]:
         st.error(f"{K.DATASETS}{name}/", "dataset has versions but no metadata record")
 
@@ -373,6 +392,47 @@ def _check_admission(st: _State, key: str, record, first) -> None:
     elif first is not None and first.admission != record.admission:
         st.error(key, f"admission {record.admits!r} differs from the one the dataset was "
                       f"created with ({first.admits!r}); a dataset's rule never changes")
+
+
+def _check_commit(st: _State, key: str, record, first) -> None:
+    """What a `commit` version must hold by its dataset's rule (docs/format.md 4.4, 4.7.7)."""
+    if record.operation != "commit" or first is None:
+        return  # (no first revision: reported with the numbering)
+    _check_reviewed_commit(st, key, record, first.admission)
+    _check_commit_provenance(st, key, record, first.admission)
+    _check_committed_by(st, key, record)
+
+
+def _check_reviewed_commit(st: _State, key: str, record, rule) -> None:
+    """A `reviewed` dataset takes cases only by promotion; a commit may only remove."""
+    if record.added and rule == "reviewed":
+        st.error(key, f"a commit added {record.added} case(s) to a dataset whose admission is "
+                      "'reviewed': only a promotion adds cases there (4.4)")
+
+
+def _check_commit_provenance(st: _State, key: str, record, rule) -> None:
+    """A dataset whose record states its rule was created since commits record provenance:
+    each of its commits that added cases names their author (older datasets' need not)."""
+    if record.added and rule is not msgspec.UNSET and record.provenance is None:
+        st.error(key, f"a commit added {record.added} case(s) with no provenance: a dataset "
+                      f"created with an admission rule ({rule!r}) records who committed each "
+                      "case it added (4.7.7)")
+
+
+def _check_committed_by(st: _State, key: str, record) -> None:
+    """A commit's provenance names the version's author as each added case's (4.7.7): the
+    author is recorded there alone, never in the case's bytes."""
+    prov = st.provenances.get(record.provenance) if record.provenance else None
+    if prov is None:
+        return  # none, or missing: reported with the version
+    authors = ({prov.committed_by} if prov.committed_by is not msgspec.UNSET
+               else {e.committed_by for e in prov.entries})
+    wrong = sorted(repr(a) if isinstance(a, str) else "none" for a in authors
+                   if a != record.author)
+    if wrong:
+        st.error(key, f"provenance {record.provenance} gives committed_by {', '.join(wrong)}, "
+                      f"but the commit's author is {record.author!r}: a commit's provenance "
+                      "names its author as each added case's (4.7.7)")
 
 
 def _contiguous(st: _State, where: str, used: set[int]) -> None:
@@ -543,6 +603,8 @@ def _check_erasure(st: _State, key: str, pending: bool) -> None:
     st.erased.update(record.cases)
     st.erasures["reviews"].update(record.reviews)
     st.erasures["runs"].update(record.runs)
+    if not pending:
+        st.erased_persons.add(record.person)
     if pending:
         # A killed erasure leaves exactly this (docs/concepts.md, "Opening a repository"):
         # what the plan names may be gone from packs, versions not yet retired, proposals and
@@ -709,9 +771,14 @@ def _check_logs(st: _State) -> None:
                     log, number, data, record, st.store.person_key)}
             if getattr(record, "number", getattr(record, "revision", None)) != number:
                 st.error(key, "record number does not match its key")
+            if type_ is Settings:
+                _check_settings(st, key, record)
+            elif type_ is Eligibility:
+                _check_eligibility(st, key, record)
             if type_ is ReviewBatch:
                 st.seen["reviews"].extend((key, r) for r in record.reviews)
             if type_ is RunImport:
+                _note_readmitted(st, key, number, record)
                 for entry in record.runs:
                     if st.objects.get(entry.run) == "run":
                         st.reachable.add(entry.run)
@@ -720,6 +787,52 @@ def _check_logs(st: _State) -> None:
         if numbers != list(range(1, len(numbers) + 1)):
             missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
             st.error(prefix, f"numbers are not contiguous from 1; missing {missing}")
+
+
+def _check_settings(st: _State, key: str, record: Settings) -> None:
+    """A content policy revision (docs/format.md 4.7.4): known classes, sorted and each once; a
+    list in the repository default (null is only an override's "follow the default"); an
+    override names a dataset that exists or existed."""
+    override = record.dataset is not msgspec.UNSET
+    if record.withheld is None:
+        if not override:
+            st.error(key, "the repository default's withheld is null: only an override may "
+                          "follow the default; the default names its classes ([] for none)")
+    else:
+        unknown = sorted(set(record.withheld) - set(CONTENT_CLASSES))
+        if unknown:
+            st.error(key, f"withholds unknown content class(es) {', '.join(map(repr, unknown))}"
+                          f"; known: {', '.join(CONTENT_CLASSES)}")
+        if record.withheld != sorted(set(record.withheld)):
+            st.error(key, "withheld content classes are not sorted, each once")
+    if override and record.dataset not in _ever_named(st):
+        # A notice: a mirror copies the settings log before the datasets (4.6 step order), so
+        # a copy in progress looks the same; the override holds for a dataset made later.
+        st.notice(key, f"overrides the content policy of dataset {record.dataset!r}, which "
+                       "has no revision and no tombstone: it never existed here (or a mirror "
+                       "has not copied it yet); it applies if a dataset of that name is made")
+
+
+def _ever_named(st: _State) -> set[str]:
+    """The datasets that exist or existed: a `dataset` revision or a tombstone (computed once)."""
+    if st.ever_named is None:
+        st.ever_named = {K.BY_NAME["dataset"].parse(k)[0] for k in st.by_family["dataset"]}
+        st.ever_named.update(K.parse_tombstone_key(k)[0]
+                             for k in st.by_family["dataset.tombstone"])
+    return st.ever_named
+
+
+def _check_eligibility(st: _State, key: str, record: Eligibility) -> None:
+    """An eligibility revision (docs/format.md 4.7.4.1): a metric and at least one accepted
+    label, each 1-256 printable characters, the labels sorted and each once."""
+    if not record.accepted or record.accepted != sorted(set(record.accepted)):
+        st.error(key, "accepted labels must be at least one, sorted, each once; they are "
+                      f"{record.accepted!r}")
+    for what, text in [("metric", record.metric)] + [("label", a) for a in record.accepted]:
+        problem = encoding.text_problem(text, 256)
+        if problem is not None:
+            st.error(key, f"the {what} {encoding.describe(text)} is not 1-256 printable "
+                          f"characters: it {problem}")
 
 
 def _check_log_indexes(st: _State) -> None:
@@ -768,9 +881,34 @@ def _check_admissions(st: _State) -> None:
         (number,) = K.parse_admission_key(key)
         if record.number != number:
             st.error(key, "record number does not match its key")
-        elif K.import_key(number) not in st.keyset:
+            continue
+        st.admitted[number] = set(record.persons)
+        if K.import_key(number) not in st.keyset:
             st.notice(key, f"admits erased persons for import {number}, which was never "
                            "recorded (an interrupted import)")
+
+
+def _note_readmitted(st: _State, key: str, number: int, record) -> None:
+    """The runs import `number` names of persons a completed erasure deleted: each needs the
+    admission of that import (kept for _check_readmissions, which runs once they are read)."""
+    if not st.erased_persons:
+        return
+    for entry in record.runs:
+        keyed = st.people.get(entry.run)
+        if keyed in st.erased_persons:
+            st.readmitted.append((key, number, entry, keyed))
+
+
+def _check_readmissions(st: _State) -> None:
+    """An erasure redacts every import naming the person's runs, so a run of an erased person
+    that an import names came back later, which only an admission allows (4.7.2.1). Without
+    one, a deleted or edited admission would hide that the person's data returned unasked."""
+    for key, number, entry, keyed in st.readmitted:
+        if keyed not in st.admitted.get(number, ()):
+            st.error(key, f"run {entry.run_id!r} ({entry.run}) is of person {keyed}, whom an "
+                          f"erasure deleted, but {K.admission_key(number)} does not admit "
+                          "that person: an import of an erased person's data needs a "
+                          "run.admission (4.7.2.1)")
 
 
 def _check_withdrawals(st: _State) -> None:
@@ -783,6 +921,9 @@ def _check_withdrawals(st: _State) -> None:
         if (record.dataset, record.batch) != (name, number):
             st.error(key, "withdrawal does not match its key")
             continue
+        if not record.reason.strip() or len(record.reason) > MAX_REASON:
+            st.error(key, f"a withdrawal's reason is 1-{MAX_REASON} characters, not only white "
+                          f"space (docs/format.md 4.6.1.1); this one has {len(record.reason)}")
         batch = K.score_batch_key(name, number)
         if batch not in st.keyset:
             st.error(key, f"withdraws score batch {number}, which does not exist")
@@ -831,6 +972,30 @@ def _check_cassette_logs(st: _State) -> None:
                          ("missing" if kind is None else f"a {kind}, not a cassette"))
     for name, used in sorted(numbers.items()):
         _contiguous(st, f"{K.DATASETS}{name}/cassettes/", used)
+
+
+def _check_request_keys(st: _State, digest: str, cassette) -> None:
+    """Each exchange's key is the request key of its own request (4.10): replay finds an
+    exchange only by its key, so a wrong one is a recording nothing can ever match."""
+    for i, exchange in enumerate(cassette.exchanges):
+        want = exchange_key(exchange)
+        if exchange.key != want:
+            st.error(digest, f"exchange {i} ({exchange.name!r}) has request key {exchange.key}, "
+                             f"but its request's is {want} (4.10)")
+            return
+
+
+def _check_cassette_persons(st: _State) -> None:
+    """A cassette names its case's person (4.10): an erasure of that person finds the cassette
+    only through it, so another person (or none) leaves the recording behind."""
+    for digest, (_, case_id, _) in sorted(st.cassettes.items()):
+        if st.objects.get(case_id) != "case":
+            continue  # a missing case: an erasure's (its cassette goes too), or reported
+        want, got = st.people.get(case_id), st.people.get(digest)
+        if want != got:
+            st.error(digest, f"cassette names person {got or 'none'}, but its case {case_id} "
+                             f"names {want or 'none'}: an erasure of the case's person would "
+                             "not find it (4.10)")
 
 
 def _check_proposals(st: _State) -> None:
@@ -1093,3 +1258,49 @@ def _check_leases(st: _State) -> None:
         record = st.read(key, Lease)
         if record is not None and (record.role, record.id) != parsed:
             st.error(key, "lease does not match its key")
+        elif record is not None:
+            _check_lease(st, key, record)
+
+
+def _check_lease(st: _State, key: str, record: Lease) -> None:
+    """A lease's fields hold the values docs/format.md 4.9 lists: an operation of its role,
+    its holder, two times of the lease clock with started_at <= expires_at, and the fields of
+    the other roles empty."""
+    if record.operation not in leases.OPERATIONS[record.role]:
+        article = "an" if record.role == leases.ERASURE else "a"
+        st.error(key, f"{article} {record.role} lease's operation is one of "
+                      f"{', '.join(map(repr, leases.OPERATIONS[record.role]))}, not "
+                      f"{record.operation!r}")
+    if not record.host or record.pid < 1:
+        st.error(key, f"names no holder: host {record.host!r}, pid {record.pid}")
+    start, end = (_lease_time(t) for t in (record.started_at, record.expires_at))
+    if start is None or end is None:
+        st.error(key, "started_at and expires_at are UTC times YYYY-MM-DDTHH:MM:SS.ffffffZ; "
+                      f"they are {record.started_at!r} and {record.expires_at!r}")
+    elif end < start:
+        st.error(key, f"expires at {record.expires_at}, before it started ({record.started_at})")
+    gc = record.role == leases.GC
+    if (record.packs and not gc) or (record.proposals and record.operation != "gc") or \
+            (record.erasure is None) == (record.role == leases.ERASURE):
+        st.error(key, "packs are a gc lease's, proposals a gc's (not a merge's), and an erasure "
+                      "lease (only) names its plan")
+    elif record.packs != sorted(set(record.packs)) or not all(map(_is_pack_id, record.packs)):
+        st.error(key, "packs must be sorted pack ids (64 lowercase hex digits), each once")
+
+
+_LEASE_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+
+
+def _lease_time(text: str) -> str | None:
+    """The time as written by cas/storage/leases.py (fixed width: it orders as text), or None."""
+    if not _LEASE_TIME.fullmatch(text):
+        return None
+    try:
+        datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")  # a real date and time
+    except ValueError:
+        return None
+    return text
+
+
+def _is_pack_id(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)

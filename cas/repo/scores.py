@@ -180,8 +180,7 @@ def check_value(value: Any) -> Union[bool, int, float, str]:
     except (ArithmeticError, ValueError, TypeError):  # e.g. a Fraction beyond any float
         value = math.inf
     if isinstance(value, float) and not math.isfinite(value) or \
-            isinstance(value, int) and not -10 ** encoding.MAX_INT_DIGITS < value < \
-            10 ** encoding.MAX_INT_DIGITS:
+            isinstance(value, int) and not encoding.int_in_range(value):
         raise _value_error(f"a score's value must be a finite number, not "
                            f"{encoding.describe(value)}", value)
     return value
@@ -230,8 +229,8 @@ def parse_value(text: str) -> Union[bool, int, float, str]:
     try:
         number = float(text) if m["frac"] or m["exp"] else int(text)
     except ValueError:  # an integer of more digits than Python converts
-        raise _value_error(f"score value {text[:40]!r}... is out of range: an integer has at "
-                           f"most {encoding.MAX_INT_DIGITS} digits", text[:40]) from None
+        raise _value_error(f"score value {text[:40]!r}... is out of range: "
+                           f"{encoding.INT_RULE}", text[:40]) from None
     return check_value(number)  # refuses a float that overflows to infinity
 
 

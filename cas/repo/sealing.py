@@ -62,7 +62,8 @@ def commit(ctx, name: str, *, base: int | None, add: Iterable[Any] = (),
                                   f"with base (--base; its newest is {head})",
                                   reason="BASE_REQUIRED", head=head)
     base = _check_base(ctx, name, base or 0, retry)
-    with leases.writing(ctx, operation) as lease, \
+    # The lease says what the holder does (a commit), whatever label the version records
+    with leases.writing(ctx, "commit") as lease, \
             ctx.store.writer(lease) as writer:
         # Read under the lease: an erasure that started earlier has finished by now.
         inserts = _store_cases(ctx, writer, add, erased_persons(ctx))

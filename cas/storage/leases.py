@@ -28,6 +28,12 @@ from cas.storage.backends.local import host_name
 
 WRITER, GC, ERASURE = ROLES
 MERGE = "merge small packs"  # the operation of a writer's gc lease (maintenance.merge_packs)
+# The operations a lease of each role names (docs/format.md 4.9), as its holders write them:
+# fsck reports any other. A writer's: a direct commit (an eval-set capture is one), the staging
+# of a promotion or a removal, a seal, a run import, a review batch, a cassette save.
+OPERATIONS = {WRITER: ("commit", "promote", "remove", "seal", "import", "review",
+                       "record cassettes"),
+              GC: ("gc", MERGE), ERASURE: ("erase",)}
 TTL = 300.0        # seconds a lease lives unless renewed; holders renew after a third of it
 MARGIN = 30.0      # a writer does not claim once its lease is this close to expiry (clock skew)
 WRITER_WAIT = 60.0   # how long a writer waits for an erasure in progress before ABORTED

@@ -246,6 +246,29 @@ def test_integers_any_size(n):
     assert encoding.decode_json(str(n).encode()) == n
 
 
+@pytest.mark.parametrize("text, accepted", [
+    ("9" * 4300, True),             # 4300 digits: the limit
+    ("-" + "9" * 4299, True),       # a negative integer: 4300 characters, sign included
+    ("-" + "9" * 4300, False),      # the sign counts (section 2, rule 5): cas's reader refuses
+    ("9" * 4301, False),
+])
+def test_integer_digit_limit_counts_the_sign(text, accepted):
+    """Section 2 rule 5: an integer's text has at most 4300 characters, its `-` included.
+    Reader and writer agree at the boundary: what one accepts the other does."""
+    value = -int(text[1:]) if text[0] == "-" else int(text[:-1]) * 10 + int(text[-1])
+    if accepted:
+        assert encoding.decode_json(text.encode()) == value
+        encoding.check_json({"n": value})
+        assert encoding.encode(value) == text.encode()
+    else:
+        with pytest.raises(InvalidJSONValue) as info:
+            encoding.decode_json(b'{"n": ' + text.encode() + b"}")
+        assert info.value.path == "$.n" and "4299 after a '-'" in info.value.message
+        with pytest.raises(InvalidJSONValue) as info:
+            encoding.check_json({"n": value})
+        assert info.value.path == "$.n"
+
+
 def test_ints_and_floats_stay_distinct():
     assert encoding.encode(1) == b"1"
     assert encoding.encode(1.0) == b"1.0"

@@ -462,3 +462,32 @@ def test_an_outage_at_any_read_of_an_erase_preview_is_unavailable(lasting):
     assert len(preview["proposals_to_delete"]) == 3
     assert all(p.startswith("support/") for p in preview["proposals_to_delete"])
     assert f"billing/{other}" in {"/".join(k.split("/")[1::2]) for k in files}
+
+
+def test_an_erasure_id_is_the_confirm_token_of_exactly_the_documented_bytes(repo):
+    """docs/format.md 4.8.3: `ct-` + 32 hex of BLAKE3("cas:confirm-token" NUL canonical
+    {"kind": "erase", "request": {after, cases, person, reviews, runs, versions}}), recomputed
+    here from the stored records alone, for a first erasure (`after` empty) and a second."""
+    from blake3 import blake3
+
+    from cas.format import encoding
+
+    def documented(record, versions, after):
+        request = {"after": after, "cases": record.cases, "person": record.person,
+                   "reviews": record.reviews, "runs": record.runs, "versions": versions}
+        for field in ("after", "cases", "reviews", "runs"):
+            assert request[field] == sorted(set(request[field]))
+        assert versions == sorted(versions)
+        data = encoding.encode({"kind": "erase", "request": request})
+        assert data.startswith(b'{"kind":"erase","request":{"after":')
+        return "ct-" + blake3(b"cas:confirm-token\x00" + data).hexdigest()[:32]
+
+    build(repo)
+    done = []
+    for person in (ALICE, BOB):
+        preview = repo.erase(person)
+        record = repo.erase(person, preview["confirm_token"])
+        versions = [[v["dataset"], v["number"]] for v in preview["versions_to_retire"]]
+        assert record.id == preview["confirm_token"] == documented(record, versions, done)
+        done = sorted(done + [record.id])
+    assert len(done) == 2

@@ -8,12 +8,20 @@ import os
 import random
 import re
 
+import msgspec
 import pytest
 
 import cas
-from cas.format.keys import index_key, meta_key, pack_key, score_batch_key
-from cas.format.records import (TYPES, DatasetRecord, Fence, Score, ScoreBatch, VersionRecord,
-                                format_record_file, parse_record_file, parse_record_file_of)
+from cas.format.keys import (admission_key, cassette_log_key, eligibility_key, import_key,
+                             index_key, lease_key, meta_key, pack_key, score_batch_key,
+                             settings_key, version_key, withdrawal_key)
+from cas.format.records import (TYPES, CassetteEntry, CassetteExchange, CassetteLog, CassetteRecord,
+                                DatasetRecord, Eligibility, Fence, Lease, ReviewBatch, RunAdmission,
+                                RunImport, Score, ScoreBatch, ScoreWithdrawal, Settings,
+                                VersionRecord, format_record_file, parse_record_file,
+                                parse_record_file_of, request_key)
+from cas.repo import cassettes, sealing
+from cas.storage import leases
 from cas.storage import pack as packfmt
 from cas.storage.backends.memory import MemoryBackend
 from support.backends import every_outage
@@ -637,3 +645,321 @@ def test_fsck_over_s3_with_the_server_failing_exits_8_naming_the_key(seaweed, tm
         human = runner.invoke(cli, ["--repo", url, "fsck"])
         assert human.exit_code == 8 and "damage" not in human.output
         assert human.stderr.startswith("cas: error: cannot read 'datasets/evals/versions/")
+
+
+# -- the MUSTs of single records (docs/format.md 4.6.1.1, 4.7.4, 4.7.4.1, 4.9), issue 32 --------
+# Each forges one record with its digest recomputed (format_record_file), as a writer other than
+# cas could, next to an honest repository using the same feature.
+def _forge(repo, key, record) -> None:
+    assert repo.backend.put_if_absent(key, format_record_file(record))
+
+
+def _about(repo, key, severity="error") -> list[str]:
+    return [p.message for p in repo.fsck().problems if p.where == key and p.severity == severity]
+
+
+def _scored(repo) -> None:
+    repo.create_dataset("evals", admission="direct")
+    repo.commit("evals", base=None, add=plain_cases(2))
+    for _ in range(3):
+        repo.record_score(repo.pin("evals", 1), metric="acc", value=1, author="a")
+
+
+def test_fsck_names_a_score_withdrawal_without_a_reason(mem):
+    _scored(mem)
+    mem.withdraw_batch("evals", 1, "scored with the wrong rubric", author="a")
+    assert mem.fsck().problems == []
+    for number, reason in ((2, ""), (3, " \n")):
+        key = withdrawal_key("evals", number)
+        _forge(mem, key, ScoreWithdrawal(dataset="evals", batch=number, reason=reason,
+                                         author="a", withdrawn_at="t"))
+        assert _about(mem, key) == [
+            f"a withdrawal's reason is 1-4096 characters, not only white space "
+            f"(docs/format.md 4.6.1.1); this one has {len(reason)}"]
+
+
+@pytest.mark.parametrize("accepted", [["reviewed", "accepted"], ["ok", "ok"], []])
+def test_fsck_names_eligibility_labels_not_sorted_once(mem, accepted):
+    mem.set_eligibility("quality", ["reviewed", "accepted", "reviewed"], author="a")
+    assert mem.fsck().problems == []
+    _forge(mem, eligibility_key(2), Eligibility(revision=2, metric="quality", accepted=accepted,
+                                                author="a", edited_at="t"))
+    assert _about(mem, eligibility_key(2)) == [
+        f"accepted labels must be at least one, sorted, each once; they are {accepted!r}"]
+
+
+def test_fsck_names_an_eligibility_metric_that_is_not_text(mem):
+    _forge(mem, eligibility_key(1), Eligibility(revision=1, metric="a\nb", accepted=["x"],
+                                                author="a", edited_at="t"))
+    [message] = _about(mem, eligibility_key(1))
+    assert message.startswith("the metric ") and "control character U+000A" in message
+
+
+def _policies(repo) -> None:
+    """Honest: a default, an override, an override following the default, a deleted dataset's."""
+    repo.create_dataset("evals", admission="direct")
+    repo.create_dataset("gone", admission="direct")
+    repo.set_content_policy(["tool_results", "input"], author="a")
+    repo.set_content_policy([], author="a", dataset="evals")
+    repo.set_content_policy(["metadata"], author="a", dataset="gone")
+    repo.set_content_policy(None, author="a", dataset="evals")
+    repo.delete_dataset("gone", author="a")
+    assert repo.fsck().problems == []
+
+
+def test_fsck_names_a_repository_default_with_a_null_policy(mem):
+    _policies(mem)
+    _forge(mem, settings_key(5), Settings(revision=5, withheld=None, author="a", edited_at="t"))
+    assert _about(mem, settings_key(5)) == [
+        "the repository default's withheld is null: only an override may follow the default; "
+        "the default names its classes ([] for none)"]
+
+
+@pytest.mark.parametrize("dataset", [msgspec.UNSET, "evals"])
+def test_fsck_names_an_unknown_content_class(mem, dataset):
+    _policies(mem)
+    _forge(mem, settings_key(5), Settings(revision=5, withheld=["input", "secrets"], author="a",
+                                          edited_at="t", dataset=dataset))
+    assert _about(mem, settings_key(5)) == [
+        "withholds unknown content class(es) 'secrets'; known: input, output, tool_arguments, "
+        "tool_results, metadata"]
+
+
+def test_fsck_names_content_classes_not_sorted_once(mem):
+    _policies(mem)
+    _forge(mem, settings_key(5), Settings(revision=5, withheld=["output", "input", "input"],
+                                          author="a", edited_at="t"))
+    assert _about(mem, settings_key(5)) == [
+        "withheld content classes are not sorted, each once"]
+
+
+def test_an_override_of_a_dataset_that_never_existed_is_a_notice(mem):
+    _policies(mem)
+    _forge(mem, settings_key(5), Settings(revision=5, withheld=["input"], author="a",
+                                          edited_at="t", dataset="ghost"))
+    report = mem.fsck()
+    assert report.ok and [(p.severity, p.where) for p in report.problems] == [
+        ("notice", settings_key(5))]
+    assert "'ghost', which has no revision and no tombstone" in report.problems[0].message
+
+
+def test_a_held_lease_of_every_documented_operation_is_clean(mem):
+    _scored(mem)
+    for role, operations in leases.OPERATIONS.items():
+        for operation in operations:
+            fields = {"erasure": "e1"} if role == leases.ERASURE else \
+                {"packs": ["5" * 64], "proposals": ["datasets/evals/proposals/ct-x"]} \
+                if operation == "gc" else {"packs": ["5" * 64]} if role == leases.GC else {}
+            with leases.acquire(mem.context, role, operation, **fields):
+                assert mem.fsck().problems == [], (role, operation)
+
+
+_T0, _T1 = "2026-11-30T12:00:00.000000Z", "2026-11-30T12:05:00.000000Z"
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(operation="test"), "a writer lease's operation is one of 'commit', 'promote', "
+     "'remove', 'seal', 'import', 'review', 'record cassettes', not 'test'"),
+    (dict(role="gc", operation="commit"), "a gc lease's operation is one of 'gc', "
+     "'merge small packs', not 'commit'"),
+    (dict(role="erasure", operation="gc", erasure="e1"),
+     "an erasure lease's operation is one of 'erase', not 'gc'"),
+    (dict(host=""), "names no holder: host '', pid 4242"),
+    (dict(pid=0), "names no holder: host 'build-7', pid 0"),
+    (dict(started_at="2026-11-30T12:00:00Z"), "started_at and expires_at are UTC times "
+     "YYYY-MM-DDTHH:MM:SS.ffffffZ; they are '2026-11-30T12:00:00Z' and "
+     f"'{_T1}'"),
+    (dict(expires_at="2026-02-30T12:00:00.000000Z"), "started_at and expires_at are UTC times "
+     f"YYYY-MM-DDTHH:MM:SS.ffffffZ; they are '{_T0}' and '2026-02-30T12:00:00.000000Z'"),
+    (dict(started_at=_T1, expires_at=_T0), f"expires at {_T0}, before it started ({_T1})"),
+    (dict(packs=["5" * 64]), "packs are a gc lease's, proposals a gc's (not a merge's), and an "
+     "erasure lease (only) names its plan"),
+    (dict(role="gc", operation="merge small packs", proposals=["p"]), "packs are a gc "
+     "lease's, proposals a gc's (not a merge's), and an erasure lease (only) names its plan"),
+    (dict(role="erasure", operation="erase"), "packs are a gc lease's, proposals a gc's (not a "
+     "merge's), and an erasure lease (only) names its plan"),
+    (dict(erasure="e1"), "packs are a gc lease's, proposals a gc's (not a merge's), and an "
+     "erasure lease (only) names its plan"),
+    (dict(role="gc", operation="gc", packs=["6" * 64, "5" * 64]),
+     "packs must be sorted pack ids (64 lowercase hex digits), each once"),
+    (dict(role="gc", operation="gc", packs=["pack-1"]),
+     "packs must be sorted pack ids (64 lowercase hex digits), each once"),
+])
+def test_fsck_names_lease_fields_outside_the_documented_values(mem, fields, message):
+    record = Lease(**{**dict(id="0123456789abcdef", role="writer", operation="commit",
+                             host="build-7", pid=4242, started_at=_T0, expires_at=_T1),
+                      **fields})
+    key = lease_key(record.role, record.id)
+    _forge(mem, key, record)
+    assert _about(mem, key) == [message]
+
+
+# -- every MUST of section 4: cassettes, admissions, direct commits (docs/format.md 9.1) -------
+MALLORY = "Mallory <mallory@example.com>"
+
+
+def _case_of(repo, name: str, number: int, person: str | None) -> str:
+    """The id of the case of name@number naming `person` (None: naming nobody)."""
+    [found] = [c for c in repo.items(name, number).items
+               if repo.context.store.get(c).person == person]
+    return found
+
+
+def _exchanges(n: int) -> list[CassetteExchange]:
+    """A call and an HTTP exchange with the request keys a recorder gives them."""
+    http = {"method": "GET", "uri": f"https://api.test/{n}", "body": None}
+    name = f"GET https://api.test/{n}"
+    return [CassetteExchange(adapter="call", name="search", request={"q": n}, response=[n],
+                             key=request_key("call", "search", {"q": n})),
+            CassetteExchange(adapter="http", name=name, key=request_key("http", name, http),
+                             request={**http, "headers": {"accept": "application/json"}},
+                             response={"status": {"code": 200}, "headers": {},
+                                       "body": {"string": "ok"}})]
+
+
+def _features(repo) -> None:
+    """On the lifecycle repository, honestly: cassettes of cases naming a person and nobody,
+    a reviewed dataset with a promotion and a commit that only removes, and a direct commit
+    onto a version."""
+    bob, nobody = _case_of(repo, "direct", 1, BOB), _case_of(repo, "direct", 1, None)
+    cassettes.save(repo.context, str(repo.pin("direct", 1)), "x:y",
+                   {bob: _exchanges(1), nobody: _exchanges(2)})
+    key = "reviews/0000000001"
+    batch = parse_record_file(repo.backend.get(key), ReviewBatch, key)
+    ann = {r.run_id: r.annotation_id for r in batch.reviews}
+    repo.create_dataset("rev")
+    repo.seal("rev", repo.promote("rev", [{"subject_kind": "agent_run", "subject_ref": "bob-0",
+                                           "review_annotation_id": ann["bob-0"]}],
+                                  "r1")["confirm_token"])
+    repo.commit("rev", base=1, remove=repo.items("rev", 1).items)
+    repo.commit("direct", base=1, add=[{"input": "c", "person": BOB}])
+    assert problems_of(repo) == [] and problems_of(repo, "notice") == []
+
+
+def _forge_cassette(repo, record: CassetteRecord, number: int) -> str:
+    """Store `record` as a writer would (person index, pack, index) and log it as `number`."""
+    with repo.context.store.writer() as writer:
+        digest = writer.add(record)
+    entry = CassetteEntry(case_id=record.case_id, executor=record.executor, cassette=digest)
+    assert repo.backend.put_if_absent(cassette_log_key(record.dataset, number), format_record_file(
+        CassetteLog(dataset=record.dataset, number=number, entries=[entry], author="a",
+                    recorded_at="2026-11-30T12:00:00.000000Z")))
+    return digest
+
+
+def test_a_cassette_naming_another_person_than_its_case_is_an_error(lifecycle):
+    repo = lifecycle
+    _features(repo)
+    bob = _case_of(repo, "direct", 1, BOB)
+    digest = _forge_cassette(repo, CassetteRecord(
+        dataset="direct", case_id=bob, executor="x:z", person=ALICE, exchanges=_exchanges(3)), 2)
+    keyed = repo.context.store.person_digest
+    assert problems_of(repo) == [(digest, (
+        f"cassette names person {keyed(ALICE)}, but its case {bob} names {keyed(BOB)}: an "
+        "erasure of the case's person would not find it (4.10)"))]
+
+
+def test_a_cassette_exchange_keyed_off_its_request_is_an_error(lifecycle):
+    repo = lifecycle
+    _features(repo)
+    bob = _case_of(repo, "direct", 1, BOB)
+    call, http = _exchanges(4)
+    # a key of another request, and an HTTP key over the headers too (matching ignores them)
+    wrong_call = msgspec.structs.replace(call, key=request_key("call", "search", {"q": 5}))
+    wrong_http = msgspec.structs.replace(http, key=request_key("http", http.name, http.request))
+    one = _forge_cassette(repo, CassetteRecord(dataset="direct", case_id=bob, executor="x:1",
+                                               person=BOB, exchanges=[wrong_call, http]), 2)
+    two = _forge_cassette(repo, CassetteRecord(dataset="direct", case_id=bob, executor="x:2",
+                                               person=BOB, exchanges=[call, wrong_http]), 3)
+    assert sorted(problems_of(repo)) == sorted([
+        (one, (f"exchange 0 ('search') has request key {wrong_call.key}, but its request's "
+               f"is {call.key} (4.10)")),
+        (two, (f"exchange 1 ({http.name!r}) has request key {wrong_http.key}, but its "
+               f"request's is {http.key} (4.10)"))])
+
+
+def test_an_erased_persons_run_back_without_its_admission_is_an_error(lifecycle):
+    repo = lifecycle
+    repo.erase(ALICE, repo.erase(ALICE)["confirm_token"])
+    repo.import_runs([{"run_id": "alice-back", "tenant": "acme", "person": ALICE,
+                       "input": "again", "steps": []}], allow_erased_persons=[ALICE])
+    assert problems_of(repo) == []
+    [key] = repo.backend.list("runs/admissions/")
+    original = repo.backend.get(key)
+    record = parse_record_file(original, RunAdmission, key)
+    keyed = repo.context.store.person_digest(ALICE)
+    assert record.persons == [keyed]
+    ikey = import_key(record.number)
+    [run] = [e.run for e in parse_record_file(repo.backend.get(ikey), RunImport, ikey).runs]
+    error = [(ikey, (
+        f"run 'alice-back' ({run}) is of person "
+        f"{keyed}, whom an erasure deleted, but {admission_key(record.number)} does not admit "
+        "that person: an import of an erased person's data needs a run.admission (4.7.2.1)"))]
+    # changed to admit someone else, then removed: Alice's run stays, unadmitted
+    repo.backend.replace(key, format_record_file(msgspec.structs.replace(
+        record, persons=[repo.context.store.person_digest(BOB)])))
+    assert problems_of(repo) == error
+    assert repo.backend.delete(key)
+    assert problems_of(repo) == error
+    assert repo.backend.put_if_absent(key, original) and problems_of(repo) == []
+
+
+def test_a_reviewed_dataset_whose_commit_added_cases_is_an_error(lifecycle, monkeypatch):
+    repo = lifecycle
+    _features(repo)
+    # a writer that did not read the rule: everything it stores is otherwise what a commit is
+    read = sealing.datasets.dataset
+    monkeypatch.setattr(sealing.datasets, "dataset", lambda ctx, name: msgspec.structs.replace(
+        read(ctx, name), admission="direct"))
+    repo.commit("rev", base=2, add=[{"input": "unreviewed"}])
+    monkeypatch.undo()
+    assert problems_of(repo) == [(version_key("rev", 3), (
+        "a commit added 1 case(s) to a dataset whose admission is 'reviewed': only a "
+        "promotion adds cases there (4.4)"))]
+
+
+def test_a_commit_whose_provenance_names_another_author_is_an_error(lifecycle, monkeypatch):
+    repo = lifecycle
+    _features(repo)
+    write = sealing._commit_provenance
+    monkeypatch.setattr(sealing, "_commit_provenance",
+                        lambda ctx, writer, name, base, adds, author:
+                        write(ctx, writer, name, base, adds, MALLORY))
+    v = repo.commit("direct", base=2, add=[{"input": "d"}])
+    repo.create_dataset("first", admission="direct")  # its first commit: the compact form
+    w = repo.commit("first", base=None, add=[{"input": "e"}])
+    monkeypatch.undo()
+    assert problems_of(repo) == [
+        (version_key(name, number), (
+            f"provenance {prov} gives committed_by {MALLORY!r}, but the commit's author is "
+            "'Ada <ada@example.com>': a commit's provenance names its author as each added "
+            "case's (4.7.7)"))
+        for name, number, prov in (("direct", 3, v.provenance), ("first", 1, w.provenance))]
+
+
+def test_a_commit_that_added_cases_without_provenance_is_an_error(lifecycle, monkeypatch):
+    repo = lifecycle
+    _features(repo)
+    # a dataset from before admission rules (its record has none): its commits had none
+    assert repo.refs.append_meta(DatasetRecord(name="old", revision=1, author="a",
+                                               edited_at="2026-11-30T12:00:00.000000Z"))
+    monkeypatch.setattr(sealing, "_commit_provenance", lambda *args: None)
+    repo.commit("direct", base=2, add=[{"input": "f"}])
+    repo.commit("old", base=None, add=[{"input": "g"}])
+    monkeypatch.undo()
+    assert problems_of(repo) == [(version_key("direct", 3), (
+        "a commit added 1 case(s) with no provenance: a dataset created with an admission "
+        "rule ('direct') records who committed each case it added (4.7.7)"))]
+
+
+def test_a_commit_holds_a_commit_lease_whatever_operation_its_version_records(mem, monkeypatch):
+    held, acquire = [], leases.acquire
+
+    def recording(ctx, role, operation, *args, **kwargs):
+        held.append((role, operation))
+        return acquire(ctx, role, operation, *args, **kwargs)
+
+    monkeypatch.setattr(leases, "acquire", recording)
+    mem.create_dataset("evals", admission="direct")
+    version = mem.commit("evals", base=None, add=plain_cases(1), operation="import csv")
+    assert version.operation == "import csv" and held == [(leases.WRITER, "commit")]

@@ -145,3 +145,28 @@ def test_a_writer_waits_for_an_erasure_then_gives_up(monkeypatch):
         leases.writing(ctx, "commit")
     assert info.value.reason == "ERASURE_IN_PROGRESS" and info.value.fields["lease"] == erasing
     assert leases.of_role(ctx.backend.list(LEASES), leases.WRITER) == []  # released to wait
+
+
+def test_documented_operations_are_the_codes_and_every_caller_names_one():
+    """docs/format.md 4.9 lists each role's operations exactly: the list fsck checks
+    (leases.OPERATIONS), and every operation a caller of the leases writes is in it."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).parents[2]
+    doc = (root / "docs" / "format.md").read_text("utf-8")
+    section = doc[doc.index("### 4.9 "):doc.index("### 4.10 ")]
+    table = section[section.index("**Operations, exactly.**"):]
+    documented = set(re.findall(r"^\| `([a-z]+)` \| `([^`]+)` \|", table, re.MULTILINE))
+    documented.discard(("role", "operation"))  # the table's head
+    assert documented == {(role, op) for role, ops in leases.OPERATIONS.items() for op in ops}
+    used = set()
+    for path in (root / "cas").rglob("*.py"):
+        text = path.read_text("utf-8")
+        used |= {(leases.WRITER, op) for op in re.findall(r'leases\.writing\(ctx, "([^"]+)"',
+                                                          text)}
+        used |= {(getattr(leases, role), op) for role, op in re.findall(
+            r'leases\.acquire\([\w.]+, leases\.(WRITER|GC|ERASURE), "([^"]+)"', text)}
+        used |= {(leases.WRITER, op) for op in re.findall(r'_stage\(ctx, name, "([^"]+)"',
+                                                          text)}
+    used.add((leases.GC, leases.MERGE))
+    assert used == documented

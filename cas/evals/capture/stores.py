@@ -16,6 +16,7 @@ from cas.errors import FailedPrecondition, InvalidArgument, NotFound
 from cas.evals.capture.records import (FAILED, OMITTED, CaptureRecord, RecordedTool, format_record,
                                        parse_record)
 from cas.format import encoding
+from cas.format.times import Instant, format_time, parse_time, time_or_none
 from cas.repo.erased import erased_persons
 
 RUN_PREFIX = "capture-"  # a captured run's id: this and the record's id
@@ -46,16 +47,26 @@ def _person_key(repo) -> bytes:
     return key
 
 
-def _since_text(since: Any) -> str | None:
+def _since(since: Any) -> Instant | None:
+    """`since` as a time (a datetime with a zone, or text parse_time reads): compared with a
+    record's `captured_at` as times, never as text (an offset would misplace it)."""
     if since is None:
         return None
     if isinstance(since, datetime):
         if since.tzinfo is None:
             raise InvalidArgument("since is a datetime without a time zone; give one in UTC")
-        return since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        since = since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     if isinstance(since, str):
-        return since
+        return parse_time(since, "since")
     raise InvalidArgument(f"since is a datetime or ISO 8601 text, not {encoding.describe(since)}")
+
+
+def _captured_since(record: CaptureRecord, after: Instant | None) -> bool:
+    """Whether a record was captured at or after `after` (no bound: every record)."""
+    if after is None:
+        return True
+    captured = time_or_none(record.captured_at)
+    return captured is not None and captured >= after
 
 
 def _limit(limit: Any) -> int:
@@ -196,16 +207,16 @@ class LocalCaptureStore:
     def read(self, since: Any = None, limit: int | None = 100) -> list[CaptureRecord]:
         """Records newest first, `captured_at` at or after `since`, at most `limit` (None:
         all)."""
-        since_text = _since_text(since)
+        after = _since(since)
         if limit is not None:
             limit = _limit(limit)
         out: list[CaptureRecord] = []
         for day, path in reversed(self.days()):
-            if since_text is not None and day.isoformat() < since_text[:10]:
-                break
+            if after is not None and day.isoformat() < format_time(after)[:10]:
+                break  # the day files are UTC days: none before the one `since` falls in
             records = self._read_file(path)
             for record in sorted(records, key=lambda r: r.captured_at, reverse=True):
-                if since_text is not None and record.captured_at < since_text:
+                if not _captured_since(record, after):
                     continue
                 out.append(record)
                 if limit is not None and len(out) >= limit:
@@ -397,7 +408,7 @@ class RepositoryCaptureStore:
                     corpus.capture_failure(record, author=self.author)
 
     async def list(self, since: Any = None, limit: int = 100) -> list[CaptureRecord]:
-        since_text, limit = _since_text(since), _limit(limit)
+        after, limit = _since(since), _limit(limit)
         found = []
         for run_id in self.repo.runs():
             if not run_id.startswith(RUN_PREFIX):
@@ -406,7 +417,7 @@ class RepositoryCaptureStore:
                 record = record_of(self.repo.run(run_id))
             except NotFound:  # erased since this store's repository listed the runs
                 continue
-            if record is not None and (since_text is None or record.captured_at >= since_text):
+            if record is not None and _captured_since(record, after):
                 found.append(record)
         found.sort(key=lambda r: (r.captured_at, r.id), reverse=True)
         return found[:limit]

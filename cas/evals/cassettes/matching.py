@@ -14,13 +14,11 @@ from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
-from blake3 import blake3
 
-from cas.digest import CASSETTE_REQUEST_DOMAIN, PREFIX
 from cas.errors import FailedPrecondition, InvalidArgument
 from cas.evals.replay import differences
 from cas.format import encoding, redaction
-from cas.format.records import CassetteExchange
+from cas.format.records import CassetteExchange, request_key
 
 REPLAY, RECORD, RECORD_MISSING, LIVE = MODES = ("replay", "record", "record-missing", "live")
 MODE_ENV = "CAS_CASSETTE_MODE"
@@ -37,7 +35,6 @@ RERECORD = " (record it again with --cassette-mode record or record-missing)"
 # result's digest covers, must not change when a module moves.
 PUBLIC_MODULE = "cas.cassettes"
 
-_REQUEST_KEY = blake3(CASSETTE_REQUEST_DOMAIN)
 _DECODE = msgspec.json.Decoder().decode
 
 
@@ -102,14 +99,6 @@ def _is_json(value: Any) -> bool:
         return True
     except InvalidArgument:
         return False
-
-
-def request_key(adapter: str, name: str, request: Any) -> str:
-    """`b3:` + 64 hex: BLAKE3 in the cassette-request domain of the canonical bytes of
-    `[adapter, name, request]` (docs/format.md 3.1)."""
-    h = _REQUEST_KEY.copy()
-    h.update(encoding.encode([adapter, name, request]))
-    return PREFIX + h.hexdigest()
 
 
 def _window(text: str, at: int) -> str:

@@ -65,6 +65,24 @@ def test_local_store_keeps_retention_days_across_a_day_change(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+
+def test_local_store_compares_since_as_a_time_whatever_its_offset(tmp_path):
+    """00:27 UTC on the 5th is before 20:00 on the 4th in New York (01:00 UTC on the 5th), although
+    its text sorts after; a form that names no time is refused, never matching nothing."""
+    clock = Clock(datetime(2026, 12, 5, 0, 27, tzinfo=timezone.utc))
+    store = LocalCaptureStore(tmp_path, clock=clock)
+    asyncio.run(store.start())
+    asyncio.run(store.append(record(1, "2026-12-05T00:27:36.000000Z")))
+    asyncio.run(store.append(record(2, "2026-12-05T02:00:00.000000Z")))
+    assert [r.id for r in asyncio.run(store.list(since="2026-12-04T20:00:00-05:00"))] == ["cr-2"]
+    assert [r.id for r in asyncio.run(store.list(since="2026-12-05"))] == ["cr-2", "cr-1"]
+    ny = timezone(timedelta(hours=-5))
+    assert [r.id for r in asyncio.run(store.list(since=datetime(2026, 12, 4, 19, tzinfo=ny)))] \
+        == ["cr-2", "cr-1"]
+    with pytest.raises(cas.InvalidArgument) as refused:
+        asyncio.run(store.list(since="yesterday"))
+    assert refused.value.reason == "INVALID_TIME"
+
 # -- the repository store, erasure, import ----------------------------------------------------
 def test_repository_store_makes_reviewable_runs_that_erasure_finds_without_the_user_id():
     repo = cas.Repository.create(MemoryBackend())

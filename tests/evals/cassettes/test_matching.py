@@ -225,3 +225,49 @@ def test_credentials_are_named_by_their_header_or_parameter_and_left_out_of_a_ur
     assert credential_name("client_secret") and not credential_name("model")
     assert strip_query("https://h/p?api_key=S&model=m&sig=T") == "https://h/p?model=m"
     assert strip_query("https://h/p") == "https://h/p"
+
+
+# -- the credential names, as docs/format.md section 4.10 lists them -------------------------
+def _documented(marker: str) -> list[str]:
+    """The backquoted names between `<!-- marker -->` and `<!-- /marker -->` in section 4.10
+    of docs/format.md (the normative list a reader implements)."""
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).parents[3] / "docs" / "format.md").read_text("utf-8")
+    start = re.search(r"<!--\s*" + marker + r"\s*-->", doc)
+    end = re.search(r"<!--\s*/" + marker + r"\s*-->", doc)
+    assert start and end, f"docs/format.md lost its {marker} list"
+    return re.findall(r"`([^`]+)`", doc[start.end():end.start()])
+
+
+def test_documented_credential_names_are_the_codes():
+    from cas.evals.cassettes import matching
+    names = _documented("credential-names")
+    assert len(names) == len(set(names)) == 16
+    assert set(names) == matching._CREDENTIAL_NAMES
+
+
+def test_documented_sensitive_words_are_the_codes():
+    """The doc spells out every alternative of the sensitive-key pattern (`client[_-]?secret`
+    as client_secret, client-secret, clientsecret); the pattern is exactly those words, each at
+    the start of a name or after `_` or `-`, at its end."""
+    import re
+
+    from cas.format import redaction
+    words = _documented("sensitive-words")
+    expanded = []
+    for alt in (redaction._SENSITIVE + "|authorization|cookie|set-cookie").split("|"):
+        if "[_-]?" in alt:
+            expanded += [alt.replace("[_-]?", sep) for sep in ("_", "-", "")]
+        else:
+            assert re.fullmatch(r"[a-z-]+", alt), alt
+            expanded.append(alt)
+    assert words == list(dict.fromkeys(expanded))  # `apikey` is spelled twice in the pattern
+    assert redaction.SENSITIVE_KEY.pattern == \
+        r"(?i)(?:^|[_-])(?:" + redaction._SENSITIVE + r"|authorization|cookie|set-cookie)\Z"
+    for word in words:
+        for name in (word, f"x-{word}", f"db_{word}", f" {word.upper()} "):
+            assert credential_name(name), name
+        assert not credential_name(f"{word}s") or f"{word}s" in words
+    for kept in ("tokens", "keyword", "x-request-id", "content-type", "xpassword", "code-1"):
+        assert not credential_name(kept), kept
