@@ -6,11 +6,12 @@ import os
 import time
 from typing import NamedTuple
 
-from cas.digest import digest_of, from_bytes
-from cas.errors import CorruptData, FailedPrecondition, InvalidArgument, NotFound
+from cas.digest import digest_of, from_bytes, to_bytes
+from cas.errors import (STORAGE_FAILURES, CasError, CorruptData, FailedPrecondition,
+                        InvalidArgument, NotFound)
 from cas.format import keys as K
-from cas.format.records import (KIND_BY_CODE, TYPES, RepoConfig, ReviewBatch, RunImport,
-                                parse_record_file, parse_record_file_of)
+from cas.format.records import (KIND_BY_CODE, KIND_CODES, TYPES, RepoConfig, ReviewBatch, RunImport,
+                                decode_object, parse_record_file, parse_record_file_of)
 from cas.repo.checks import Progress
 from cas.repo.erasure import redacted
 from cas.storage import log_index
@@ -239,7 +240,8 @@ class _Copy:
 
     def _objects(self) -> None:
         """2. Objects. The person index of a pack goes before the pack, as when it was written;
-        a pack before its index (which publishes it); a multi-pack index after its packs."""
+        a pack before its index (which publishes it), and after the packs holding the cases
+        its provenance describes (_publish_order); a multi-pack index after its packs."""
         fam, dst_keys = self.plan.by_family, self.plan.dst_keys
         for key in sorted(fam["person.index"] + fam["person.shards"]):
             if key not in dst_keys:
@@ -252,7 +254,7 @@ class _Copy:
                     raise CorruptData(f"{self.src.url}: {key} is the person table of pack "
                                       f"{pid}, shards {sorted(shards)}", key=key)
                 self._put(key, data)
-        indexes = fam["pack.index"]
+        indexes = _publish_order(self.src, fam["pack.index"], dst_keys)
         for n, ikey in enumerate(indexes):
             if self.progress:
                 self.progress("packs", n, len(indexes))
@@ -387,6 +389,66 @@ def _outlives_dataset(key: str) -> bool:
     """What a deleted dataset keeps: its tombstone and its citation logs (only fences)."""
     family = K.claimed_by(key)
     return family is not None and family.outlives
+
+
+_CASE, _PROVENANCE = KIND_CODES["case"], KIND_CODES["provenance"]
+
+
+def _publish_order(src, indexes: list[str], dst_keys: set[str]) -> list[str]:
+    """The pack indexes of `src`, in the order a copy publishes them: each pack after the
+    packs to copy that hold the cases its provenance objects describe. Its person table lists
+    a provenance under the people of those cases, which fsck accepts only while a published
+    pack holds them (the source wrote them first); in key order a mirror killed between the
+    two left a table listing an object under a person it does not name (issue 32). Packs
+    holding no provenance go first, in key order; a cycle (never written) keeps key order."""
+    first, held, wants = [], {}, {}
+    for ikey in indexes:
+        found = None if ikey in dst_keys else _provenance_entries(src, ikey)
+        if found is None:
+            first.append(ikey)
+            continue
+        cases, described = found
+        held[ikey] = cases
+        wants[ikey] = described - cases
+    holders: dict[bytes, set[str]] = {}
+    for ikey, cases in held.items():
+        for raw in cases:
+            holders.setdefault(raw, set()).add(ikey)
+    order, done, left = [], set(), sorted(wants)
+    while left:
+        ready = [k for k in left if all(raw not in holders or holders[raw] & done
+                                        for raw in wants[k])]
+        for ikey in ready or left:  # (nothing ready: a cycle, copied in key order)
+            done.add(ikey)
+            order.append(ikey)
+        left = [k for k in left if k not in done]
+    return first + order
+
+
+def _provenance_entries(src, ikey: str):
+    """(raw digests of its cases, raw digests of the cases its provenance objects describe)
+    of the pack `ikey` publishes, or None if it holds no provenance. Only to order the copy:
+    a pack or index that fails to parse is reported by _verify_pack when its turn comes."""
+    try:
+        _, entries = packfmt.parse_index(src.get(ikey), ikey)
+    except STORAGE_FAILURES:
+        raise
+    except CasError:
+        return None
+    provenances = [e for e in entries if e.kind == _PROVENANCE]
+    if not provenances:
+        return None
+    described = set()
+    pkey = ikey[:-len(".idx")] + ".pack"
+    for e in provenances:
+        try:
+            obj = decode_object("provenance", src.get_range(pkey, e.offset, e.length), pkey)
+            described.update(to_bytes(entry.case_id) for entry in obj.entries)
+        except STORAGE_FAILURES:
+            raise
+        except (CasError, ValueError):  # (a case id that is no digest)
+            continue
+    return {e.digest for e in entries if e.kind == _CASE}, described
 
 
 def _verify_pack(pkey: str, pack: bytes, ikey: str, index: bytes) -> None:

@@ -504,6 +504,64 @@ def test_mirror_copies_multi_indexes(tmp_path, small_packs):
     assert copy.fsck().ok and copy.items("d", 1, limit=200) == repo.items("d", 1, limit=200)
 
 
+class ListedFirst:
+    """A source that lists the pack indexes `first` before its other keys (a listing order
+    is the backend's: a mirror must not depend on it)."""
+
+    def __init__(self, inner, first: set[str]) -> None:
+        self.inner, self.first, self.url = inner, first, inner.url
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def list(self, prefix: str):
+        return sorted(self.inner.list(prefix), key=lambda k: (k not in self.first, k))
+
+
+def provenance_packs(backend) -> dict[str, set[str]]:
+    """Index key -> the cases its provenance objects describe that its pack does not hold."""
+    from cas.format.records import KIND_CODES, decode_object
+    from cas.storage import pack as packfmt
+    out = {}
+    for ikey in (k for k in backend.list("packs/") if k.endswith(".idx")):
+        _, entries = packfmt.parse_index(backend.get(ikey), ikey)
+        pack = backend.get(ikey[:-len(".idx")] + ".pack")
+        held = {cas.digest.from_bytes(e.digest) for e in entries}
+        for e in entries:
+            if e.kind == KIND_CODES["provenance"]:
+                obj = decode_object("provenance", pack[e.offset:e.offset + e.length])
+                out.setdefault(ikey, set()).update(
+                    x.case_id for x in obj.entries if x.case_id not in held)
+    return out
+
+
+def test_a_provenance_pack_is_published_after_the_cases_it_describes(tmp_path, monkeypatch):
+    """Issue 32. A promotion's provenance is indexed under the people of the cases it
+    describes; with small packs those cases are in an earlier pack. A mirror that published
+    the provenance's pack first (its key, or the listing, came first), killed before the
+    cases' pack, left a person table fsck read as listing an object under a person it does
+    not name. Whatever the listing order, every killed prefix passes fsck."""
+    from support.lifecycle import promote_and_seal, review, run_obj
+    monkeypatch.setenv("CAS_USER", "Ada <ada@example.com>")
+    monkeypatch.setattr("cas.storage.pack.PACK_MAX_BYTES", 2_000)
+    repo = cas.init(str(tmp_path / "src"))
+    runs = [run_obj(f"r-{i}", i, person=f"user-{i}") for i in range(6)]
+    repo.import_runs(runs)
+    anns = {r["run_id"]: review(repo, r["run_id"]) for r in runs}
+    repo.create_dataset("evals", admission="direct")
+    promote_and_seal(repo, anns, [r["run_id"] for r in runs], "k1")
+    ahead = {k for k, cases in provenance_packs(repo.backend).items() if cases}
+    assert ahead  # a provenance whose cases are in another pack
+    src = ListedFirst(repo.backend, ahead)
+    root = tmp_path / "dst"
+
+    def reset():
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir()
+
+    assert kill_at_every_call(src, reset, lambda: LocalBackend(str(root)), "provenance") >= 20
+
+
 @pytest.mark.parametrize("lasting", [True, False], ids=["server-gone", "blink"])
 @pytest.mark.parametrize("end", ["source", "destination"])
 def test_an_outage_at_any_read_of_a_mirror_is_unavailable(end, lasting):
