@@ -11,7 +11,7 @@ import datetime
 import re
 from bisect import bisect_left
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -140,11 +140,16 @@ class _State:
 
     def read_file(self, key: str, types) -> tuple[bytes | None, object]:
         """(file bytes, record) of `read`; (None, None) once reported."""
+        if isinstance(types, tuple):
+            return self.parsed(key, lambda data, k: parse_record_file_of(data, types, k))
+        return self.parsed(key, lambda data, k: parse_record_file(data, types, k))
+
+    def parsed(self, key: str, parse) -> tuple[bytes | None, Any]:
+        """(file bytes, `parse(bytes, key)`) of the file at `key`; (None, None) once the reason
+        it cannot be parsed has been reported."""
         try:
             data = self.backend.get(key)
-            if isinstance(types, tuple):
-                return data, parse_record_file_of(data, types, key)
-            return data, parse_record_file(data, types, key)
+            return data, parse(data, key)
         except STORAGE_FAILURES:
             raise  # a read that was not made: no verdict (module docstring)
         except CasError as exc:
@@ -157,12 +162,7 @@ def check(ctx, progress: Progress | None = None) -> Report:
     checks.progress(progress)
     st = _State(ctx, progress)
     _check_leases(st)
-    try:
-        parse_record_file(st.backend.get(K.CONFIG), RepoConfig, K.CONFIG)
-    except STORAGE_FAILURES:
-        raise
-    except CasError as exc:
-        st.error(K.CONFIG, exc.message)
+    st.read(K.CONFIG, RepoConfig)
     _check_packs(st)
     by_dataset = _dataset_refs(st)
     _check_erasures(st)
@@ -216,13 +216,10 @@ def _check_packs(st: _State) -> None:
                             f"nothing reads {held}; `cas gc` deletes it once it is older than "
                             "the grace period (default 24h)")
             continue
-        try:
-            ipid, entries = packfmt.parse_index(st.backend.get(ikey), ikey)
-        except STORAGE_FAILURES:
-            raise
-        except CasError as exc:
-            st.error(ikey, exc.message)
+        index = st.parsed(ikey, packfmt.parse_index)[1]
+        if index is None:
             continue
+        ipid, entries = index
         if ipid != pid:
             st.error(ikey, f"index names pack {ipid}, expected {pid}")
         st.indexed[pid] = {e.digest: (e.offset, e.length, e.kind) for e in entries}
@@ -273,15 +270,12 @@ def _check_object(st: _State, pid, pkey, ikey, data, spans, e) -> None:
 
 def _check_multi_index(st: _State, mkey: str) -> None:
     """A multi-pack index must say exactly what the indexes of the packs it covers say."""
-    try:
-        packs, rows = packfmt.parse_multi_index(st.backend.get(mkey), mkey)
-    except STORAGE_FAILURES:
-        raise
-    except CasError as exc:
-        st.error(mkey, exc.message)
+    data, parsed = st.parsed(mkey, packfmt.parse_multi_index)
+    if parsed is None:
         return
+    packs, rows = parsed
     name = mkey[len(K.PACKS):-len(".midx")]
-    if name != st.backend.get(mkey)[-packfmt.DIGEST_LEN:].hex():
+    if name != data[-packfmt.DIGEST_LEN:].hex():
         st.error(mkey, "multi-pack index is not named by its checksum")
     want: dict[bytes, tuple[str, tuple[int, int, int]]] = {}
     for pid in packs:
@@ -652,15 +646,12 @@ def _check_person_table(st: _State, key: str) -> None:
     named = K.parse_person_table_key(key)
     if named is not None:
         st.person_files.setdefault(named[0], key)
-    try:
-        pid, shards = person_index.parse_table(st.backend.get(key), key)
-    except STORAGE_FAILURES:
-        raise
-    except CasError as exc:
-        st.error(key, exc.message)
+    table = st.parsed(key, person_index.parse_table)[1]
+    if table is None:
         for shard in named[1] if named is not None else ():
             st.person_rows[(shard, named[0])] = (key, None)
         return
+    pid, shards = table
     if named is None or named != (pid, set(shards)):
         st.error(key, "person table does not match its key")
         return
@@ -846,14 +837,10 @@ def _check_log_indexes(st: _State) -> None:
             continue
         name, lo, hi, checksum = parsed
         log = log_index.LOGS[name]
-        try:
-            data = st.backend.get(key)
-            got_lo, got_hi, rows = log_index.parse_segment(data, key)
-        except STORAGE_FAILURES:
-            raise
-        except CasError as exc:
-            st.error(key, exc.message)
+        data, segment = st.parsed(key, log_index.parse_segment)
+        if segment is None:
             continue
+        got_lo, got_hi, rows = segment
         if (got_lo, got_hi) != (lo, hi) or data[-32:].hex() != checksum:
             st.error(key, f"holds records ({got_lo}, {got_hi}] and checksum "
                           f"{data[-32:].hex()}, not what its name says")
@@ -1151,14 +1138,9 @@ def _check_citations(st: _State) -> None:
         dataset_gone = K.tombstone_key(name) in st.keyset
         if dataset_gone:
             key = K.tombstone_key(name)
-            try:
-                tomb = parse_record_file(st.backend.get(key), DatasetTombstone, key)
-                if tomb.dataset != name:
-                    st.error(key, f"tombstone is for dataset {tomb.dataset!r}")
-            except STORAGE_FAILURES:
-                raise
-            except CasError as exc:
-                st.error(key, exc.message)
+            tomb = st.read(key, DatasetTombstone)
+            if tomb is not None and tomb.dataset != name:
+                st.error(key, f"tombstone is for dataset {tomb.dataset!r}")
         _check_version_tombstones(st, name, fam.get("deleted", []), dataset_gone)
         experiments: dict[str, object] = {}
         for log in ("experiments", "scores"):

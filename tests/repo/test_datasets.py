@@ -12,6 +12,7 @@ from cas.format.keys import meta_key
 from cas.format.records import DatasetRecord, parse_record_file
 from cas.repo import datasets
 from cas.storage.backends.memory import MemoryBackend
+from support.sample_cases import case_id
 
 
 def refused(call, code: str, reason: str) -> CasError:
@@ -41,9 +42,6 @@ def test_an_unknown_admission_rule_is_refused(mem, bad):
     assert "accepted: reviewed, direct" in str(err)
     assert mem.datasets() == []
 
-
-def case_id(case: dict) -> str:
-    return cas.encode_case(case).case_id
 
 
 @pytest.fixture

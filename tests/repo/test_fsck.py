@@ -25,7 +25,7 @@ from cas.storage import leases
 from cas.storage import pack as packfmt
 from cas.storage.backends.memory import MemoryBackend
 from support.backends import every_outage
-from support.erasure_world import ALICE, seeded
+from support.erasure_world import ALICE, BOB, seeded
 from support.lifecycle import OPERATOR
 from support.sample_cases import plain_cases
 
@@ -339,7 +339,6 @@ def test_progress_reports(repo):
 
 
 # -- cross-checks: deletions that leave no gap in any numbering --------------------------------
-ALICE, BOB = "alice.moreau@example.org", "bob-17"
 
 
 def build_lifecycle(repo) -> cas.Repository:

@@ -29,6 +29,7 @@ from support.erasure_world import build as build_for_erasure
 from support.erasure_world import repository_bytes, seeded
 from support.faultproxy import FaultProxy
 from support.lifecycle import OPERATOR, multi_keys
+from support.sample_cases import case_id
 from support.sample_cases import padded_cases as midx_cases
 from support.sample_cases import plain_cases as score_cases
 from support.sample_cases import tool_cases as cases
@@ -59,9 +60,6 @@ def run(run_id: str, person: str, secret: str) -> dict:
             "input": {"message": secret}, "output": f"resolved ({secret})",
             "steps": [{"type": "message", "role": "user", "content": secret}]}
 
-
-def case_id(item) -> str:
-    return cas.encode_case(item).case_id
 
 
 def build(repo) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 import cas
 from support.lifecycle import PERSON, pending_erasure, snapshot
+from support.sample_cases import case_id
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")
 
@@ -61,9 +62,6 @@ def test_finish_erasures_completes_it_alone(pending):
     assert repo.erasures() == [done]
     assert repo.finish_erasures() == []  # nothing left to finish
 
-
-def case_id(case: dict) -> str:
-    return cas.encode_case(case).case_id
 
 
 def test_open_missing_repository_not_found(tmp_path):

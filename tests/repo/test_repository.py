@@ -23,7 +23,7 @@ from cas.format.keys import version_key
 from cas.repo import repository
 from cas.storage.backends.local import LocalBackend
 from cas.storage.backends.memory import MemoryBackend
-from support.sample_cases import read_all_items
+from support.sample_cases import case_id, read_all_items
 
 # -- case generation: small dicts, drawn from a small space so re-adds and equal sets happen ---
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(-3, 3),
@@ -34,9 +34,6 @@ case_st = st.fixed_dictionaries(
               "metadata": st.dictionaries(st.sampled_from(["k", "m"]), _scalar, max_size=2)})
 NAMES = ["alpha", "b-2", "c.3"]
 
-
-def case_id(case: dict) -> str:
-    return cas.encode_case(case).case_id
 
 
 

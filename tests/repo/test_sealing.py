@@ -17,7 +17,7 @@ from cas.format.keys import version_key
 from cas.format.records import Provenance, format_record_file
 from cas.storage.backends.memory import MemoryBackend
 from support.lifecycle import jsonl, keys, promote_and_seal, review, run_obj
-from support.sample_cases import read_all_items
+from support.sample_cases import case_id, read_all_items
 
 
 def refused(call, code: str, reason: str) -> CasError:
@@ -99,9 +99,6 @@ def test_the_first_commits_form_of_provenance_on_a_later_version_is_reported(mem
     assert any("has a parent (1)" in p.message for p in report.problems), report.problems
     assert mem.provenance("gold", 1)[0].committed_by  # the first version still reads
 
-
-def case_id(case: dict) -> str:
-    return cas.encode_case(case).case_id
 
 
 

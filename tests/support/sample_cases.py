@@ -1,5 +1,7 @@
 """Small case lists for commits (each list names its shape), and every id of a version."""
 
+import cas
+
 
 def plain_cases(n: int, tag: str = "c") -> list[dict]:
     """Cases with a short input only."""
@@ -32,3 +34,8 @@ def read_all_items(repo, name: str, number: int, limit: int = 500) -> list[str]:
         assert page.items and page.next_cursor == page.items[-1]
         after = page.next_cursor
         assert pages < 10_000
+
+
+def case_id(case) -> str:
+    """The id of a case (a dict or a Case): the digest of its canonical bytes."""
+    return cas.encode_case(case).case_id

@@ -170,9 +170,9 @@ def test_a_local_store_without_a_repository_is_named_at_import_and_keys_never_mi
     with pytest.raises(cas.FailedPrecondition) as e:  # its digests would name nobody here
         import_captures(repo, keyed, "acme")
     assert e.value.reason == "CAPTURE_KEY_MISMATCH" and repo.runs() == ["capture-cr-1"]
-    for directory, given in ((keyed, repo), (keyed, None), (plain, repo)):
+    for directory, opened_with in ((keyed, repo), (keyed, None), (plain, repo)):
         with pytest.raises(cas.FailedPrecondition) as e:  # one directory, one key (or none)
-            asyncio.run(LocalCaptureStore(directory, repo=given).start())
+            asyncio.run(LocalCaptureStore(directory, repo=opened_with).start())
         assert e.value.reason in ("CAPTURE_KEY_MISMATCH", "CAPTURE_REPOSITORY_REQUIRED")
 
 
