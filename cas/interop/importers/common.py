@@ -8,8 +8,10 @@ field for goes to the run's `metadata` (or `extra`), never dropped silently.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from blake3 import blake3
 
@@ -30,6 +32,42 @@ class Options(NamedTuple):
 def refuse(source: str, message: str, **fields) -> InvalidArgument:
     """The refusal of a document that is not what its format reads."""
     return InvalidArgument(f"{source}: {message}", reason="NOT_THIS_FORMAT", **fields)
+
+
+# -- warnings --------------------------------------------------------------------------------
+class Warning(NamedTuple):  # noqa: A001 - an import's warning, not Python's category
+    """Something of a file an importer neither turned into steps nor kept under `metadata`:
+    said, never dropped in silence. `run_id` names the run it concerns (None: the file)."""
+
+    source: str
+    message: str
+    run_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "run_id": self.run_id, "message": self.message}
+
+
+_WARNINGS: contextvars.ContextVar[list | None] = contextvars.ContextVar("cas_import_warnings",
+                                                                       default=None)
+
+
+def warn(source: str, message: str, run_id: str | None = None) -> None:
+    """Say what an import could not keep; collected by the `collecting()` around it (outside
+    one, as in a converter called on its own, the warning has nowhere to go and is dropped)."""
+    sink = _WARNINGS.get()
+    if sink is not None:
+        sink.append(Warning(source, message, run_id))
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[Warning]]:
+    """The warnings `warn` gives inside the block, in the order given."""
+    sink: list[Warning] = []
+    token = _WARNINGS.set(sink)
+    try:
+        yield sink
+    finally:
+        _WARNINGS.reset(token)
 
 
 # -- documents ---------------------------------------------------------------------------------
