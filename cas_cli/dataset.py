@@ -1,4 +1,4 @@
-"""`cas dataset ...`: create, list, show, edit and delete datasets."""
+"""`cas dataset ...`: create, list, show, edit, delete and import datasets."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ def dataset() -> None:
 def _meta_line(d) -> str:
     tags = f" [{', '.join(d.tags)}]" if d.tags else ""
     desc = f" - {d.description}" if d.description else ""
-    return f"{d.name} (revision {d.revision}){tags}{desc}"
+    retired = f" (retired by an operator: {', '.join(f'@{n}' for n in d.retired)})" \
+        if d.retired else ""
+    return f"{d.name} (revision {d.revision}){tags}{desc}{retired}"
 
 
 ADMISSION_SAYS = {"reviewed": "only promotion of reviewed runs adds cases",
@@ -29,7 +31,7 @@ ADMISSION_SAYS = {"reviewed": "only promotion of reviewed runs adds cases",
 def _dataset_json(record) -> dict:
     """A dataset record as JSON, with the admission rule in force (a dataset created before
     the rule existed reads as direct)."""
-    return {**to_json(record), "admission": record.admits}
+    return {**to_json(record), "admission": record.admits, "retired": list(record.retired or [])}
 
 
 @dataset.command("create")
@@ -174,6 +176,51 @@ def delete(ctx: Invocation, name: str) -> None:
                          "used again")
 
 
+@dataset.command("import")
+@click.option("--from", "source", required=True, metavar="TOOL",
+              help="langsmith, langfuse, phoenix, braintrust, hf or jsonl "
+                   "(docs/importers.md, \"Datasets from other tools\").")
+@click.argument("path", metavar="FILE_OR_DIR")
+@click.argument("name", metavar="DATASET")
+@click.option("--tenant", default=None, help="The tenant of every case imported.")
+@click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN[,COLUMN...]",
+              help="hf and jsonl: the column of input, output, metadata or id (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Read and report; write nothing.")
+@click.option("-m", "--message", default=None, help="The version's message.")
+@json_option
+@pass_ctx
+def import_(ctx: Invocation, source: str, path: str, name: str, tenant: str | None,
+            mapping: tuple[str, ...], dry_run: bool, message: str | None) -> None:
+    """Import another tool's dataset export as the cases of DATASET (created `direct` if
+    it does not exist), in one sealed version; nothing is sealed when it holds them all."""
+    from cas.interop.datasets import import_dataset
+    r = import_dataset(ctx.repo(), source, path, name, tenant=tenant,
+                       mapping=list(mapping) or None, dry_run=dry_run, message=message)
+    data = {**r._asdict(), "version": None if r.version is None else to_json(r.version)}
+
+    def human() -> str:
+        skipped = "".join(f", {n} skipped ({why})" for why, n in sorted(r.skipped.items()))
+        dup = f", {r.duplicates} duplicates" if r.duplicates else ""
+        head = f"{r.items} examples read{skipped}{dup}: {r.cases} cases, {r.new} new"
+        if r.status == "sealed":
+            v = r.version
+            done = (f"sealed {v.dataset}@{v.number} ({v.item_count} cases, +{v.added})"
+                    + (f"; created dataset {name} (admission direct)" if r.created else ""))
+        elif r.status == "unchanged":
+            done = f"unchanged: {name}@{r.base} already holds every case; nothing sealed"
+        else:
+            done = (f"dry run: would seal {name}@{r.base + 1}" if r.new else
+                    f"dry run: unchanged, {name}@{r.base} already holds every case") + (
+                f" (would create dataset {name}, admission direct)" if r.created else "")
+        lines = [head, done]
+        for field, seen in sorted(r.unplaced.items()):
+            lines.append(f"  no place for {field!r} ({seen['count']}x, first at "
+                         f"{seen['first']}): kept in metadata.from.{source}.extra")
+        return "\n".join(lines)
+
+    ctx.emit(data, human)
+
+
 EXAMPLES = {
     "dataset": (
         Example('cas dataset create support-evals --description "Support agent regressions"',
@@ -208,6 +255,15 @@ EXAMPLES = {
     ),
     "dataset history": (
         Example("cas dataset history support-evals", "Every metadata revision, oldest first."),
+    ),
+    "dataset import": (
+        Example("cas dataset import --from langsmith support-golden.json support-golden "
+                "--tenant acme", "Bring a LangSmith dataset export over as one version."),
+        Example("cas dataset import --from hf ./squad-dev qa --map input=question,context "
+                "--map output=answers --dry-run",
+                "Preview a Hugging Face dataset saved with save_to_disk, columns mapped."),
+        Example("cas dataset import --from langfuse items.json support-golden --json",
+                "Again: `unchanged` when the head already holds every case."),
     ),
     "dataset delete": (
         Example("cas dataset delete support-evals-scratch",

@@ -97,6 +97,10 @@ class DatasetRecord(_Record, tag="dataset", kw_only=True):
     # datasets created before the rule existed (UNSET keeps their bytes canonical): those
     # read as "direct", the rule they were created under.
     admission: str | msgspec.UnsetType = msgspec.UNSET
+    # The versions an operator retired, as of this revision (ascending; carried by every later
+    # revision, as retirement is for ever): the witness that makes the loss of one
+    # `version.retirement` record detectable (fsck). Absent (UNSET) until the first one.
+    retired: list[int] | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def admits(self) -> str:
@@ -351,6 +355,40 @@ class ScoreBatch(_Record, tag="score.batch", kw_only=True):
     dataset: str
     number: int
     scores: list[Score]
+    # The digest of the `suite.result` object these scores were taken from (`cas suite run
+    # --record`); absent (UNSET keeps older batches' bytes) when the batch cites none.
+    result: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class SuiteRepetition(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One repetition of one case in a recorded suite result (timings are never recorded)."""
+
+    id: str           # the case id
+    position: int     # of the case in the suite, from 0
+    repetition: int   # from 0
+    seed: int         # the repetition's own seed
+    run_id: str
+    outcome: str      # COMPLETED, ERRORED or INCOMPLETE
+    answer: Any       # a JSON value; null unless COMPLETED
+    reason: str | None
+    scores: dict[str, bool | int | float | str] | None
+
+
+class SuiteResultRecord(_Record, tag="suite.result", kw_only=True):
+    """A suite run's whole result over a pinned version, every repetition of every case:
+    what `cas suite run --record` stores and its score batch cites (docs/format.md 4.6.6)."""
+
+    PACK_CODE: ClassVar[int | None] = 10
+
+    dataset: str
+    version: int
+    content_digest: str
+    suite: str               # the suite's name (its version is the pin above)
+    seed: int
+    repeat: int
+    shard: list[int] | None  # [index, count, cases] of a shard, else null
+    digest: str              # the result digest (docs/suites.md) the results give
+    results: list[SuiteRepetition]
 
 
 class ScoreWithdrawal(_Record, tag="score.withdrawal", kw_only=True):
@@ -494,7 +532,7 @@ class Lease(_Record, tag="lease", kw_only=True):
 
 
 # The objects: the records stored in packs, by digest (the kinds with a PACK_CODE).
-Object = Case | TreeLeaf | TreeNode | RunRecord | Provenance | CassetteRecord
+Object = Case | TreeLeaf | TreeNode | RunRecord | Provenance | CassetteRecord | SuiteResultRecord
 
 
 def _record_types() -> list[type]:
@@ -530,7 +568,7 @@ def _build_registry() -> dict[str, type]:
 TYPES: dict[str, type] = _build_registry()
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
 # Kind codes used inside pack files (one byte per entry): 1 case, 2 tree.leaf, 3 tree.node,
-# 7 run, 8 provenance, 9 cassette. 4, 5, 6 were reserved for version, dataset and config,
+# 7 run, 8 provenance, 9 cassette, 10 suite.result. 4, 5, 6 were reserved for version, dataset and config,
 # which were never packed: they are unused, and a reader refuses them like any unknown code.
 KIND_CODES: dict[str, int] = {k: t.PACK_CODE for k, t in TYPES.items() if t.PACK_CODE is not None}
 KIND_BY_CODE: dict[int, str] = {v: k for k, v in KIND_CODES.items()}

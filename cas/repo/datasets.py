@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, NamedTuple
 
+import msgspec
+
 from cas.errors import AlreadyExists, InvalidArgument, NotFound, VersionConflict
 from cas.format import encoding
 from cas.format.keys import meta_key
@@ -66,10 +68,27 @@ def edit_dataset(ctx, name: str, description: str | None = None,
         name=name, revision=current.revision + 1,
         description=current.description if description is None else description,
         tags=current.tags if tags is None else checks.tags(tags),
-        author=author, edited_at=ctx.clock(), admission=current.admission)
+        author=author, edited_at=ctx.clock(), admission=current.admission,
+        retired=current.retired)
     if not ctx.refs.append_meta(record):
         raise VersionConflict(name, current.revision, ctx.refs.meta_head(name))
     return record
+
+
+def witness_retirement(ctx, name: str, number: int, author: str, when: str) -> DatasetRecord:
+    """A revision of the dataset's metadata naming `number` among its operator-retired
+    versions (docs/format.md 4.8.1), so losing the retirement record alone is detectable.
+    Retried past concurrent edits; a revision already naming it is returned as is."""
+    while True:
+        current = dataset(ctx, name)
+        named = [] if current.retired is msgspec.UNSET else current.retired
+        if number in named:
+            return current
+        record = msgspec.structs.replace(current, revision=current.revision + 1,
+                                         retired=sorted({*named, number}), author=author,
+                                         edited_at=when)
+        if ctx.refs.append_meta(record):
+            return record
 
 
 def dataset(ctx, name: str) -> DatasetRecord:

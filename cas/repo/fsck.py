@@ -354,6 +354,7 @@ def _check_dataset(st: _State, name: str, groups: dict[str, list[int]], gone: se
     # a deleted version's number stays used (its tombstone)
     deleted = _deleted_numbers(st).get(name, set())
     first = None  # the dataset's first metadata revision
+    witnessed: list[int] = []  # the operator-retired versions the revisions so far name
     for group, type_ in (("meta", DatasetRecord), ("versions", VersionRecord)):
         numbers = sorted(groups[group])
         _contiguous(st, f"{K.DATASETS}{name}/{group}/",
@@ -368,6 +369,7 @@ def _check_dataset(st: _State, name: str, groups: dict[str, list[int]], gone: se
                     st.error(key, f"record says {record.name!r} revision {record.revision}")
                 first = record if number == 1 else first
                 _check_admission(st, key, record, first)
+                witnessed = _check_witnessed(st, key, name, record, witnessed)
                 continue
             st.n_versions += 1
             if st.progress:
@@ -386,6 +388,27 @@ def _check_admission(st: _State, key: str, record, first) -> None:
     elif first is not None and first.admission != record.admission:
         st.error(key, f"admission {record.admits!r} differs from the one the dataset was "
                       f"created with ({first.admits!r}); a dataset's rule never changes")
+
+
+def _check_witnessed(st: _State, key: str, name: str, record, before: list[int]) -> list[int]:
+    """The versions a revision names as retired by an operator (docs/format.md 4.8.1): sorted,
+    every earlier revision's kept (retirement is for ever), and each one's retirement record
+    present unless its version was deleted (which may take the record with it)."""
+    named = [] if record.retired is msgspec.UNSET else record.retired
+    if named != sorted(set(named)) or any(n < 1 for n in named):
+        st.error(key, f"retired {named} is not ascending version numbers without repeats")
+    if dropped := sorted(set(before) - set(named)):
+        st.error(key, f"no longer names {', '.join(f'{name}@{n}' for n in dropped)} as retired, "
+                      "as an earlier revision does (a retirement is for ever)")
+    for number in sorted(set(named) - set(before)):
+        if K.retired_key(name, number) not in st.keyset and \
+                K.deleted_key(name, number) not in st.keyset:
+            st.error(K.retired_key(name, number),
+                     f"is missing: {name}@{number} was retired by an operator ({key} names it), "
+                     "so it reads as ACTIVE again; retire it again with `cas retire "
+                     f"{name}@{number} --cause CAUSE --note NOTE` (the cause and note are lost "
+                     "with the record; a backup or the team's notes hold them)")
+    return sorted(set(before) | set(named))
 
 
 def _check_commit(st: _State, key: str, record, first) -> None:
@@ -599,6 +622,7 @@ def _check_erasure(st: _State, key: str, pending: bool) -> None:
     st.erasures["runs"].update(record.runs)
     if not pending:
         st.erased_persons.add(record.person)
+        _check_erasure_retired(st, key, record)
     if pending:
         # A killed erasure leaves exactly this (docs/concepts.md, "Opening a repository"):
         # what the plan names may be gone from packs, versions not yet retired, proposals and
@@ -615,6 +639,20 @@ def _check_erasure(st: _State, key: str, pending: bool) -> None:
                        "reads refuse it meanwhile; the next command that writes to the "
                        "repository (e.g. `cas gc`) finishes it, as does `cas erase --person "
                        f"ID --confirm-token {record.id}` again")
+
+
+def _check_erasure_retired(st: _State, key: str, record: Erasure) -> None:
+    """Every version a completed erasure retired keeps its retirement record (which its own
+    deletion, or its dataset's, may take with it): the erasure record is its witness."""
+    for ref in record.retired:
+        name, number = ref.dataset, ref.number
+        if not (K.retired_key(name, number) in st.keyset
+                or K.deleted_key(name, number) in st.keyset
+                or K.tombstone_key(name) in st.keyset
+                or K.meta_key(name, 1) not in st.keyset):  # a dataset deleted and collected
+            st.error(K.retired_key(name, number),
+                     f"is missing: {name}@{number} was retired by erasure {record.id} ({key} "
+                     "names it), so it reads as ACTIVE again although cases of it are erased")
 
 
 def _check_person_shards(st: _State, key: str) -> None:
@@ -1162,6 +1200,11 @@ def _check_citations(st: _State) -> None:
                     if version is None and withdrawn:
                         continue
                     _check_citation(st, where, name, c, version, trie, experiments)
+                if log == "scores" and isinstance(getattr(entry, "result", None), str):
+                    st.reachable.add(entry.result)  # gc keeps it too (gc.reachable)
+                    if st.objects.get(entry.result) != "suite.result":
+                        st.error(key, f"cites suite result {entry.result}, which is not "
+                                      "stored (or is not a suite.result)")
 
 
 def _check_version_tombstones(st: _State, name: str, numbers, dataset_gone: bool) -> None:

@@ -84,6 +84,9 @@ def retire(ctx, name: str, number: int, cause: str, note: str,
             "retirement is permanent and its first cause stands",
             reason="VERSION_ALREADY_RETIRED", dataset=name, version=number,
             cause=prior.cause, retired_at=prior.retired_at)
+    # Then the dataset's own log names it: a retirement is never undone by losing one file.
+    # (A kill between the two leaves the retirement standing, merely unwitnessed.)
+    datasets.witness_retirement(ctx, name, number, author, record.retired_at)
     return record
 
 

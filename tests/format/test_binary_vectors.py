@@ -3,9 +3,9 @@ a pack index, a multi-pack index, a log index segment and a person table, each b
 few fixed objects or rows.
 
 Each vector is checked three ways: cas's writer gives exactly the golden bytes
-(`vectors/<name>.bin`); the bytes laid out by hand from the format's text (struct and blake3,
+(`tests/vectors/<name>.bin`); the bytes laid out by hand from the format's text (struct and blake3,
 not cas: every checksum, digest, row key and check recomputed) give them too, field by field,
-as `vectors/binary.json` records them (its `layout` is the annotated hex dump section 10
+as `tests/vectors/binary.json` records them (its `layout` is the annotated hex dump section 10
 shows); and cas's reader, given the golden bytes, returns every field `binary.json` lists.
 Regenerate the golden files only on purpose, as those of test_vectors.py:
 CAS_UPDATE_VECTORS=1 python -m pytest tests/format/test_binary_vectors.py
@@ -29,7 +29,7 @@ from cas.storage import log_index, pack, person_index
 from cas.storage.backends.memory import MemoryBackend
 from support import ROOT
 
-HERE = pathlib.Path(__file__).parent / "vectors"
+HERE = pathlib.Path(__file__).parents[1] / "vectors"
 OBJECTS = json.loads((HERE / "vectors.json").read_text())  # the inputs: object vectors
 BINARY = HERE / "binary.json"
 NAMES = ("pack", "pack-index", "multi-pack-index", "log-index-segment", "person-table-rows")

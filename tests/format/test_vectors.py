@@ -22,7 +22,7 @@ from cas.format import records as objects
 from cas.storage import tree
 from support import ROOT
 
-VECTORS = pathlib.Path(__file__).parent / "vectors" / "vectors.json"
+VECTORS = pathlib.Path(__file__).parents[1] / "vectors" / "vectors.json"
 
 # (name, kind, input JSON text as a person might write it: any key order, any spacing)
 INPUTS = [
@@ -93,6 +93,9 @@ INPUTS = [
         "committed_by": "Ada <ada@example.com>", "entries": []}"""),
     ("dataset-admission", "dataset", """{"kind": "dataset", "format": 1, "name": "golden",
         "revision": 1, "description": "Hand-written cases", "tags": [], "admission": "direct",
+        "author": "Ada <ada@example.com>", "edited_at": "2026-11-30T12:00:00.000000Z"}"""),
+    ("dataset-retired", "dataset", """{"kind": "dataset", "format": 1, "name": "support-evals",
+        "revision": 3, "description": "", "tags": [], "admission": "reviewed", "retired": [2],
         "author": "Ada <ada@example.com>", "edited_at": "2026-11-30T12:00:00.000000Z"}"""),
     ("settings-override", "settings", """{"kind": "settings", "format": 1, "revision": 2,
         "dataset": "support-evals", "withheld": ["input", "tool_arguments"],
@@ -174,6 +177,26 @@ INPUTS = [
          "executor": "my_agent.evals:run_case",
          "cassette": "b3:4444444444444444444444444444444444444444444444444444444444444444"}],
         "author": "Ada <ada@example.com>", "recorded_at": "2026-11-30T12:00:00.000000Z"}"""),
+    ("suite-result", "suite.result", """{"kind": "suite.result", "format": 1,
+        "dataset": "support-evals", "version": 2, "suite": "support-evals",
+        "content_digest": "b3:0000000000000000000000000000000000000000000000000000000000000000",
+        "seed": 7, "repeat": 2, "shard": null,
+        "digest": "b3:cfd9fc38fdf88064a1a9caa516ab1708f1554f7c0f9822afb3897cae36286277",
+        "results": [{"id": "b3:1111111111111111111111111111111111111111111111111111111111111111",
+         "position": 0, "repetition": 0, "seed": 7, "run_id": "sr-53985397251948bb79f18aece91f9d38",
+         "outcome": "COMPLETED", "answer": "Refunds take 5 days.", "reason": null,
+         "scores": {"exact": true}},
+        {"id": "b3:1111111111111111111111111111111111111111111111111111111111111111",
+         "position": 0, "repetition": 1, "seed": 9170549854531933786,
+         "run_id": "sr-841aed6929fff12699ee04f5a4ae2891", "outcome": "ERRORED", "answer": null,
+         "reason": "the executor raised TimeoutError: timed out", "scores": null}]}"""),
+    ("score-batch-result", "score.batch", """{"kind": "score.batch", "format": 1,
+        "dataset": "support-evals", "number": 2, "scores": [{"dataset": "support-evals",
+        "version": 2, "content_digest": "b3:0000000000000000000000000000000000000000000000000000000000000000",
+        "metric": "exact", "value": true, "experiment": "baseline",
+        "item": "b3:1111111111111111111111111111111111111111111111111111111111111111",
+        "author": "Ada <ada@example.com>", "recorded_at": "2026-11-30T12:00:00.000000Z"}],
+        "result": "b3:3510aeea4badfeadc91752548bae6bfb014c534b50480ebcae6d415af6419d4b"}"""),
     ("lease", "lease", """{"kind": "lease", "format": 1, "id": "0123456789abcdef",
         "role": "gc", "operation": "gc", "host": "build-7", "pid": 4242,
         "started_at": "2026-11-30T12:00:00.000000Z", "expires_at": "2026-11-30T12:05:00.000000Z",
@@ -246,7 +269,7 @@ DERIVED_INPUTS = [
     # domain (kept: it names where claims are found).
     ("idempotency-claim-name", b"cas:idempotency\x00", "promote-2026-11-30", "", 64),
 ]
-DERIVED = pathlib.Path(__file__).parent / "vectors" / "derived.json"
+DERIVED = pathlib.Path(__file__).parents[1] / "vectors" / "derived.json"
 
 
 def derived_vector(name: str, dom: bytes, value, prefix: str, keep: int) -> dict:

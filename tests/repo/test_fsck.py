@@ -962,3 +962,16 @@ def test_a_commit_holds_a_commit_lease_whatever_operation_its_version_records(me
     mem.create_dataset("evals", admission="direct")
     version = mem.commit("evals", base=None, add=plain_cases(1), operation="import csv")
     assert version.operation == "import csv" and held == [(leases.WRITER, "commit")]
+
+
+def test_a_retirement_an_erasure_names_and_lost_is_an_error(erased_world):
+    """A completed erasure record witnesses the versions it retired: losing one of their
+    retirement records (the version reads as ACTIVE again, its erased cases gone) is damage."""
+    repo = cas.Repository(_memory(erased_world))
+    retired = sorted(k for k in erased_world if "/retired/" in k)
+    assert retired
+    repo.backend.delete(retired[0])
+    errors = [p for p in repo.fsck().problems if p.severity == "error"]
+    assert retired[0] in {p.where for p in errors}
+    [message] = [p.message for p in errors if p.where == retired[0]]
+    assert message.startswith("is missing: ") and "was retired by erasure ct-" in message
