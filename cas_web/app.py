@@ -29,7 +29,8 @@ TEMPLATES = pathlib.Path(__file__).parent / "templates"
 PAGE = 50  # rows per page of the queue, of a version's cases and of a diff
 PROMOTE_ROWS = 200  # accepted runs shown to choose from (all of them can be staged at once)
 STATUS = {"INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "ALREADY_EXISTS": 409,
-          "FAILED_PRECONDITION": 409, "ABORTED": 409, "DATA_LOSS": 500, "UNAVAILABLE": 503}
+          "FAILED_PRECONDITION": 409, "ABORTED": 409, "DATA_LOSS": 500, "UNAVAILABLE": 503,
+          "PERMISSION_DENIED": 403}
 
 
 def allowed_hosts(host: str, port: int) -> set[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 
@@ -54,9 +55,24 @@ def open(path: str = ".") -> Repository:  # noqa: A001 - the API name is cas.ope
                            location=path)
         return Repository(backend)
     root = _local_root(path)
-    if not os.path.isfile(os.path.join(root, CONFIG)):
+    if not _holds_config(root):
         raise NotFound(f"no cas repository at {root} (run `cas init` to create one)", location=root)
     return Repository(LocalBackend(root))
+
+
+def _holds_config(root: str) -> bool:
+    """Whether `root` holds a repository's config file. A directory this process may not read
+    is PERMISSION_DENIED, not "no repository" (which would send the user to `cas init`)."""
+    config = os.path.join(root, CONFIG)
+    try:
+        with builtins.open(config, "rb"):
+            return True
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return False
+    except PermissionError as exc:
+        raise PermissionDenied(f"permission denied: cannot open the repository at {root}: "
+                               f"{exc.strerror} ({exc.filename})", operation="open",
+                               location=root, path=exc.filename) from None
 
 
 def find(start: str = ".") -> str:
@@ -64,7 +80,7 @@ def find(start: str = ".") -> str:
     start = checks.path(start, "start")
     here = os.path.abspath(start)
     while True:
-        if os.path.isfile(os.path.join(here, REPO_DIR, CONFIG)):
+        if _holds_config(os.path.join(here, REPO_DIR)):
             return here
         parent = os.path.dirname(here)
         if parent == here:

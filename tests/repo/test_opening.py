@@ -73,6 +73,27 @@ def test_open_missing_repository_not_found(tmp_path):
     assert not (tmp_path / ".cas").exists()
 
 
+def test_a_repository_this_process_may_not_read_is_permission_denied(tmp_path, monkeypatch):
+    """Not "no repository, run cas init": the user can fix the mode, and must not init over it.
+    (The tests may run as root, whom modes do not stop: the refusal is injected at the open.)"""
+    cas.init(str(tmp_path))
+    config = str(tmp_path / ".cas" / "config")
+    real_open = open
+
+    def refusing(file, *args, **kwargs):
+        if str(file) == config:
+            raise PermissionError(13, "Permission denied", config)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing)
+    for attempt in (lambda: cas.open(str(tmp_path)), lambda: cas.find(str(tmp_path / "sub"))):
+        with pytest.raises(cas.PermissionDenied) as info:
+            attempt()
+        assert info.value.code == "PERMISSION_DENIED"
+        assert info.value.fields["location"] == str(tmp_path / ".cas")
+        assert "cannot open the repository at" in info.value.message
+
+
 def test_init_twice_already_exists(tmp_path):
     repo = cas.init(str(tmp_path))
     assert (tmp_path / ".cas" / "config").is_file()

@@ -311,3 +311,18 @@ def test_the_queue_filter_since_compares_times_and_names_runs_it_cannot_place(as
     assert 'id="undated"' not in client.get("/queue").text  # no filter: nothing left out
     r = client.get("/queue", params={"since": "yesterday"})
     assert r.status_code == 400 and "INVALID_TIME" in r.text and "is not a time" in r.text
+
+
+@pytest.mark.parametrize("error, status", [(cas.PermissionDenied, 403), (cas.Unavailable, 503)])
+def test_a_store_that_refuses_or_is_away_is_said_with_its_own_status(scene, monkeypatch, error,
+                                                                     status):
+    """A 403 from the store is not a server bug (500) nor an outage (503): the page says which."""
+    repo, client = scene
+
+    def failing(*args, **kwargs):
+        raise error("permission denied: cannot get 'runs/imports/0000000001' in s3://b/p",
+                    key="runs/imports/0000000001")
+
+    monkeypatch.setattr(type(repo), "review_queue", failing)
+    page = client.get("/queue")
+    assert page.status_code == status and error.code in page.text
