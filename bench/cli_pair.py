@@ -1,6 +1,6 @@
 """`cas promote` + `cas seal` as two processes: this tree against another, pair by pair.
 
-    python bench/cli_pair.py REPO BASELINE_TREE [--pairs 7] [--dataset bench]
+    python bench/cli_pair.py REPO BASELINE_TREE [--pairs 7] [--dataset bench] [--reviewed]
 
 REPO is a repository with a dataset to promote into (`bench/lifecycle.py --out DIR` leaves
 `DIR/repo-100000`); it is copied with hard links (cas never changes a file in place), so the copy
@@ -9,6 +9,8 @@ change: `git worktree add /tmp/old <commit>`. Each pair, in turn for this tree a
 baseline: 10 new runs are imported and reviewed through the library (not timed), then
 `cas promote --json` and `cas seal` run as two processes (timed together) with PYTHONPATH
 naming the tree whose `cas` package and command line (`cli`, as `cas_cli`) they import. Both trees are compiled first, as pip would.
+With `--reviewed`, the promotion is by selection (`cas promote --reviewed --run ID` x 10: cas
+finds each run's newest judgment) instead of a subjects file (`--file`, naming the judgments).
 Prints each side's median and the ratio this tree / baseline, pair by pair and its median.
 """
 
@@ -38,12 +40,15 @@ def cli_dir(tree: str) -> str:
 
 
 def promote_and_seal(cas_exe: str, repo: str, dataset: str, pythonpath: str, subjects: str,
-                     key: str) -> float:
+                     key: str, run_ids: list[str] | None = None) -> float:
+    """Two processes, timed together: the promotion (of the subjects file, or by selection of
+    `run_ids`), then its seal."""
     env = dict(os.environ, PYTHONPATH=pythonpath)
+    chosen = ["--file", subjects] if run_ids is None else \
+        ["--reviewed", *(a for r in run_ids for a in ("--run", r))]
     t0 = time.perf_counter()
-    p = subprocess.run([cas_exe, "--repo", repo, "--json", "promote", dataset, "--file",
-                        subjects, "--idempotency-key", key], capture_output=True, check=True,
-                       env=env)
+    p = subprocess.run([cas_exe, "--repo", repo, "--json", "promote", dataset, *chosen,
+                        "--idempotency-key", key], capture_output=True, check=True, env=env)
     token = json.loads(p.stdout)["confirm_token"]
     subprocess.run([cas_exe, "--repo", repo, "seal", dataset, "--confirm-token", token],
                    capture_output=True, check=True, env=env)
@@ -57,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pairs", type=int, default=7)
     p.add_argument("--dataset", default=lifecycle.DATASET)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--reviewed", action="store_true",
+                   help="promote by selection (--reviewed --run ID ...), not a subjects file")
     args = p.parse_args(argv)
     cas_exe = os.path.join(os.path.dirname(sys.executable), "cas")
     trees = {"this tree": ROOT, "baseline": os.path.abspath(args.baseline_tree)}
@@ -89,12 +96,14 @@ def main(argv: list[str] | None = None) -> int:
                     json.dump([{"subject_kind": "agent_run", "subject_ref": i,
                                 "review_annotation_id": a} for i, a in zip(ids, annotations)], f)
                 times[name].append(promote_and_seal(cas_exe, repo, args.dataset, paths[name],
-                                                    subjects, f"cli-pair-{k}-{j}"))
+                                                    subjects, f"cli-pair-{k}-{j}",
+                                                    ids if args.reviewed else None))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ours, theirs = times["this tree"], times["baseline"]
     ratios = [a / b for a, b in zip(ours, theirs)]
-    print(f"cas promote + cas seal, two processes, {args.pairs} pairs on {args.repo}")
+    how = "--reviewed --run x10" if args.reviewed else "--file (10 subjects)"
+    print(f"cas promote {how} + cas seal, two processes, {args.pairs} pairs on {args.repo}")
     print(f"  this tree: median {statistics.median(ours) * 1000:.0f} ms")
     print(f"  baseline ({trees['baseline']}): median {statistics.median(theirs) * 1000:.0f} ms")
     print(f"  this tree / baseline: median {statistics.median(ratios):.2f}x "

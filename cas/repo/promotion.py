@@ -136,9 +136,15 @@ def promote(ctx, name: str, subjects: list[Subject | dict[str, Any]], idempotenc
         runs[encode_object(run)[2]] = run.run_id
         _, data, case_id = encode_object(freeze(run, withheld))
         cases[case_id] = (data, run.person)
-        provenance.setdefault(case_id, ProvenanceEntry(
+        entry = ProvenanceEntry(
             case_id=case_id, run_id=run.run_id, annotation_id=review.annotation_id,
-            reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=sorted(withheld)))
+            reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=sorted(withheld))
+        # Runs that freeze to one case: the first by (run id, annotation id) speaks for it, so
+        # the same subjects in another order stage the same proposal, as the request says.
+        known = provenance.get(case_id)
+        if known is None or (entry.run_id, entry.annotation_id) < (known.run_id,
+                                                                   known.annotation_id):
+            provenance[case_id] = entry
         request.append([kind, s.subject_ref, s.review_annotation_id])
     request = encoding.encode(
         {"operation": "promote", "subjects": sorted(request), "withheld": sorted(withheld)})
@@ -154,7 +160,8 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
                       since: str | None = None,
                       run_ids: Iterable[str] | None = None) -> list[Subject]:
     """Promotion by selection: the runs whose newest judgment on the eligibility metric (by
-    anyone) accepts them, as subjects naming that judgment, in import order (ties by run id).
+    anyone) accepts them, as subjects naming that judgment, in import order (named runs: by
+    import record, then run id; the order changes nothing staged).
     `tenant` and `since` (`started_at` at or after it, compared as times by `cas.format.times`;
     a run whose `started_at` is absent or not a time does not match) narrow the selection;
     `run_ids` restricts it to those runs, each of which must then be selected (else refused,
@@ -171,21 +178,26 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
                 f"not on {metric!r}", reason="REVIEW_WRONG_METRIC", metric=metric,
                 expected=rules.metric)
     named = None if run_ids is None else checks.strings(run_ids, "run_ids", "run ids")
-    newest: dict[str, Any] = {}
-    for review in review_index(ctx).all():
-        if review.metric == rules.metric:
-            known = newest.get(review.run_id)
-            if known is None or (review.reviewed_at, review.annotation_id) > (
-                    known.reviewed_at, known.annotation_id):
-                newest[review.run_id] = review
-    order = list(run_index(ctx).all())  # import order
     if named:
+        # A few named runs cost a few lookups in the logs' keyed indexes, not a read of
+        # every import and review record (issue 37).
+        numbers = run_index(ctx).import_numbers(named)
         for run_id in named:
-            get_run(ctx, run_id)  # RUN_NOT_FOUND for one that is not recorded
-        wanted = set(named)
-        candidates = [r for r in order if r in wanted]
+            if run_id not in numbers:
+                get_run(ctx, run_id)  # RUN_NOT_FOUND (or a refusal naming a pending erasure)
+        candidates = sorted(set(named), key=lambda r: (numbers[r], r))
+        judged = review_index(ctx).of_runs(candidates).values()
     else:
-        candidates = order
+        candidates = list(run_index(ctx).all())  # import order
+        judged = [review_index(ctx).all()]
+    newest: dict[str, Any] = {}
+    for reviews_ in judged:
+        for review in reviews_:
+            if review.metric == rules.metric:
+                known = newest.get(review.run_id)
+                if known is None or (review.reviewed_at, review.annotation_id) > (
+                        known.reviewed_at, known.annotation_id):
+                    newest[review.run_id] = review
     out = []
     for run_id in candidates:
         review = newest.get(run_id)

@@ -121,6 +121,12 @@ class RunIndex:
         found = self.keyed.find_many("run-id", run_ids)
         return {run_id: entries[-1][1].run for run_id, entries in found.items() if entries}
 
+    def import_numbers(self, run_ids: Iterable[str]) -> dict[str, int]:
+        """Run id -> the number of the import record that recorded it (the newest), for
+        those of `run_ids` that are recorded: a few keyed lookups, not a read of the log."""
+        found = self.keyed.find_many("run-id", run_ids)
+        return {run_id: entries[-1][0] for run_id, entries in found.items() if entries}
+
     def all(self) -> dict[str, str]:
         """Every run id -> digest, in import order."""
         for n, record in read_log_from(self.backend, import_key, RunImport, self._loaded):

@@ -13,10 +13,13 @@ import io
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import cas
 from cas.errors import CasError
 from cas.repo import promotion
+from support.backends import Counting
 from support.lifecycle import REVIEWER, jsonl, keys, promote_and_seal, review, run_obj, subject
 
 pytestmark = pytest.mark.usefixtures("as_reviewer")
@@ -308,6 +311,21 @@ def test_same_run_is_one_case_and_keeps_its_id(staged):
     assert cas.encode_case(frozen).case_id == case_id and frozen.run_id == "r-0"
 
 
+def test_the_same_subjects_in_another_order_stage_the_same_proposal(staged):
+    """One run named with two accepting judgments: the provenance of its one case does not
+    depend on which subject came first (the request is sorted; the proposal must be too)."""
+    repo, anns = staged
+    ann_b = review(repo, "r-0", label="accepted")
+    repo.create_dataset("other")
+    one = repo.promote("evals", [subject("r-0", anns["r-0"]), subject("r-0", ann_b)], "k1")
+    two = repo.promote("other", [subject("r-0", ann_b), subject("r-0", anns["r-0"])], "k2")
+    repo.seal("evals", one["confirm_token"])
+    repo.seal("other", two["confirm_token"])
+    [first], [second] = repo.provenance("evals", 1), repo.provenance("other", 1)
+    assert first == second
+    assert first.annotation_id == min(anns["r-0"], ann_b)
+
+
 def test_provenance_names_review_reviewer_and_time(staged):
     repo, anns = staged
     p, v1 = promote_and_seal(repo, anns, ["r-0", "r-1"], "k1")
@@ -459,6 +477,39 @@ def test_the_selection_is_the_runs_whose_newest_judgment_accepts_them(judged):
     assert [s.subject_ref for s in repo.reviewed_subjects(since="2026-05-15")] == ["r-5"]
     assert [s.subject_ref for s in repo.reviewed_subjects(run_ids=["r-5", "r-1"])] == [
         "r-1", "r-5"]  # import order, whatever the order named
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # it only reads
+@given(picked=st.lists(st.sampled_from(["r-1", "r-2", "r-3", "r-4", "r-5", "r-6"]), min_size=1,
+                       max_size=6))
+def test_naming_runs_selects_what_the_whole_selection_holds_of_them(judged, picked):
+    """The named path looks each run up in the keyed indexes; the unnamed one reads the logs.
+    They agree on every run: selected with the same judgment, or refused for the same reason."""
+    repo, _ = judged
+    whole = {s.subject_ref: s for s in repo.reviewed_subjects()}
+    try:
+        named = repo.reviewed_subjects(run_ids=picked)
+    except CasError as exc:
+        assert exc.reason in ("REVIEW_NOT_ACCEPTED", "REVIEW_REQUIRED", "RUN_NOT_FOUND")
+        assert exc.fields["run_id"] in set(picked) - set(whole)
+    else:
+        assert set(picked) <= set(whole)
+        assert named == [whole[r] for r in whole if r in picked]  # in import order
+
+
+def test_naming_a_few_runs_reads_neither_log_whole(mem, as_reviewer):
+    """Promotion by selection of 2 runs among 40 import records and 40 review batches reads
+    a few records of each log, not all (issue 37: O(N) in the runs named)."""
+    for i in range(40):
+        mem.import_runs(io.BytesIO(jsonl(run_obj(f"r-{i}", i))))
+        review(mem, f"r-{i}")
+    counting = Counting(mem.backend)
+    fresh = cas.Repository(counting)
+    subjects = fresh.reviewed_subjects(run_ids=["r-7", "r-31"])
+    assert [s.subject_ref for s in subjects] == ["r-7", "r-31"]
+    got = counting.calls["get"] + counting.calls["get_range"]
+    assert got < 20, counting.calls
 
 
 def test_promote_reviewed_stages_the_selection_and_seals_it(judged):
