@@ -15,16 +15,17 @@ def runs() -> None:
 
 
 @runs.command("import")
-@click.argument("file", type=click.File("rb"), required=False, metavar="FILE")
+@click.argument("files", type=click.File("rb"), nargs=-1, metavar="FILE...")
 @click.option("--from-captures", "captures", default=None, metavar="DIR",
               type=click.Path(file_okay=False),
               help="Import the records of a local capture store (docs/capture.md) instead of "
                    "FILE; needs --tenant.")
 @click.option("--format", "fmt", default="native", show_default=True, metavar="FORMAT",
               help="native (cas's JSON Lines), auto, openai-chat, openai-responses, anthropic, "
-                   "otel-genai, openinference, inspect or langsmith.")
+                   "bedrock-converse, otel-genai, openinference, inspect or langsmith.")
 @click.option("--container", default=None, metavar="vcr",
-              help="Read the API traffic out of vcrpy cassettes (YAML or JSON).")
+              help="Read the API traffic out of recorded HTTP cassettes (vcrpy YAML or "
+                   "JSON, and other recorders': docs/importers.md).")
 @click.option("--tenant", default=None, help="The tenant of every run imported.")
 @click.option("--person", default=None, help="The person every run imported is of.")
 @click.option("--tenant-from", default=None, metavar="FIELD",
@@ -36,16 +37,17 @@ def runs() -> None:
                    "recorded with you as author). Repeatable; holds for this import only.")
 @json_option
 @pass_ctx
-def runs_import(ctx: Invocation, file, captures, fmt: str, container, tenant, person, tenant_from,
-                person_from, allow_erased: tuple[str, ...]) -> None:
-    """Import runs from FILE ('-' for stdin): all or nothing. Another format's documents are
-    converted first (docs/importers.md). Runs naming a person an erasure deleted are refused
+def runs_import(ctx: Invocation, files, captures, fmt: str, container, tenant, person,
+                tenant_from, person_from, allow_erased: tuple[str, ...]) -> None:
+    """Import runs from FILE ('-' for stdin; several files are one import): all or nothing.
+    Another format's documents are converted first (docs/importers.md); what a conversion
+    could not keep is said in a warning. Runs naming a person an erasure deleted are refused
     unless --allow-erased-person names them. --from-captures DIR imports a local capture
     store's records instead."""
     import cas.interop.importers
     from cas.errors import InvalidArgument
-    if (file is None) == (captures is None):
-        raise click.UsageError("give FILE or --from-captures DIR (one of them)")
+    if (not files) == (captures is None):
+        raise click.UsageError("give FILE... or --from-captures DIR (one of them)")
     if captures is not None:
         from cas.evals.capture.stores import import_captures
         others = [f"--{n}" for n, v in (("container", container), ("person", person),
@@ -68,7 +70,7 @@ def runs_import(ctx: Invocation, file, captures, fmt: str, container, tenant, pe
                  f"imported {len(result.new)} runs ({result.unchanged} already present, "
                  "unchanged) from captures")
         return
-    source = getattr(file, "name", "stdin")
+    sources = [getattr(f, "name", "stdin") for f in files]
     if fmt == "native":
         given = [f"--{n}" for n, v in (("container", container), ("tenant", tenant),
                                         ("person", person), ("tenant-from", tenant_from),
@@ -76,19 +78,66 @@ def runs_import(ctx: Invocation, file, captures, fmt: str, container, tenant, pe
         if given:
             raise InvalidArgument(f"{given[0]} applies to another format's documents; cas's "
                                   "own runs name their tenant and person (give --format)")
-        runs_given = file
+        runs_given, said = (files[0] if len(files) == 1 else _native(files, sources)), []
     else:
-        runs_given = cas.interop.importers.convert(
-            file.read(), fmt, source=source, container=container, tenant=tenant,
-            person=person, tenant_from=tenant_from, person_from=person_from)
-    result = ctx.repo().import_runs(runs_given, allow_erased_persons=list(allow_erased),
-                                    progress=ctx.progress)
+        runs_given, said = cas.interop.importers.convert_files(
+            [(name, f.read()) for name, f in zip(sources, files)], fmt, container=container,
+            tenant=tenant, person=person, tenant_from=tenant_from, person_from=person_from)
+    try:
+        result = ctx.repo().import_runs(runs_given, allow_erased_persons=list(allow_erased),
+                                        progress=ctx.progress)
+    except InvalidArgument as exc:
+        if fmt != "native" or len(files) != 1 or "line" not in exc.fields or \
+                not files[0].seekable():
+            raise
+        files[0].seek(0)  # a line that is not a run: is the file another format's?
+        hint = cas.interop.importers.looks_like(files[0].read(), sources[0])
+        if hint is None:
+            raise
+        raise cas.interop.importers.hinted(exc, hint) from None
     ctx.progress("", 0, 0)
+    warnings = [w.to_json() for w in said] + [_stored_warning(w, sources) for w in
+                                              result.warnings]
+    for warning in said:
+        where = f"run {warning.run_id!r}: " if warning.run_id is not None else ""
+        click.echo(f"cas: warning: {warning.source}: {where}{warning.message}", err=True)
     for warning in result.warnings:
         click.echo(f"cas: warning: {warning}", err=True)
-    ctx.emit({"imported": result.new, "unchanged": result.unchanged,
-              "warnings": result.warnings},
+    ctx.emit({"imported": result.new, "unchanged": result.unchanged, "warnings": warnings},
              f"imported {len(result.new)} runs ({result.unchanged} already present, unchanged)")
+
+
+def _native(files, sources):
+    """cas's own JSON Lines of several files, each checked first (a refused file is named,
+    with what it looks like instead when it is another format's), as one stream."""
+    import io
+
+    import cas.interop.importers
+    from cas.errors import InvalidArgument
+    from cas.repo.runs import read_runs_jsonl
+    data = []
+    for name, f in zip(sources, files):
+        raw = f.read()
+        try:
+            read_runs_jsonl(io.BytesIO(raw), name)
+        except InvalidArgument as exc:
+            hint = cas.interop.importers.looks_like(raw, name)
+            if hint is None:
+                raise
+            raise cas.interop.importers.hinted(exc, hint) from None
+        data.append(raw if raw.endswith(b"\n") or not raw else raw + b"\n")
+    joined = io.BytesIO(b"".join(data))
+    joined.name = "input"
+    return joined
+
+
+def _stored_warning(text: str, sources: list[str]) -> dict:
+    """A warning of the repository's import (a string naming its run as `run 'ID': ...`) in
+    the JSON shape of a conversion's."""
+    import re
+    found = re.match(r"run '([^'\\]*)': ", text)
+    return {"source": sources[0] if len(sources) == 1 else "input",
+            "run_id": found.group(1) if found else None, "message": text}
 
 
 @runs.command("list")
@@ -143,6 +192,8 @@ EXAMPLES = {
                 "OpenTelemetry GenAI spans, tenant and person read from span attributes."),
         Example("cas runs import --format auto --container vcr --tenant acme support.yaml",
                 "Detect the format of the API traffic recorded in a vcrpy cassette."),
+        Example("cas runs import --format openai-chat --tenant acme day1.jsonl day2.jsonl",
+                "Several files, one import: a refused file imports none and is named."),
         Example("cas runs import --allow-erased-person p-2231 runs-0601.jsonl",
                 "Admit again an erased person who gave new consent (this import only)."),
         Example("cas runs import --from-captures data/eval-captures --tenant acme",

@@ -1,5 +1,8 @@
 """L4, interop: other formats in and out. It knows nothing of the evaluation loop.
 
 - `importers/`: runs from the trace formats teams already have (pure: documents -> runs).
-- `exports`: a pinned version out to JSON Lines, Parquet, Hugging Face, OpenAI fine-tuning.
+- `datasets/`: datasets from other tools' exports (LangSmith, Langfuse, Phoenix, Braintrust,
+  Hugging Face, JSON Lines) as the cases of one version, and back in the shape each uploads.
+- `exports`: a pinned version out to JSON Lines, Parquet, Hugging Face, OpenAI fine-tuning,
+  and (through `datasets/`) to LangSmith, Langfuse, Phoenix and Braintrust.
 """

@@ -1,8 +1,10 @@
-"""Reads of a pinned version and its exports: JSON Lines, Parquet, Hugging Face, OpenAI chat."""
+"""Reads of a pinned version and its exports: JSON Lines, Parquet, Hugging Face, OpenAI chat,
+and the upload shapes of LangSmith, Langfuse, Phoenix and Braintrust."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import re
@@ -18,7 +20,8 @@ from cas.format.records import Case
 from cas.format.version_names import Pin, as_pin
 from cas.storage.backends.local import fsync_dir
 
-FORMATS = ("jsonl", "parquet", "hf", "openai-chat")
+TOOLS = ("langsmith", "langfuse", "phoenix", "braintrust")  # cas/interop/datasets/
+FORMATS = ("jsonl", "parquet", "hf", "openai-chat") + TOOLS
 EXPORT_FORMAT = 1  # of the JSON Lines header and of the metadata of parquet and hf exports
 PAGE = 500  # ids per page read (the most repo.items gives)
 # What an export reads of a repository: anything that has these is read as one (duck-typed).
@@ -418,8 +421,29 @@ def export_openai_chat(repo, pin: Any, out: Any) -> ExportResult:
     return _write_to(out, write)
 
 
+# -- the tools teams already use (cas/interop/datasets/) -------------------------------------
+def export_tool(repo, pin: Any, out: Any, tool: str) -> ExportResult:
+    """A version in the shape `tool` uploads (one of TOOLS: docs/export.md), its ids kept:
+    each tool's module in cas/interop/datasets/ writes it. Every case renders before the
+    file appears (`out`: a binary stream or a path, written atomically)."""
+    import importlib
+    module = importlib.import_module(f"cas.interop.datasets.{tool}")
+    p, rows = _rows(repo, pin)
+
+    def write(f) -> ExportResult:
+        return ExportResult(tool, str(p), module.write(rows, f, p.dataset))
+    if hasattr(out, "write"):  # a stream gets the file only once every case has rendered
+        import io
+        buffer = io.BytesIO()
+        result = write(buffer)
+        out.write(buffer.getvalue())
+        return result
+    return _write_to(out, write)
+
+
 EXPORTERS = {"jsonl": export_jsonl, "parquet": export_parquet, "hf": export_hf,
-             "openai-chat": export_openai_chat}
+             "openai-chat": export_openai_chat,
+             **{t: functools.partial(export_tool, tool=t) for t in TOOLS}}
 
 
 def export(repo, pin: Any, to: str, out: Any = None) -> ExportResult:

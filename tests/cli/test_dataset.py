@@ -81,7 +81,7 @@ def test_cli_dataset_show_lists_states(promoted, run):
     r = run("dataset", "show", "evals")
     assert r.exit_code == 0
     lines = r.stdout.splitlines()
-    assert lines[0] == "evals (revision 1)"
+    assert lines[0] == "evals (revision 2) (retired by an operator: @2)"  # its witness (4.4)
     assert lines[1] == "  admission: direct (commits may add cases, as promotion does)"
     assert lines[2] == (
         "  content policy: withholds tool_results (the repository default, settings revision 1)")
@@ -93,3 +93,70 @@ def test_cli_dataset_show_lists_states(promoted, run):
     data = json.loads(run("--json", "dataset", "show", "evals").stdout)
     assert [(v["number"], v["state"], v["retirement_cause"]) for v in data["versions"]] == [
         (3, "ACTIVE", None), (2, "RETIRED", "CONTAMINATED"), (1, "ACTIVE", None)]
+
+
+# -- cas dataset import --from TOOL (cas/interop/datasets/) -----------------------------------
+def test_cli_dataset_import_seals_once_then_says_unchanged(run, tmp_path):
+    from support.dataset_exports import BRAINTRUST_ROWS, jsonl
+    assert run("init").exit_code == 0
+    (tmp_path / "bt.jsonl").write_bytes(jsonl(BRAINTRUST_ROWS + [{"input": 3, "score": 1}]))
+    r = run("dataset", "import", "--from", "braintrust", "bt.jsonl", "gold", "--tenant", "acme")
+    assert (r.exit_code, r.stdout) == (0, (
+        "3 examples read: 3 cases, 3 new\n"
+        "sealed gold@1 (3 cases, +3); created dataset gold (admission direct)\n"
+        "  no place for 'score' (1x, first at bt.jsonl line 3): kept in "
+        "metadata.from.braintrust.extra\n"))
+    r = run("--json", "dataset", "import", "--from", "braintrust", "bt.jsonl", "gold",
+            "--tenant", "acme")
+    data = json.loads(r.stdout)
+    assert r.exit_code == 0 and (data["status"], data["new"], data["version"], data["base"]) == (
+        "unchanged", 0, None, 1)
+    assert set(data) == {"dataset", "source", "path", "items", "skipped", "cases",
+                         "duplicates", "new", "unplaced", "created", "status", "base",
+                         "version", "case_ids"}
+    assert run("dataset", "import", "--from", "braintrust", "bt.jsonl", "gold", "--tenant",
+               "acme").stdout.splitlines()[1] == (
+        "unchanged: gold@1 already holds every case; nothing sealed")
+    r = run("dataset", "import", "--from", "braintrust", "bt.jsonl", "gold", "--dry-run")
+    assert r.stdout.splitlines()[1] == "dry run: would seal gold@2"
+    assert json.loads(run("--json", "dataset", "show", "gold").stdout)["versions"][0][
+        "operation"] == "import"
+
+
+def test_cli_dataset_import_refusals_change_nothing(run, tmp_path):
+    assert run("init").exit_code == 0
+    assert run("dataset", "create", "reviewed").exit_code == 0
+    (tmp_path / "bad.jsonl").write_bytes(b'{"input": 1}\n{"input": \n')
+    (tmp_path / "ok.jsonl").write_bytes(b'{"input": 1}\n')
+    r = run("--json", "dataset", "import", "--from", "braintrust", "bad.jsonl", "gold")
+    err = json.loads(r.stderr)["error"]
+    assert r.exit_code == 2 and err["message"].startswith("bad.jsonl line 2: invalid JSON")
+    assert err["line"] == 2
+    r = run("--json", "dataset", "import", "--from", "csv", "ok.jsonl", "gold")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "UNKNOWN_FORMAT"
+    r = run("--json", "dataset", "import", "--from", "langsmith", "none.json", "gold")
+    assert r.exit_code == 3 and json.loads(r.stderr)["error"]["reason"] == "FILE_NOT_FOUND"
+    r = run("--json", "dataset", "import", "--from", "jsonl", "ok.jsonl", "reviewed")
+    assert r.exit_code == 5
+    assert json.loads(r.stderr)["error"]["reason"] == "ADMISSION_REVIEWED_ONLY"
+    r = run("--json", "dataset", "import", "--from", "langfuse", "ok.jsonl", "gold", "--map",
+            "input=x")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "INVALID_MAPPING"
+    assert run("dataset", "list").stdout == "reviewed\n"
+
+
+def test_cli_export_to_a_tool_and_import_back(run, tmp_path):
+    from support.dataset_exports import LANGSMITH_SDK, write
+    assert run("init").exit_code == 0
+    write(tmp_path / "ls.json", LANGSMITH_SDK)
+    assert run("dataset", "import", "--from", "langsmith", "ls.json", "gold").exit_code == 0
+    for tool in ("langsmith", "langfuse", "phoenix", "braintrust"):
+        r = run("--json", "export", "gold@1", "--to", tool, "-o", f"out.{tool}")
+        assert r.exit_code == 0 and json.loads(r.stdout)["cases"] == 2
+        r = run("--json", "dataset", "import", "--from", tool, f"out.{tool}", f"back-{tool}")
+        assert r.exit_code == 0, r.stderr
+        digests = {json.loads(run("--json", "dataset", "show", n).stdout)["versions"][0][
+            "content_digest"] for n in ("gold", f"back-{tool}")}
+        assert len(digests) == 1
+    r = run("export", "gold@1", "--to", "langsmith")
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["inputs"]

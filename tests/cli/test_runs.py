@@ -300,3 +300,100 @@ def test_promote_reviewed_since_selects_by_time(run, tmp_path):
             "FAILED_PRECONDITION", "RUN_NOT_SELECTED",
             "run 'odd' has a started_at of '5/13/2025', which is not a time, so --since "
             "2025-05-12T23:00:00Z cannot select it", run_id="odd")
+
+
+# -- several files, warnings, and refusals that say what a file is (issue 33) ------------------
+def _chat_doc(tag: str) -> dict:
+    return {"messages": [{"role": "user", "content": f"hello {tag}"}],
+            "response": {"id": f"chatcmpl-{tag}", "choices": [{"index": 0, "message": {
+                "role": "assistant", "content": f"hi {tag}"}, "finish_reason": "stop"}]}}
+
+
+def test_several_files_are_one_import_all_or_nothing(run, tmp_path):
+    assert run("init").exit_code == 0
+    a = write_jsonl(tmp_path / "a.jsonl", _chat_doc("a"), _chat_doc("b"))
+    bad = write_jsonl(tmp_path / "bad.jsonl", {"model": "m", "input": "responses, not chat"})
+    c = write_jsonl(tmp_path / "c.jsonl", _chat_doc("c"))
+    args = ("runs", "import", "--format", "openai-chat", "--tenant", "acme", a, bad, c)
+    r = run("--json", *args)
+    assert (r.exit_code, r.stdout) == (2, "")
+    error = json.loads(r.stderr)["error"]
+    assert (error["code"], error["reason"], error["source"]) == (
+        "INVALID_ARGUMENT", "NOT_THIS_FORMAT", bad)
+    assert error["message"].startswith(f"{bad}: not an openai-chat document (it looks like "
+                                       "OpenAI Responses items")
+    assert ok_json(run("--json", "runs", "list"))["runs"] == []  # none of the three imported
+    r = run("--json", "runs", "import", "--format", "openai-chat", "--tenant", "acme", a, c)
+    assert ok_json(r) == {"imported": ["openai-chat:chatcmpl-a", "openai-chat:chatcmpl-b",
+                                       "openai-chat:chatcmpl-c"], "unchanged": 0,
+                          "warnings": []}
+    # cas's own runs, several files too
+    one = write_jsonl(tmp_path / "one.jsonl", run_obj("r-1"))
+    two = write_jsonl(tmp_path / "two.jsonl", run_obj("r-2"), run_obj("r-3"))
+    assert ok_json(run("--json", "runs", "import", one, two))["imported"] == ["r-1", "r-2",
+                                                                              "r-3"]
+
+
+def test_a_conversions_warnings_are_printed_and_returned(run, tmp_path):
+    assert run("init").exit_code == 0
+    uri = "https://api.openai.com/v1/chat/completions"
+    cassette = tmp_path / "c.json"
+    cassette.write_text(json.dumps({"interactions": [
+        {"request": {"method": "POST", "uri": "https://telemetry.example/runs", "body": "{}"},
+         "response": {"status": {"code": 200}, "headers": {}, "body": {"string": "{}"}}},
+        {"request": {"method": "POST", "uri": uri, "body": json.dumps(
+            {"model": "m", "messages": [{"role": "user", "content": "hi"}]})},
+         "response": {"status": {"code": 200}, "headers": {"Content-Encoding": ["zstd"]},
+                      "body": {"string": "(\ufffd/\ufffd"}}}]}))
+    args = ("runs", "import", "--format", "openai-chat", "--container", "vcr", "--tenant",
+            "acme", str(cassette))
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    [run_id] = json.loads(run("--json", "runs", "list").stdout)["runs"]
+    said = ["interactions[0] (https://telemetry.example/runs) is not read by openai-chat (not "
+            "a call of its API): not imported",
+            f"the final response ({uri}) could not be read: its body is not JSON; the run ends "
+            "at its last request"]
+    lines = r.stderr.splitlines()
+    assert lines == [f"cas: warning: {cassette}: run {run_id!r}: {said[1]}",
+                     f"cas: warning: {cassette}: {said[0]}"]
+    out = json.loads(run("--json", *args).stdout)
+    assert out["warnings"] == [
+        {"source": str(cassette), "run_id": run_id, "message": said[1]},
+        {"source": str(cassette), "run_id": None, "message": said[0]}]
+    shown = json.loads(run("--json", "runs", "show", run_id).stdout)
+    assert shown["outcome"] == {"response_unread": "its body is not JSON"}
+
+
+def test_a_file_of_another_shape_is_refused_saying_what_it_looks_like(run, tmp_path):
+    assert run("init").exit_code == 0
+    cassette = tmp_path / "c.yaml"
+    cassette.write_text("interactions:\n- request:\n    method: POST\n    uri: "
+                        "https://api.openai.com/v1/chat/completions\n    body: '{}'\n"
+                        "  response:\n    status: {code: 200}\n    body: {string: '{}'}\n"
+                        "version: 1\n")
+    r = run("--json", "runs", "import", "--format", "openai-chat", "--tenant", "acme",
+            str(cassette))
+    error = json.loads(r.stderr)["error"]
+    assert r.exit_code == 2
+    assert error["looks_like"] == "it looks like a vcr cassette: give --container vcr"
+    assert error["message"].endswith("(it looks like a vcr cassette: give --container vcr)")
+    # a per-line file of another format, given as cas's own runs (no --format)
+    chat = write_jsonl(tmp_path / "chat.jsonl", _chat_doc("a"), _chat_doc("b"))
+    r = run("--json", "runs", "import", chat)
+    error = json.loads(r.stderr)["error"]
+    assert (r.exit_code, error["code"], error["line"]) == (2, "INVALID_ARGUMENT", 1)
+    assert error["looks_like"] == ("it looks like openai-chat or anthropic documents: give "
+                                   "--format with one of them")
+    assert error["message"] == (f"{chat} line 1: $.run_id: required field is missing (it looks "
+                                "like openai-chat or anthropic documents: give --format with "
+                                "one of them)")
+    one = write_jsonl(tmp_path / "one.jsonl", {"model": "m", "input": [
+        {"type": "message", "role": "user", "content": "hi"}]})
+    r = run("--json", "runs", "import", one)
+    assert json.loads(r.stderr)["error"]["looks_like"] == (
+        "it looks like openai-responses documents: give --format openai-responses")
+    r = run("--json", "runs", "import", str(cassette))
+    assert json.loads(r.stderr)["error"]["looks_like"] == (
+        "it looks like a vcr cassette: give --format auto --container vcr")
+    assert ok_json(run("--json", "runs", "list"))["runs"] == []

@@ -209,9 +209,10 @@ def test_an_unknown_format_is_refused_naming_the_accepted_ones(small):
     repo, pin = small
     with pytest.raises(cas.InvalidArgument) as exc:
         exports.export(repo, pin, "csv", io.BytesIO())
-    assert exc.value.fields["accepted"] == ["jsonl", "parquet", "hf", "openai-chat"]
+    assert exc.value.fields["accepted"] == ["jsonl", "parquet", "hf", "openai-chat",
+                                            "langsmith", "langfuse", "phoenix", "braintrust"]
     assert exc.value.message == ("unknown export format 'csv'; accepted: jsonl, parquet, hf, "
-                                 "openai-chat")
+                                 "openai-chat, langsmith, langfuse, phoenix, braintrust")
 
 
 # -- OpenAI chat ------------------------------------------------------------------------------

@@ -136,3 +136,54 @@ def test_a_damaged_real_document_converts_or_is_refused_never_crashes(traces, fo
         return
     for run in runs:
         parse_run(run, "$")
+
+
+# -- warnings, several files, refusals that name what a file is (issue 33) ---------------------
+def _chat(tag):
+    return {"messages": [{"role": "user", "content": tag}],
+            "response": {"id": f"chatcmpl-{tag}", "choices": [{"index": 0, "message": {
+                "role": "assistant", "content": "ok"}}]}}
+
+
+def test_convert_files_is_all_or_nothing_naming_the_refused_file():
+    good = json.dumps(_chat("a")).encode()
+    both = cas.interop.importers.convert_files([("a.json", good), ("b.json", good)],
+                                               "openai-chat", tenant="t")
+    assert [r["run_id"] for r in both.runs] == ["openai-chat:chatcmpl-a"] * 2
+    assert both.warnings == []
+    with pytest.raises(cas.InvalidArgument) as info:
+        cas.interop.importers.convert_files([("a.json", good), ("b.json", b'{"spans": 1}')],
+                                            "openai-chat", tenant="t")
+    assert info.value.fields["source"] == "b.json"
+    assert info.value.message.startswith("b.json: ")
+
+
+def test_warnings_are_collected_and_convert_keeps_its_return_type():
+    spans = [{"traceId": "a" * 32, "spanId": "1" * 16, "name": "chat", "attributes": {
+        "gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])}},
+        {"traceId": "b" * 32, "spanId": "2" * 16, "name": "http", "attributes": {"x": 1}}]
+    data = json.dumps(spans).encode()
+    warnings = []
+    runs = cas.interop.importers.convert(data, "otel-genai", source="s.json", tenant="t",
+                                         warnings=warnings)
+    assert isinstance(runs, list) and [r["run_id"] for r in runs] == ["otel-genai:" + "a" * 32]
+    assert [w.to_json() for w in warnings] == [{
+        "source": "s.json", "run_id": None,
+        "message": f"trace {'b' * 32}: 1 span(s), none of them a span this format reads (model "
+                   "or tool calls): not imported"}]
+    assert cas.interop.importers.convert(data, "otel-genai", source="s.json", tenant="t") == runs
+
+
+def test_a_cassette_without_the_container_is_refused_saying_so():
+    cassette = json.dumps({"interactions": [{"request": {
+        "method": "POST", "uri": "https://api.openai.com/v1/chat/completions",
+        "body": json.dumps(_chat("a"))}, "response": {"status": {"code": 200}}}]}).encode()
+    for fmt in ("auto", "openai-chat"):
+        with pytest.raises(cas.InvalidArgument) as info:
+            cas.interop.importers.convert(cassette, fmt, source="c.json", tenant="t")
+        assert info.value.fields["looks_like"] == ("it looks like a vcr cassette: give "
+                                                   "--container vcr")
+    assert cas.interop.importers.looks_like(cassette) == (
+        "it looks like a vcr cassette: give --format auto --container vcr")
+    assert cas.interop.importers.looks_like(b'{"hello": 1}') is None

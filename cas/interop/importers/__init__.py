@@ -10,8 +10,10 @@ read documents and return runs, and `Repository.import_runs` stores them.
 
 - `common`: what every importer shares: options, documents, tool arguments, run ids, tenant.
 - `vcr`: the vcr container: recorded API traffic in vcrpy cassettes, read as exchanges.
+- `bodies`: recorded HTTP bodies decoded: stored forms, Content-Encoding, AWS event streams.
 - `otlp`: spans as both span importers read them, grouped into traces and conversations.
 - `openai_chat`, `openai_responses`, `anthropic`: the model APIs' requests and responses.
+- `bedrock_converse`: Amazon Bedrock's Converse API (any model), plain and streamed.
 - `otel_genai`, `openinference`: spans that follow the OpenTelemetry GenAI or OpenInference
   conventions.
 - `inspect_log`, `langsmith`: Inspect AI eval logs; LangSmith run trees.
@@ -20,17 +22,20 @@ read documents and return runs, and `Repository.import_runs` stores them.
 from __future__ import annotations
 
 import importlib
+import re
+from typing import Any, NamedTuple
 
 from cas.errors import InvalidArgument
 from cas.format import encoding
 from cas.format.projection import IMPORT_KEY
 from cas.interop.importers import vcr
-from cas.interop.importers.common import Options, parse_documents
+from cas.interop.importers.common import Options, Warning, collecting, parse_documents, warn
 
 # Each format's module, imported when a format is first used (a `cas` command that imports
 # nothing does not pay for seven parsers).
 FORMATS = {"openai-chat": "openai_chat", "openai-responses": "openai_responses",
-           "anthropic": "anthropic", "otel-genai": "otel_genai",
+           "anthropic": "anthropic", "bedrock-converse": "bedrock_converse",
+           "otel-genai": "otel_genai",
            "openinference": "openinference", "inspect": "inspect_log", "langsmith": "langsmith"}
 CONTAINERS = ("vcr",)
 
@@ -52,11 +57,50 @@ def module_of(name: str):
 def convert(data: bytes, format: str = "auto", *, source: str = "input",  # noqa: A002
             container: str | None = None, tenant: str | None = None,
             person: str | None = None, tenant_from: str | None = None,
-            person_from: str | None = None) -> list[dict]:
+            person_from: str | None = None, warnings: list | None = None) -> list[dict]:
     """The runs (dicts in cas's schema, for `repo.import_runs`) of one file in `format`
     (`auto`: detected), optionally read out of a `container` (`vcr`: recorded HTTP traffic).
     Pure: nothing is stored. A document that is not the named format is refused with the
-    shape expected; the same file always gives the same runs."""
+    shape expected (and what it looks like instead); the same file always gives the same runs.
+    What the file holds that no run keeps is said in a warning (`Warning(source, message,
+    run_id)`), appended to `warnings` when a list is given (`convert_files` returns them)."""
+    with collecting() as said:
+        try:
+            return _convert(data, format, source, container, tenant, person, tenant_from,
+                            person_from)
+        finally:
+            if warnings is not None:
+                warnings.extend(said)
+
+
+class Converted(NamedTuple):
+    """The runs of the files of one import, and the warnings converting them gave."""
+
+    runs: list[dict]
+    warnings: list[Warning]
+
+
+def convert_files(files, format: str = "auto", *, container: str | None = None,  # noqa: A002
+                  tenant: str | None = None, person: str | None = None,
+                  tenant_from: str | None = None, person_from: str | None = None) -> Converted:
+    """The runs of several files (`(source, bytes)` pairs), in order, all or nothing: the
+    first file that is refused refuses the whole import, named by its source (the refusal's
+    `source` field), and no runs are returned."""
+    runs: list[dict] = []
+    said: list[Warning] = []
+    for source, data in files:
+        try:
+            runs.extend(convert(data, format, source=source, container=container,
+                                tenant=tenant, person=person, tenant_from=tenant_from,
+                                person_from=person_from, warnings=said))
+        except InvalidArgument as exc:
+            exc.fields.setdefault("source", source)
+            raise
+    return Converted(runs, said)
+
+
+def _convert(data, format, source, container, tenant, person, tenant_from,  # noqa: A002
+             person_from) -> list[dict]:
     if not isinstance(source, str):
         raise InvalidArgument(f"source names the input: a string, not {encoding.describe(source)}")
     for name, value in (("tenant", tenant), ("person", person), ("tenant_from", tenant_from),
@@ -69,14 +113,25 @@ def convert(data: bytes, format: str = "auto", *, source: str = "input",  # noqa
                               accepted=list(CONTAINERS))
     if container == "vcr":
         exchanges = vcr.read_cassette(data, source)
-        module = _module(format, _reads_most(exchanges), source)
+        try:
+            module = _module(format, _reads_most(exchanges), source)
+        except InvalidArgument as exc:
+            hint = _traffic_of(exchanges)
+            raise (hinted(exc, hint) if hint else exc) from None
         runs = module.convert_exchanges(exchanges, options, source)
+        _unread_exchanges(exchanges, module, source)
     elif (module := _archive_format(format, data, source)) is not None:
         runs = module.convert_bytes(data, options, source)
     else:
-        values = parse_documents(data, source)
-        module = _module(format, lambda m: all(m.detect(v) for v in values), source)
-        runs = module.convert(values, options, source)
+        try:
+            values = parse_documents(data, source)
+            module = _module(format, lambda m: all(m.detect(v) for v in values), source)
+            runs = module.convert(values, options, source)
+        except InvalidArgument as exc:
+            if _is_cassette(data):  # said, rather than "not JSON" or "not this format"
+                raise hinted(exc, "it looks like a vcr cassette: give --container vcr") \
+                    from None
+            raise
     for run in runs:  # where it came from; a content policy reads it (cas/format/projection.py)
         run.setdefault("metadata", {})[IMPORT_KEY] = {"format": module.NAME,
                                                       "container": container}
@@ -92,6 +147,75 @@ def detect(data: bytes, source: str = "input", container: str | None = None) -> 
         return module.NAME
     values = parse_documents(data, source)
     return _module("auto", lambda m: all(m.detect(v) for v in values), source).NAME
+
+
+def looks_like(data: bytes, source: str = "input") -> str | None:
+    """What a file refused as cas's own runs looks like instead, as the flag to give: a vcr
+    cassette (`--container vcr`) or another format's documents (`--format NAME`); None when
+    it looks like none of them."""
+    if _is_cassette(data):
+        return "it looks like a vcr cassette: give --format auto --container vcr"
+    try:
+        name = detect(data, source)
+    except InvalidArgument as exc:
+        names = exc.fields.get("candidates") if exc.reason == "FORMAT_AMBIGUOUS" else None
+        if not names:
+            return None
+        return f"it looks like {' or '.join(names)} documents: give --format with one of them"
+    return f"it looks like {name} documents: give --format {name}"
+
+
+def hinted(exc: InvalidArgument, hint: str) -> InvalidArgument:
+    """The refusal `exc` with what the file looks like instead after its message."""
+    new = encoding.in_context(exc, "x", looks_like=hint)
+    new.message = f"{exc.message} ({hint})"
+    new.args = (new.message,)
+    return new
+
+
+# A cassette's top-level `interactions:` key (YAML) or member (JSON), near the start.
+_CASSETTE = re.compile(rb'(?m)^(?:interactions:|\{?\s*"interactions"\s*:)')
+
+
+def _is_cassette(data: Any) -> bool:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        return False
+    head = bytes(data[:1 << 16])
+    if not _CASSETTE.search(head):
+        return False
+    try:
+        vcr.read_cassette(bytes(data), "input")
+    except Exception:  # noqa: BLE001 - any failure: not something to name it by
+        return False
+    return True
+
+
+# APIs no importer reads, known by their hosts or paths, to name in a refusal.
+_UNREAD_APIS = (("generativelanguage.googleapis.com", "Google Gemini (generateContent)"),
+                (":generateContent", "Google Gemini (generateContent)"),
+                (":streamGenerateContent", "Google Gemini (generateContent)"),
+                ("aiplatform.googleapis.com", "Google Vertex AI"))
+
+
+def _traffic_of(exchanges) -> str | None:
+    """What API a cassette no importer reads records, when it is one we know by name."""
+    for exchange in exchanges:
+        for mark, api in _UNREAD_APIS:
+            if mark in exchange.uri:
+                return f"it records {api} traffic, which no importer reads"
+    return None
+
+
+def _unread_exchanges(exchanges, module, source: str) -> None:
+    """Warn of each recorded call the format read none of (another API's traffic)."""
+    for i, exchange in enumerate(exchanges):
+        if not module.detect_exchange(exchange):
+            others = [n for n, m in ((n, module_of(n)) for n in FORMATS)
+                      if hasattr(m, "detect_exchange") and m.detect_exchange(exchange)]
+            also = f" (it is {others[0]} traffic: --format {others[0]} reads it)" if others \
+                else ""
+            warn(source, f"interactions[{i}] ({exchange.uri or 'no uri'}) is not read by "
+                 f"{module.NAME} (not a call of its API): not imported{also}")
 
 
 def _reads_most(exchanges):
@@ -131,4 +255,5 @@ def _module(name: str, fits, source: str):
                           "--format", reason="FORMAT_AMBIGUOUS", candidates=names)
 
 
-__all__ = ["CONTAINERS", "FORMATS", "Options", "convert", "detect", "formats", "module_of"]
+__all__ = ["CONTAINERS", "FORMATS", "Converted", "Options", "Warning", "convert", "convert_files",
+           "detect", "formats", "looks_like", "module_of"]

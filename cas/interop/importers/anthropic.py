@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from cas.errors import InvalidArgument
+from cas.format import encoding
 from cas.interop.importers import vcr
-from cas.interop.importers.common import (CallJoiner, Options, derived_run_id, each_document,
-                                          finish_run, listed, refuse, tool_arguments)
+from cas.interop.importers.common import (CallJoiner, Options, conversations, derived_run_id,
+                                          each_document, finish_run, listed, refuse, same_turn,
+                                          tool_arguments, unread, warn)
 from cas.interop.importers.vcr import Exchange
 
 NAME = "anthropic"
@@ -36,7 +38,11 @@ def detect(value: Any) -> bool:
 
 
 def detect_exchange(exchange: Exchange) -> bool:
-    """Is one recorded HTTP exchange a call to the Messages API (or Bedrock carrying one)?"""
+    """Is one recorded HTTP exchange a call to the Messages API (or Bedrock carrying one)? A
+    recorded response alone (no request: an `.sse` or `.chunks.txt` fixture) is one when it
+    is a Messages stream or response."""
+    if exchange.request is None and not exchange.uri:
+        return _is_stream(exchange.response) or _is_response(exchange.response)
     return _endpoint(exchange.uri, exchange.request) and _is_request(exchange.request)
 
 
@@ -153,8 +159,14 @@ def _groups(exchanges: list[Exchange]) -> list[list[Exchange]]:
     """Conversations: calls re-sending a growing history are one; a recorded response
     without its request is one of its own."""
     asked = [e for e in exchanges if e.request is not None]
-    groups = vcr.conversations(asked, lambda r: r.get("messages")) if asked else []
+    groups = conversations(asked, lambda e: e.request.get("messages"), _produced) \
+        if asked else []
     return groups + [[e] for e in exchanges if e.request is None]
+
+
+def _produced(exchange: Exchange) -> list:
+    message = _answer(exchange)[0]
+    return [{"role": "assistant", "content": message.get("content")}] if message else []
 
 
 # -- responses ---------------------------------------------------------------------------------
@@ -181,8 +193,10 @@ def _answer(exchange: Exchange) -> tuple[dict | None, dict | None]:
 
 def _reassemble(events: list) -> tuple[dict | None, dict | None]:
     """A streamed response as the message it spells: its blocks from content_block_start,
-    the deltas and content_block_stop, its stop reason and usage from message_delta."""
-    message, blocks, partial, error = None, {}, {}, None
+    the deltas and content_block_stop, its stop reason and usage from message_delta. What
+    else an event carries (Bedrock's `amazon-bedrock-invocationMetrics` on message_stop) and
+    events of a type not read here are kept on the message (`stream_events`)."""
+    message, blocks, partial, error, other = None, {}, {}, None, []
     for event in events:
         if not isinstance(event, dict):
             continue
@@ -200,11 +214,19 @@ def _reassemble(events: list) -> tuple[dict | None, dict | None]:
             if isinstance(event.get("delta"), dict):
                 message.update(event["delta"])
             if isinstance(event.get("usage"), dict):
-                message["usage"] = {**(message.get("usage") or {}), **event["usage"]}
+                before = message.get("usage")
+                message["usage"] = {**(before if isinstance(before, dict) else {}),
+                                    **event["usage"]}
         elif kind == "error":
             error = event
+        elif kind == "message_stop" and set(event) <= {"type"} or kind == "ping":
+            pass  # carries nothing
+        else:
+            other.append(event)
     for index in list(partial):  # a stream cut off before its content_block_stop
         _close(blocks, partial, index)
+    if message is not None and other:
+        message["stream_events"] = other
     if message is not None:
         order = sorted(blocks, key=lambda i: (0, i, "") if isinstance(i, int) else (1, 0, str(i)))
         message["content"] = [blocks[i] for i in order]
@@ -231,9 +253,9 @@ def _apply_delta(block: dict, partial: dict, index: Any, event: dict) -> None:
 def _close(blocks: dict, partial: dict, index: Any) -> None:
     text = partial.pop(index, None)
     if index in blocks and text is not None and text.strip():
-        try:
-            blocks[index]["input"] = json.loads(text)
-        except ValueError:
+        try:  # the native reader's depth limit: never the recursive stdlib reader
+            blocks[index]["input"] = encoding.parse_json(text)
+        except InvalidArgument:
             blocks[index]["input"] = text  # kept verbatim; tool_arguments flags it
 
 
@@ -280,13 +302,26 @@ def _run(group: list[Exchange], options: Options, source: str) -> dict:
     for message in turns:
         steps.extend(_steps_of(message, joiner))
     last_message, last_error = answers[-1]
+    why = unread(group[-1], group[-1].response) if last_message is None and \
+        last_error is None else None
     users = [m for m in turns if m["role"] == "user"]
     assistants = [m for m in turns if m["role"] == "assistant"]
     run = {"run_id": _run_id(group, last_message, last_error),
            "input": _text(users[0]) if users else None,
            "output": _text(assistants[-1]) if assistants else None,
-           "steps": steps, "outcome": _outcome(last_message, last_error),
+           "steps": steps, "outcome": {"response_unread": why} if why is not None
+           else _outcome(last_message, last_error),
            "metadata": _metadata(group, answers, system, tools)}
+    if why is not None:  # said in the outcome and a warning, never an empty answer
+        warn(source, f"the final response ({group[-1].uri}) could not be read: {why}; the run "
+             "ends at its last request", run["run_id"])
+    for i, (exchange, (message, error)) in enumerate(zip(group[:-1], answers)):
+        earlier = unread(exchange, exchange.response) if message is None and error is None \
+            else None
+        if earlier is not None:
+            warn(source, f"the response to call {i + 1} of {len(group)} ({exchange.uri}) could "
+                 f"not be read: {earlier}; its turn is as the next request re-sent it",
+                 run["run_id"])
     where = [*reversed(requests), *(m for m, _ in answers if m is not None),
              *({"headers": e.headers} for e in reversed(group))]
     return finish_run(run, options, *where, source=source)
@@ -336,28 +371,9 @@ def _transcript(group: list[Exchange], answers: list) -> list[dict]:
 
 def _same(sent: dict, recorded: dict) -> bool:
     # A client re-sends a response's blocks with fields added or dropped (`citations: null`,
-    # `caller`): blocks are the same when their identity (id, or text) is.
-    return sent.get("role") == recorded.get("role") and \
-        _identity(sent.get("content")) == _identity(recorded.get("content"))
-
-
-def _identity(content: Any) -> Any:
-    if isinstance(content, str):
-        content = [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        return content
-    out = []
-    for block in content:
-        if not isinstance(block, dict):
-            out.append(block)
-            continue
-        for key in ("id", "tool_use_id", "text", "thinking", "data"):
-            if block.get(key) is not None:
-                out.append((block.get("type"), key, block[key]))
-                break
-        else:
-            out.append({k: v for k, v in block.items() if v is not None})
-    return out
+    # `caller`), a text block dropped, or a tool_use's input re-serialised: the same turn when
+    # its identity (role, tool_use ids, else its text: common.same_turn) is.
+    return same_turn(sent, recorded)
 
 
 # -- steps -------------------------------------------------------------------------------------

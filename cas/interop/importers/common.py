@@ -138,10 +138,11 @@ def tool_arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         if not raw.strip():
             return {"arguments": {}}  # the APIs send "" for a call without arguments
-        try:
-            value = json.loads(raw)
-        except ValueError as exc:
-            return {"arguments_raw": raw, "arguments_error": f"not JSON: {exc}"}
+        try:  # the native reader's depth limit: never the recursive stdlib reader
+            value = encoding.parse_json(raw)
+        except InvalidArgument as exc:
+            why = exc.message if exc.reason == "JSON_TOO_DEEP" else f"not JSON: {exc.message}"
+            return {"arguments_raw": raw, "arguments_error": why}
         if isinstance(value, (dict, list)):
             return {"arguments": value}
         return {"arguments_raw": raw,
@@ -201,10 +202,199 @@ def finish_run(run: dict, options: Options, *where: Any, source: str) -> dict:
         raise InvalidArgument(f"{source}: run {run.get('run_id')!r} has no tenant{hint}: give "
                               "--tenant TENANT, or --tenant-from FIELD naming where the format "
                               "keeps it", reason="TENANT_REQUIRED", run_id=run.get("run_id"))
+    check_run(run, source)
     return run
+
+
+def check_run(run: dict, source: str) -> None:
+    """Refuse a converted run a native runs file could not hold: a value JSON cannot carry or
+    nested deeper than MAX_DEPTH (`encoding.check_json`), or more than MAX_LINE bytes of JSON
+    (the native reader's line cap: a 100 MB message is refused here as it is there)."""
+    from cas.repo.runs import MAX_LINE  # the one cap, where the native reader keeps it
+
+    where = f"{source}: run {encoding.describe(run.get('run_id'))}"
+    try:
+        encoding.check_json(run)
+    except InvalidArgument as exc:
+        raise encoding.in_context(exc, where, run_id=run.get("run_id")) from None
+    size = len(encoding.encode(run))
+    if size > MAX_LINE:
+        raise InvalidArgument(f"{where} is {size} bytes of JSON; a run is at most {MAX_LINE} "
+                              "bytes, as a line of a native runs file is", reason="RUN_TOO_LARGE",
+                              run_id=run.get("run_id"), limit=MAX_LINE, size=size)
 
 
 def kept(value: dict, known: Iterable[str]) -> dict:
     """The members of `value` an importer did not map: kept in the run's metadata."""
     known = set(known)
     return {k: v for k, v in value.items() if k not in known}
+
+
+def unread(exchange: Any, body: Any) -> str | None:
+    """Why the response of a recorded call (a vcr exchange) could not be read (None: it
+    was): its body is not there, or is not JSON; said in the run's outcome and a warning."""
+    if isinstance(body, dict) and isinstance(body.get("undecoded_body"), dict):
+        return f"its body could not be decoded ({body['undecoded_body'].get('reason')})"
+    if isinstance(body, (dict, list)):
+        return None
+    coding = exchange.headers.get("content-encoding")
+    if body is None:
+        if exchange.status is None:
+            return None  # a request recorded without its response: nothing to read
+        return "its body could not be read" + (f" (Content-Encoding: {coding})" if coding
+                                               else " (empty, or bytes that are not text)")
+    return "its body is not JSON"
+
+
+# -- re-sent history ---------------------------------------------------------------------------
+# Agents re-send earlier turns in another form than the model produced them: a text block
+# dropped, `content: ""` for null, `refusal`/`annotations` left out, keys reordered, arguments
+# re-serialised. What identifies a turn is what it did, not its bytes: its calls by call id
+# (a call without one by name and PARSED arguments), its replies by the id they answer, and
+# else its text with runs of white space as one space.
+_CALL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use", "function_call",
+                "custom_tool_call", "tool_call")
+_REPLY_BLOCKS = ("tool_result", "function_call_output", "custom_tool_call_output",
+                 "tool_call_response")
+
+
+def parsed_arguments(raw: Any) -> Any:
+    """Arguments as the value they mean: a JSON text parsed (spacing and key order then do
+    not matter), anything else as it is."""
+    if isinstance(raw, str):
+        try:
+            return encoding.parse_json(raw.encode("utf-8", "surrogatepass"))
+        except InvalidArgument:
+            return raw.strip()
+    return raw
+
+
+def call_identity(call_id: Any, name: Any, arguments: Any) -> tuple:
+    """One tool call, however it is re-sent: its id, or (no id) its name and parsed
+    arguments, compared by canonical JSON."""
+    if isinstance(call_id, str) and call_id:
+        return ("id", call_id)
+    try:
+        args = encoding.encode(parsed_arguments(arguments)).decode()
+    except Exception:  # noqa: BLE001 - a value JSON cannot hold: compared by its text
+        args = repr(arguments)
+    return ("call", name, args)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+class Turn(NamedTuple):
+    """What identifies a message when it is re-sent (`turn_of`)."""
+
+    role: Any
+    calls: tuple          # call identities, in order
+    replies: tuple        # the call ids (or names) the message answers
+    texts: tuple          # its text blocks, white space collapsed, empty ones left out
+
+
+def turn_of(message: Any) -> Turn:
+    """A Chat Completions message, an Anthropic message or a Responses item as a `Turn`."""
+    if not isinstance(message, dict):
+        return Turn("value", (), (), (_words(str(message)),))
+    role = message.get("role") or message.get("type")
+    calls, replies, texts = [], [], []
+
+    def block(b: Any) -> None:
+        if isinstance(b, str):
+            texts.append(b)
+            return
+        if not isinstance(b, dict):
+            return
+        kind = b.get("type")
+        if kind in _CALL_BLOCKS:
+            calls.append(call_identity(b.get("call_id") or b.get("id"), b.get("name"),
+                                       b.get("input", b.get("arguments"))))
+        elif kind in _REPLY_BLOCKS:
+            replies.append(b.get("tool_use_id") or b.get("call_id") or b.get("id"))
+        elif isinstance(b.get("text"), str):
+            texts.append(b["text"])
+        elif isinstance(b.get("refusal"), str):
+            texts.append(b["refusal"])
+
+    if message.get("type") in _CALL_BLOCKS or message.get("type") in _REPLY_BLOCKS:
+        block(message)
+    else:
+        content = message.get("content")
+        for b in content if isinstance(content, list) else [content]:
+            block(b)
+    for c in listed(message.get("tool_calls")):
+        if isinstance(c, dict):
+            fn = c.get("function") if isinstance(c.get("function"), dict) else c
+            calls.append(call_identity(c.get("id"), fn.get("name"), fn.get("arguments")))
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict):
+        calls.append(call_identity(None, legacy.get("name"), legacy.get("arguments")))
+    if message.get("role") in ("tool", "function"):
+        replies.append(message.get("tool_call_id") or message.get("name"))
+    return Turn(role, tuple(calls), tuple(replies),
+                tuple(w for w in map(_words, texts) if w))
+
+
+def same_turn(a: Any, b: Any) -> bool:
+    """`b` is `a` re-sent (or `a` is `b`): the same role, calls and replies, and the text of
+    one is the other's with text blocks dropped or text appended (a turn that makes calls or
+    answers them is identified by those alone)."""
+    ta, tb = turn_of(a), turn_of(b)
+    if (ta.role, ta.calls, ta.replies) != (tb.role, tb.calls, tb.replies):
+        return False
+    if ta.calls or ta.replies or ta.texts == tb.texts:
+        return True
+    short, long_ = sorted((ta.texts, tb.texts), key=len)
+    joined_s, joined_l = " ".join(short), " ".join(long_)
+    return _subsequence(short, long_) or joined_l.startswith(joined_s)
+
+
+def _subsequence(short: tuple, long_: tuple) -> bool:
+    it = iter(long_)
+    return all(any(x == y for y in it) for x in short)
+
+
+def resends(history: list, earlier: list) -> bool:
+    """`history` begins with the turns of `earlier`, each re-sent in any form `same_turn`
+    accepts."""
+    return len(history) >= len(earlier) and all(map(same_turn, earlier, history))
+
+
+def conversations(calls: list, history: Callable[[Any], list | None],
+                  produced: Callable[[Any], list] = lambda call: []) -> list[list]:
+    """Model calls grouped into conversations, each in recorded order. A call continues the
+    most recent conversation whose last call's history, with or without its reply
+    (`produced(call)`: the messages its response added), its own history re-sends (`resends`:
+    a turn re-sent in another form is the same turn), or whose tool calls
+    (by id) it answers, even when other turns differ (an agent that swaps its system prompt
+    on a handoff); conversations may interleave (an agent whose tool runs another agent).
+    `history(call)` is None for a call that is not a model call of the format (skipped)."""
+    groups: list[list] = []
+    ends: list[tuple[list, list, set]] = []  # per group: its last history, reply, call ids
+    for call in calls:
+        sent = history(call)
+        if sent is None:
+            continue
+        sent = list(sent)
+        answered = {r for m in sent for r in turn_of(m).replies if isinstance(r, str)}
+        found = None
+        for i in range(len(groups) - 1, -1, -1):
+            before, reply, ids = ends[i]
+            # (the history alone, without the reply: a client that compacts its context
+            # drops the reply and goes on)
+            if resends(sent, before + reply) or resends(sent, before) or \
+                    (ids and ids <= answered):
+                found = i
+                break
+        if found is None:
+            groups.append([call])
+            ends.append(([], [], set()))
+            found = len(groups) - 1
+        else:
+            groups[found].append(call)
+        reply = list(produced(call))
+        ids = {c[1] for m in reply for c in turn_of(m).calls if c[0] == "id"}
+        ends[found] = (sent, reply, ids)
+    return groups

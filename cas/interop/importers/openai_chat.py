@@ -16,8 +16,9 @@ from blake3 import blake3
 
 from cas.format import encoding
 from cas.interop.importers import vcr
-from cas.interop.importers.common import (CallJoiner, Options, derived_run_id, each_document,
-                                          finish_run, kept, listed, lookup, refuse, tool_arguments)
+from cas.interop.importers.common import (CallJoiner, Options, conversations, derived_run_id,
+                                          each_document, finish_run, kept, listed, lookup, refuse,
+                                          resends, tool_arguments, unread, warn)
 
 NAME = "openai-chat"
 
@@ -194,11 +195,16 @@ def _call_step(call: dict, tau2: bool) -> tuple[str | None, dict]:
 
 
 def _answer(step: dict, reply: dict, tau2: bool) -> None:
-    """Record `reply` (a tool message) as the result of the call `step`."""
-    step["result"] = reply.get("content")
-    if tau2 and reply.get("error"):
-        # tau2 flags a failed call with `error: true`; its content is the error message.
-        step["error"] = reply.get("content") if reply["error"] is True else reply["error"]
+    """Record `reply` (a tool message) as the result of the call `step` (a failed call's
+    reply as its `error`: the rule of docs/runs.md, section 1)."""
+    if tau2 and reply.get("error") is True:
+        # tau2 flags a failed call with `error: true`; its content is the error message, the
+        # failure itself, not a result beside it.
+        step["error"] = reply.get("content")
+    else:
+        step["result"] = reply.get("content")
+        if tau2 and reply.get("error"):  # a failure recorded apart from the content
+            step["error"] = reply["error"]
     rest = kept(reply, ("role", "content", "id", "error") if tau2 else
                 ("role", "content", "tool_call_id"))
     if rest.get("name") == step["tool_name"]:
@@ -245,7 +251,10 @@ def _ends(messages: list[dict]) -> tuple[Any, Any]:
     message's content)."""
     first = next((m for m in messages if m["role"] == "user"), {})
     last = next((m for m in reversed(messages) if m["role"] == "assistant"), {})
-    return first.get("content"), last.get("content")
+    output = last.get("content")
+    if output in (None, "") and isinstance(last.get("refusal"), str) and last["refusal"]:
+        output = last["refusal"]  # a refusal is the run's answer (it stays on its step too)
+    return first.get("content"), output
 
 
 def _iso(created: Any) -> str | None:
@@ -386,11 +395,18 @@ def convert(values: list[Any], options: Options, source: str) -> list[dict]:
 # -- recorded traffic --------------------------------------------------------------------------
 def detect_exchange(exchange: vcr.Exchange) -> bool:
     """Is `exchange` a Chat Completions call (a request with `messages` to .../chat/completions,
-    or answered with `choices`)?"""
+    or answered with `choices`)? A recorded response alone (no request: an `.sse` or
+    `.chunks.txt` fixture) is one when it is a chat completion or a stream of its chunks."""
+    if exchange.request is None and not exchange.uri:
+        return _answers(exchange)
     if not _is_request(exchange.request):
         return False
     if urlparse(exchange.uri).path.endswith("/chat/completions"):
         return True
+    return _answers(exchange)
+
+
+def _answers(exchange: vcr.Exchange) -> bool:
     body = exchange.response
     return isinstance(body, dict) and isinstance(body.get("choices"), list) or \
         (exchange.streamed and isinstance(body, list) and any(
@@ -422,7 +438,11 @@ def _merge_call(calls: dict, delta: dict) -> None:
             call.setdefault(key, value)
 
 
-def _merge_delta(message: dict, calls: dict, delta: dict) -> None:
+def _merge_delta(message: dict, calls: dict, delta: dict, varying: dict | None = None) -> None:
+    """Fold one delta into the message: text pieces concatenated, lists (OpenRouter's
+    `reasoning_details`) extended; another member that changes from chunk to chunk
+    (Together's `token_id`) keeps its first value, and every value, in order, goes to
+    `varying` (kept as the choice's `delta_values`)."""
     for key, value in delta.items():
         if key == "tool_calls":
             for piece in listed(value):
@@ -434,6 +454,13 @@ def _merge_delta(message: dict, calls: dict, delta: dict) -> None:
                 legacy[k] = (legacy.get(k) or "") + v if isinstance(v, str) else v
         elif key in _CONCAT and isinstance(value, str):
             message[key] = (message.get(key) or "") + value
+        elif isinstance(value, list) and isinstance(message.get(key), list):
+            message[key] = message[key] + value
+        elif message.get(key) is not None and value is not None and value != message[key] \
+                and varying is not None:
+            varying.setdefault(key, [message[key]]).append(value)
+        elif key in varying if varying is not None else False:
+            varying[key].append(value)
         elif value is not None or key not in message:
             message[key] = value
 
@@ -442,7 +469,8 @@ def _merge_choice(slots: dict, choice: dict) -> None:
     slot = slots.setdefault(choice.get("index", 0), {"message": {}, "calls": {}, "rest": {}})
     delta = choice.get("delta")
     if isinstance(delta, dict):
-        _merge_delta(slot["message"], slot["calls"], delta)
+        _merge_delta(slot["message"], slot["calls"], delta,
+                     slot["rest"].setdefault("delta_values", {}))
     for key, value in choice.items():
         if key in ("index", "delta") or value is None:
             continue
@@ -450,6 +478,14 @@ def _merge_choice(slots: dict, choice: dict) -> None:
             into = slot["rest"].setdefault("logprobs", {})
             for k, v in value.items():
                 into[k] = (listed(into.get(k))) + v if isinstance(v, list) else v
+        elif key == "message" and isinstance(value, dict) and not isinstance(delta, dict):
+            _merge_delta(slot["message"], slot["calls"], value)  # a stream of messages
+        elif key == "message" and isinstance(value, dict):
+            # A `message` beside `delta` (some OpenAI-compatible servers): the deltas spell
+            # the answer; the chunks' messages are kept beside it, in order, not over it.
+            slot["rest"].setdefault("stream_messages", []).append(value)
+        elif key == "text" and isinstance(value, str):  # Together: the delta's text again
+            slot["rest"]["text"] = slot["rest"].get("text", "") + value
         else:
             slot["rest"][key] = value
 
@@ -469,8 +505,14 @@ def reassemble(chunks: list[Any]) -> dict:
         for key, value in chunk.items():
             if key in ("choices", "obfuscation") or value is None:
                 continue
-            if key == "usage" or key not in out:
+            # (Azure's first chunk, of prompt filter results, has `id: ""`, `created: 0`:
+            # the first chunk that names them gives them.)
+            if key == "usage" or key not in out or out[key] in ("", 0):
                 out[key] = value
+            elif isinstance(value, dict) and isinstance(out[key], dict):
+                # a vendor member in several chunks (Groq's x_groq: its id first, its usage
+                # last): what a later chunk adds is kept beside what the first gave
+                out[key] = {**value, **out[key]}
         for choice in listed(chunk.get("choices")):
             if isinstance(choice, dict):
                 _merge_choice(slots, choice)
@@ -480,42 +522,77 @@ def reassemble(chunks: list[Any]) -> dict:
         message = slot["message"]
         if slot["calls"]:
             message["tool_calls"] = [slot["calls"][i] for i in sorted(slot["calls"], key=_order)]
-        choices.append({"index": index, "message": message, **slot["rest"]})
+        rest = {k: v for k, v in slot["rest"].items() if k != "delta_values" or v}
+        choices.append({"index": index, "message": message, **rest})
     out["choices"] = choices
     if unparsed:
         out["unparsed_events"] = unparsed
     return out
 
 
-def _call_meta(exchange: vcr.Exchange, response: Any, last: bool) -> dict:
+def _call_meta(exchange: vcr.Exchange, response: Any, last: bool, final: list) -> dict:
     """What one recorded call leaves in `metadata.calls[]`: everything but the history its
-    request re-sends and, for the last call, the choice that became the final message."""
+    request re-sends and, for the last call, the choice that became the final message. An
+    earlier call whose history the final one does not re-send (a system prompt swapped on a
+    handoff, a turn rewritten) keeps its messages as sent."""
     if last and isinstance(response, dict):
         response = kept(response, ("choices",))
+    sent = listed((exchange.request or {}).get("messages"))
     return _compact({"uri": exchange.uri, "status": exchange.status,
                      "streamed": exchange.streamed or None,
                      "chunks": len(exchange.response) if exchange.streamed else None,
-                     "request": kept(exchange.request, ("messages",)), "response": response})
+                     "request": kept(exchange.request or {}, ("messages",)),
+                     "response": response,
+                     "messages": None if last or resends(final, sent) else sent})
+
+
+def _body(exchange: vcr.Exchange) -> Any:
+    return reassemble(exchange.response) \
+        if exchange.streamed and isinstance(exchange.response, list) else exchange.response
+
+
+def _produced(exchange: vcr.Exchange) -> list:
+    """The message a call's response added to its conversation (none if unread)."""
+    body = _body(exchange)
+    choices = listed(body.get("choices")) if isinstance(body, dict) else []
+    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+    return [message] if isinstance(message, dict) else []
+
+
+def _unread_before(group: list, bodies: list, source: str, run_id: str) -> None:
+    """Warn of each earlier call of a conversation whose response could not be read (its turn
+    is known only as the next request re-sent it)."""
+    for i, (exchange, body) in enumerate(zip(group[:-1], bodies)):
+        why = unread(exchange, body)
+        if why is not None:
+            warn(source, f"the response to call {i + 1} of {len(group)} ({exchange.uri}) could "
+                 f"not be read: {why}; its turn is as the next request re-sent it", run_id)
 
 
 def _from_conversation(group: list[vcr.Exchange], options: Options, source: str) -> dict:
-    bodies = [reassemble(e.response) if e.streamed and isinstance(e.response, list)
-              else e.response for e in group]
+    bodies = [_body(e) for e in group]
     last, response = group[-1], bodies[-1]
     if not _is_response(response if isinstance(response, dict) else None):
         raise refuse(source, f"the response to {last.uri} is not a Chat Completions response "
                      "(`choices[].message` must be a chat message)")
     answer = response if isinstance(response, dict) else None
-    messages, parts = _answered(last.request, answer)
+    messages, parts = _answered(last.request or {"messages": []}, answer)
     answer = answer or {}
     first = bodies[0] if isinstance(bodies[0], dict) else {}
     run_id = derived_run_id(NAME, answer.get("id"),
                             content=[e.request for e in group] + [response])
     meta = _compact({**kept(parts["metadata"], ("request", "response")),
-                     "calls": [_call_meta(e, b, i == len(group) - 1)
+                     "calls": [_call_meta(e, b, i == len(group) - 1, messages)
                                for i, (e, b) in enumerate(zip(group, bodies))]})
+    outcome = parts["outcome"]
+    _unread_before(group, bodies, source, run_id)
+    why = unread(last, response)
+    if why is not None:  # said in the outcome, never an answer that looks empty
+        outcome = {**(outcome or {}), "response_unread": why}
+        warn(source, f"the final response ({last.uri}) could not be read: {why}; the run "
+             "ends at its last request", run_id)
     run = _run(run_id, messages, started_at=_iso(first.get("created")),
-               outcome=parts["outcome"], metadata=meta)
+               outcome=outcome, metadata=meta)
     return finish_run(run, options, last.request, answer, {"headers": last.headers},
                       source=source)
 
@@ -529,7 +606,9 @@ def convert_exchanges(exchanges: list[vcr.Exchange], options: Options,
     if not chat:
         raise refuse(source, "no Chat Completions call in the cassette: expected a request "
                      "with `messages` to .../chat/completions")
-    groups = vcr.conversations(chat, lambda request: request["messages"])
+    groups = conversations([e for e in chat if e.request is not None],
+                           lambda e: e.request["messages"], _produced)
+    groups += [[e] for e in chat if e.request is None]  # responses recorded alone
     return [_from_conversation(g, options, source if len(groups) == 1 else
                                f"{source} conversation {i + 1}")
             for i, g in enumerate(groups)]

@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 
 from cas.interop.importers import vcr
 from cas.interop.importers.common import (CallJoiner, Options, derived_run_id, each_document,
-                                          finish_run, kept, refuse, tool_arguments)
+                                          finish_run, kept, refuse, tool_arguments, turn_of, unread,
+                                          warn)
 
 NAME = "openai-responses"
 
@@ -164,6 +165,13 @@ def convert_exchanges(exchanges: list[vcr.Exchange], options: Options, source: s
     groups = _resumed([[by_request[id(e.request)] for e in g] for g in grouped])
     runs = [_conversation_run(g) for g in groups]
     _note_other_calls(exchanges, mine, groups, runs)
+    for run, group in zip(runs, groups):
+        last = group[-1]
+        why = unread(last.exchange, last.exchange.response) if last.response is None else None
+        if why is not None:  # said in the outcome and a warning, never an empty answer
+            run["outcome"] = {**(run.get("outcome") or {}), "response_unread": why}
+            warn(source, f"the final response ({last.exchange.uri}) could not be read: {why}; "
+                 "the run ends at its last request", run["run_id"])
     return [finish_run(run, options, *_where(group), source=source)
             for run, group in zip(runs, groups)]
 
@@ -446,6 +454,10 @@ def _keys(items: list) -> list:
     for item in items:
         if isinstance(item, dict) and item.get("type", "message") == "message":
             out.append(("message", item.get("role"), _text(item.get("content"))[0]))
+        elif isinstance(item, dict) and (item.get("call_id") or "arguments" in item):
+            # A call (or its output) is identified by its call id, else by its name and
+            # PARSED arguments: never by the bytes of its re-sent JSON.
+            out.append(("call", item.get("type"), turn_of(item)))
         elif isinstance(item, dict):
             out.append(("item", json.dumps(kept(item, ("id", "status")), sort_keys=True)))
         else:

@@ -17,8 +17,10 @@ EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
                "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 # Tool span attributes, newest name first: semconv >= 1.37, any-agent's own, then the
 # openinference-genai fixtures' plain `input`/`output`.
-ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.args", "input")
-RESULT_KEYS = ("gen_ai.tool.call.result", "gen_ai.output", "output")
+ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.args", "ai.toolCall.args",
+                 "ai.toolCall.input", "input")
+RESULT_KEYS = ("gen_ai.tool.call.result", "gen_ai.output", "ai.toolCall.result",
+               "ai.toolCall.output", "output")
 
 
 def detect(value: Any) -> bool:
@@ -75,9 +77,21 @@ def _run(trace: list[Span], options, source: str) -> dict:
     return finish_run(run, options, *where, source=source)
 
 
+# The Vercel AI SDK's operations (`ai.operationId`) as the GenAI operation each one is: its
+# `generateText`/`streamText` span wraps the whole multi-step call, as an agent span does.
+VERCEL_OPS = {"ai.generateText": "invoke_agent", "ai.streamText": "invoke_agent",
+              "ai.generateObject": "invoke_agent", "ai.streamObject": "invoke_agent",
+              "ai.toolCall": "execute_tool"}
+
+
 def _op(span: Span) -> str | None:
     op = span.attributes.get("gen_ai.operation.name")
-    return op if isinstance(op, str) else None
+    if isinstance(op, str):
+        return op
+    vercel = span.attributes.get("ai.operationId")
+    if isinstance(vercel, str):
+        return "chat" if vercel.endswith((".doGenerate", ".doStream")) else VERCEL_OPS.get(vercel)
+    return None
 
 
 def _is_tool(span: Span) -> bool:
@@ -88,17 +102,20 @@ def _is_tool(span: Span) -> bool:
 
 def _tool(conv: otlp.Conversation, span: Span) -> set:
     a = span.attributes
-    name = a.get("gen_ai.tool.name")
+    name = a.get("gen_ai.tool.name", a.get("ai.toolCall.name"))
     if not name and span.name:
         name = span.name.removeprefix("execute_tool ")
     args_key = next((k for k in ARGUMENT_KEYS if k in a), None)
     result_key = next((k for k in RESULT_KEYS if k in a), None)
     result = a[result_key] if result_key else MISSING
-    if result_key == "gen_ai.output" and a.get("gen_ai.output.type") == "json":
+    if result_key in ("gen_ai.output", "ai.toolCall.result", "ai.toolCall.output") and (
+            a.get("gen_ai.output.type") == "json" or result_key.startswith("ai.")):
         result = json_or_text(result)
-    conv.execute(name, a.get("gen_ai.tool.call.id"), a[args_key] if args_key else MISSING,
-                 result, otlp.error_of(span))
-    return {k for k in (args_key, result_key) if k}
+    call_id = a.get("gen_ai.tool.call.id", a.get("ai.toolCall.id"))
+    conv.execute(name, call_id, a[args_key] if args_key else MISSING, result,
+                 otlp.error_of(span))
+    return {k for k in (args_key, result_key, "gen_ai.tool.name", "ai.toolCall.name",
+                        "gen_ai.tool.call.id", "ai.toolCall.id") if k and k in a}
 
 
 def _exchange(span: Span) -> tuple[list, list, set, set]:
@@ -108,6 +125,8 @@ def _exchange(span: Span) -> tuple[list, list, set, set]:
     outputs, out_keys = _attr_messages(a, ("gen_ai.output.messages", "gen_ai.completion"),
                                        "assistant")
     keys |= out_keys
+    if not inputs and not outputs:
+        inputs, outputs, keys = _vercel(a)
     if not outputs and "gen_ai.output" in a and _op(span) != "execute_tool":
         outputs = _any_agent_output(a["gen_ai.output"])
         keys.add("gen_ai.output")
@@ -125,6 +144,38 @@ def _exchange(span: Span) -> tuple[list, list, set, set]:
         inputs = ([system] if system else []) + inputs
         keys.add("gen_ai.system_instructions")
     return inputs, outputs, keys, events
+
+
+def _vercel(a: dict) -> tuple[list, list, set]:
+    """A model call as the Vercel AI SDK records it: `ai.prompt.messages` (the messages sent)
+    or `ai.prompt` (`{"prompt"}` or `{"system", "messages"}`), and `ai.response.text` and
+    `ai.response.toolCalls` (`[{toolCallId, toolName, input}]`)."""
+    inputs: list = []
+    keys: set = set()
+    if "ai.prompt.messages" in a:
+        inputs, keys = messages_of(a["ai.prompt.messages"], "user"), {"ai.prompt.messages"}
+    elif "ai.prompt" in a:
+        prompt = json_or_text(a["ai.prompt"])
+        keys = {"ai.prompt"}
+        if isinstance(prompt, dict) and ("prompt" in prompt or "messages" in prompt
+                                         or "system" in prompt):
+            system = prompt.get("system")
+            inputs = [message_of(system, "system")] if isinstance(system, str) else []
+            inputs += messages_of(prompt.get("messages") or [], "user")
+            if prompt.get("prompt") is not None:
+                inputs += messages_of(prompt["prompt"], "user")
+        else:
+            inputs = messages_of(prompt, "user")
+    parts: list = []
+    if isinstance(a.get("ai.response.text"), str):
+        parts.append({"type": "text", "content": a["ai.response.text"]})
+        keys.add("ai.response.text")
+    calls = json_or_text(a.get("ai.response.toolCalls"))
+    if isinstance(calls, list):
+        keys.add("ai.response.toolCalls")
+        parts += [otlp.vercel_part(c) for c in calls]
+    outputs = [{"role": "assistant", "parts": parts, "extra": {}}] if parts else []
+    return [m for m in inputs if m], outputs, keys
 
 
 def _attr_messages(a: dict, names: tuple[str, str], role: str) -> tuple[list, set]:

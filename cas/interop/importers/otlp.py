@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 from blake3 import blake3
 
 from cas.format import encoding
-from cas.interop.importers.common import CallJoiner, listed, refuse, tool_arguments
+from cas.interop.importers.common import (CallJoiner, call_identity, listed, refuse, same_turn,
+                                          tool_arguments, warn)
 
 MISSING: Any = object()  # an attribute that was not recorded (never the same as a null)
 
@@ -111,12 +112,18 @@ _READ = {"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_spa
          "parent_id", "parent", "context", "name", "kind", "span_kind", "startTimeUnixNano",
          "start_time_unix_nano", "start_time", "startTime", "endTimeUnixNano",
          "end_time_unix_nano", "end_time", "endTime", "status", "status_code", "status_message",
-         "attributes", "events", "resource"}
+         "attributes", "events", "resource", "spanContext", "parentSpanContext"}
 
 
 def _span(d: dict, resource: dict, scope: dict, otlp: bool) -> Span:
-    ctx = d.get("context") if isinstance(d.get("context"), dict) else {}
-    parent = d.get("parent") if isinstance(d.get("parent"), dict) else {}
+    # `context` (Python SDK, Phoenix), or `spanContext` (the JS SDK's ReadableSpan, as the
+    # Vercel AI SDK's exporters write it; its parent as `parentSpanContext` or `parentSpanId`).
+    ctx = next((d[k] for k in ("context", "spanContext") if isinstance(d.get(k), dict)), {})
+    ctx = {**ctx, "trace_id": ctx.get("trace_id", ctx.get("traceId")),
+           "span_id": ctx.get("span_id", ctx.get("spanId"))}
+    parent = next((d[k] for k in ("parent", "parentSpanContext") if isinstance(d.get(k), dict)),
+                  {})
+    parent = {"span_id": parent.get("span_id", parent.get("spanId"))}
     attrs = attributes_of(d.get("attributes"))
     if isinstance(d.get("span_kind"), str):
         # Phoenix exports keep the OpenInference kind beside the attributes.
@@ -152,6 +159,10 @@ def runs_of_traces(values: list, source: str, convention: str, ours, refusal: st
     found = [t for t in traces(spans) if any(map(ours, t))]
     if not found:
         raise refuse(source, refusal)
+    for trace in traces(spans):
+        if not any(map(ours, trace)):
+            warn(source, f"trace {trace[0].trace_id or '(no trace id)'}: {len(trace)} span(s), "
+                 "none of them a span this format reads (model or tool calls): not imported")
     return [run(trace, source) for trace in found]
 
 
@@ -263,8 +274,12 @@ _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?
 
 def nanos(v: Any) -> int | None:
     """Unix nanoseconds of a recorded time: an integer (or digit string) in seconds,
-    milliseconds, microseconds or nanoseconds by its size, a float in seconds, or ISO 8601
-    (no zone: UTC). Anything else is None."""
+    milliseconds, microseconds or nanoseconds by its size, a float in seconds, the JS SDK's
+    `[seconds, nanoseconds]` (HrTime), or ISO 8601 (no zone: UTC). Anything else is None."""
+    if isinstance(v, list) and len(v) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v) \
+            and v[1] < 10 ** 9 and v[0] < 10 ** 11:
+        return v[0] * 10 ** 9 + v[1]
     if isinstance(v, str) and v.strip().isdigit():
         v = int(v.strip())
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
@@ -387,6 +402,8 @@ def _part(p: Any) -> Any:
         return {"type": "text", "content": p.get("content", p.get("text"))}
     if kind in ("tool_call", "function") or "function" in p:
         return _call_part(p)
+    if kind in ("tool-call", "tool-result"):
+        return vercel_part(p)
     if kind == "tool_call_response":
         out = {"type": "tool_call_response", "id": p.get("id")}
         for key in ("response", "result"):  # semconv says `response`; some write `result`
@@ -395,6 +412,20 @@ def _part(p: Any) -> Any:
                 break
         return out
     return p
+
+
+def vercel_part(p: Any) -> Any:
+    """A Vercel AI SDK content part or tool call (`{type: "tool-call", toolCallId, toolName,
+    input|args}`, `{type: "tool-result", toolCallId, output|result}`) in GenAI's shape."""
+    if not isinstance(p, dict) or "toolCallId" not in p and "toolName" not in p:
+        return p
+    if p.get("type") == "tool-result":
+        value = next((p[k] for k in ("output", "result") if k in p), None)
+        if isinstance(value, dict) and set(value) == {"type", "value"}:
+            value = value["value"]  # AI SDK 5+: {"type": "json"|"text", "value"}
+        return {"type": "tool_call_response", "id": p.get("toolCallId"), "response": value}
+    return {"type": "tool_call", "id": p.get("toolCallId"), "name": p.get("toolName"),
+            "arguments": p.get("input", p.get("args"))}
 
 
 def _call_part(c: Any) -> dict:
@@ -457,24 +488,38 @@ class Conversation:
         self._executed: set[int] = set()
         self._for_spans = CallJoiner()    # calls a tool span may answer
         self._for_replies = CallJoiner()  # calls a tool reply message may answer
+        self._calls: dict[tuple, dict] = {}        # call identity -> its step
+        self._calls_by_id: dict[str, dict] = {}    # call id -> its latest step
+        self._last_call: tuple = ([], [])          # the last model call's turns, in and out
 
     def exchange(self, inputs: list[dict], outputs: list[dict]) -> None:
-        """One model call: its input messages (the new ones become steps) and its output."""
+        """One model call: its input messages (the new ones become steps) and its output.
+        History re-sent in another form (a text block dropped, arguments re-serialised) is
+        matched turn by turn, calls by id (else name and parsed arguments), never added
+        twice; a call whose input and output repeat the last call's (an outer span listing
+        what an inner one did) is that call again."""
         known, digest = 0, b""
         for i, m in enumerate(inputs):
             digest = _chain(digest, m)
             if digest in self._seen:
                 known = i + 1
+        cursor = 0
         for m in inputs[known:]:
-            self._message(m)
-        for m in outputs:
-            self._message(m)
+            cursor = self._message(m, cursor)
+        turns = ([_turn(m) for m in inputs], [_turn(m) for m in outputs])
+        if not (turns[1] and turns == self._last_call):
+            for m in outputs:
+                self._message(m)
+        self._last_call = turns
         digest = b""
         for m in inputs + outputs:
             digest = _chain(digest, m)
             self._seen.add(digest)
 
-    def _message(self, m: dict) -> None:
+    def _message(self, m: dict, cursor: int | None = None) -> int | None:
+        """Add message `m`'s steps; with `cursor` (a re-sent input: the first step it may
+        be a copy of), the parts already recorded are not added again. Returns the cursor
+        after it."""
         tools = [p for p in m["parts"] if isinstance(p, dict)
                  and p.get("type") in ("tool_call", "tool_call_response")]
         rest = [p for p in m["parts"] if not any(p is t for t in tools)]
@@ -482,12 +527,37 @@ class Conversation:
             only_text = len(rest) == 1 and isinstance(rest[0], dict) and \
                 rest[0].get("type") == "text"
             content = rest[0].get("content") if only_text else rest
-            self._add({**m["extra"], "type": "message", "role": m["role"], "content": content})
+            step = {**m["extra"], "type": "message", "role": m["role"], "content": content}
+            found = self._copy_of(step, cursor) if cursor is not None else None
+            if found is None:
+                self._add(step)
+            else:
+                cursor = found + 1
         for p in tools:
             if p["type"] == "tool_call":
-                self._call(p)
+                known = self._calls.get(_call_key(p))
+                if known is None or (cursor is None and p.get("id") is None):
+                    self._call(p)  # (an output call without an id is always a new call)
             elif "response" in p:
+                call = self._calls_by_id.get(None if p.get("id") is None else str(p["id"]))
+                if cursor is not None and call is not None and "result" in call and \
+                        same(call["result"], p["response"]):
+                    continue  # a reply re-sent with the history
                 self.reply(p.get("id"), p["response"])
+        return cursor
+
+    def _copy_of(self, step: dict, cursor: int) -> int | None:
+        """The position of the message step `step` re-sends, at or after `cursor`."""
+        for i in range(cursor, len(self.steps)):
+            old = self.steps[i]
+            if old["type"] != "message" or old["role"] != step["role"]:
+                continue
+            a, b = old.get("content"), step.get("content")
+            if (isinstance(a, str) and isinstance(b, str) and
+                    same_turn({"role": "x", "content": a}, {"role": "x", "content": b})) \
+                    or same(a, b):
+                return i
+        return None
 
     def _add(self, step: dict) -> dict:
         self._index[id(step)] = len(self.steps)
@@ -500,6 +570,9 @@ class Conversation:
             step["call_id"] = str(p["id"])
         step.update(tool_arguments(p.get("arguments")))
         self._add(step)
+        self._calls.setdefault(_call_key(p), step)
+        if "call_id" in step:
+            self._calls_by_id[step["call_id"]] = step
         self._for_spans.call(step.get("call_id"), step)
         self._for_replies.call(step.get("call_id"), step)
         return step
@@ -564,6 +637,28 @@ class Conversation:
 def _name(name: Any) -> str:
     # A call that names no tool still is a call; "unknown" keeps it (tool_name is required).
     return name if isinstance(name, str) and name else "unknown"
+
+
+def _call_key(p: dict) -> tuple:
+    """A call part's identity: its id AND its name and parsed arguments (ids are reused
+    within one conversation in real logs; a re-sent copy has all three the same)."""
+    call_id = p.get("id")
+    return (None if call_id is None else str(call_id),
+            call_identity(None, _name(p.get("name")), _arguments(p.get("arguments"))))
+
+
+def _arguments(raw: Any) -> Any:
+    read = tool_arguments(raw)
+    return read.get("arguments", read.get("arguments_raw"))
+
+
+def _turn(m: dict) -> tuple:
+    """A message's identity for comparing two recordings of one output."""
+    calls = tuple(_call_key(p) for p in m["parts"] if isinstance(p, dict)
+                  and p.get("type") == "tool_call")
+    texts = tuple(" ".join(str(p.get("content")).split()) for p in m["parts"]
+                  if isinstance(p, dict) and p.get("type") == "text")
+    return (m["role"], calls, texts)
 
 
 def _chain(digest: bytes, m: dict) -> bytes:
@@ -681,10 +776,18 @@ def openinference_span(span: Span) -> bool:
         for k in span.attributes)
 
 
+# The Vercel AI SDK's own span attributes (`ai.generateText` and its `doGenerate` calls, as its
+# OpenTelemetry integration writes them beside, or instead of, the GenAI ones).
+VERCEL = ("ai.operationId", "ai.prompt", "ai.response.text", "ai.response.toolCalls",
+          "ai.toolCall.name")
+
+
 def genai_span(span: Span) -> bool:
-    """The span follows the OpenTelemetry GenAI conventions: a `gen_ai.*` attribute or event."""
+    """The span follows the OpenTelemetry GenAI conventions: a `gen_ai.*` attribute or event,
+    or the Vercel AI SDK's `ai.*` attributes of a model or tool call."""
     return any(k.startswith("gen_ai.") for k in span.attributes) or any(
-        isinstance(e.get("name"), str) and e["name"].startswith("gen_ai.") for e in span.events)
+        isinstance(e.get("name"), str) and e["name"].startswith("gen_ai.")
+        for e in span.events) or any(k in span.attributes for k in VERCEL)
 
 
 def read_spans(values: list, source: str, what: str) -> list[Span]:

@@ -123,10 +123,12 @@ def test_tau2_sample(traces):
     runs = sample(traces, name)
     assert len(runs) == 20
     assert sum(len(calls(r)) for r in runs) == 148
-    assert all("result" in s and isinstance(s["arguments"], dict) for r in runs for s in calls(r))
+    assert all(("result" in s) != ("error" in s) and isinstance(s["arguments"], dict)
+               for r in runs for s in calls(r))
     failed = [s for r in runs for s in calls(r) if "error" in s]
+    # One rule across importers (docs/runs.md): a failed call's reply is its error, only.
     assert len(failed) == 1 and failed[0]["error"].startswith("Error: Payment amount")
-    assert failed[0]["result"] == failed[0]["error"]
+    assert "result" not in failed[0]
     first = runs[0]
     assert first["run_id"] == "openai-chat:tau2:b762699f-cf72-4a2f-b500-5bbe1258209c"
     assert first["started_at"] == "2025-08-01T16:20:44.321269"
@@ -386,3 +388,174 @@ def test_generated_documents_convert_and_import(document):
     repo, _ = imported(runs)
     again = repo.import_runs(convert(document))
     assert again.new == [] and again.unchanged == 1
+
+
+# -- re-sent history in real cassettes (resent-history/, SOURCES.md section 11) ----------------
+RESENT = "resent-history"
+
+
+def _requested_call_ids(path) -> list:
+    """The tool call ids a cassette's requests re-send, read straight from its YAML (the
+    requests are plain JSON text): every call the agent made before its last model call."""
+    import yaml
+    ids = []
+    for item in yaml.safe_load(path.read_bytes())["interactions"]:
+        body = item["request"]["body"]
+        body = json.loads(body if isinstance(body, str) else body["string"]) if body else {}
+        for m in body.get("messages", []):
+            for c in m.get("tool_calls") or []:
+                if c["id"] not in ids:
+                    ids.append(c["id"])
+    return ids
+
+
+def _resent(traces, name, **flags):
+    path = traces / RESENT / name
+    warnings = []
+    runs = cas.interop.importers.convert(path.read_bytes(), "auto", source=name,
+                                         container="vcr", tenant="t", warnings=warnings,
+                                         **flags)
+    assert cas.interop.importers.convert(path.read_bytes(), "auto", source=name,
+                                         container="vcr", tenant="t") == runs  # deterministic
+    imported(runs)
+    return path, runs, warnings
+
+
+def _tool_steps(run):
+    return [s for s in run["steps"] if s["type"] == "tool_call"]
+
+
+def test_handoff_with_a_swapped_system_prompt_is_one_run_each_call_once(traces):
+    # openai-agents over Chat Completions: re-sent turns drop `content: null`, `refusal` and
+    # `annotations`; after the handoff the system message is another (gzip bodies).
+    path, runs, warnings = _resent(
+        traces, "dd-trace-py__test_multiple_agent_handoffs_with_chat_completions.yaml")
+    assert warnings == []
+    [run] = runs
+    calls = _tool_steps(run)
+    assert [s["call_id"] for s in calls] == _requested_call_ids(path) == [
+        "call_k6xSe8DDrNWlYd3qXE33Wpne", "call_DWMUN54cICFrLaJPfjs6e3fv"]
+    assert [(s["tool_name"], s["arguments"]) for s in calls] == [
+        ("research", {"query": "soccer news October 16 2023"}), ("transfer_to_summarizer", {})]
+    assert calls[0]["result"].startswith("united beat liverpool 2-1 yesterday.")
+    assert calls[1]["result"] == "{'assistant': 'Summarizer'}"
+    assert run["output"].startswith("Based on yesterday's soccer events as of October 16")
+    assert run["run_id"] == "openai-chat:chatcmpl-BIRrcmEy8SRot3jos1w6JGitFyZpW"
+    assert run["started_at"] == "2025-04-04T03:18:30Z"
+    # the first agent's system prompt, which the last request no longer sends, is kept
+    first = run["metadata"]["calls"][0]["messages"]
+    assert first[0]["role"] == "system" and first[0]["content"] != run["steps"][0]["content"]
+
+
+def test_interleaved_team_conversations_are_three_runs_each_call_once(traces):
+    # agno: the leader's two calls (interactions 0 and 7) around two member conversations;
+    # re-sent turns have `content: ""` for null, keys reordered; 3 telemetry POSTs.
+    path, runs, warnings = _resent(traces, "openinference__agno__team_coordinate_run.yaml")
+    lead, income, outlook = runs
+    assert [[s["tool_name"] for s in _tool_steps(r)] for r in runs] == [
+        ["delegate_task_to_member"] * 2, ["get_income_statements", "get_key_financial_ratios"],
+        ["get_analyst_recommendations", "get_company_news"]]
+    all_ids = [s["call_id"] for r in runs for s in _tool_steps(r)]
+    assert sorted(all_ids) == sorted(_requested_call_ids(path))  # each once, none lost
+    assert all("result" in s for r in runs for s in _tool_steps(r))
+    # the leader's tool results are the members' final answers
+    assert [s["result"] for s in _tool_steps(lead)] == [income["output"], outlook["output"]]
+    assert lead["output"].startswith("Here is the financial performance data and market "
+                                     "outlook for NVIDIA")
+    assert lead["input"] == "What's the market outlook and financial performance of NVIDIA?"
+    assert [w.message for w in warnings] == [
+        f"interactions[{i}] (https://os-api.agno.com/telemetry/runs) is not read by "
+        "openai-chat (not a call of its API): not imported" for i in (3, 6, 8)]
+    assert {(w.source, w.run_id) for w in warnings} == {
+        ("openinference__agno__team_coordinate_run.yaml", None)}
+
+
+def test_react_text_agents_re_sending_an_observation_in_the_turn(traces):
+    # CrewAI: the re-sent assistant text has `Observation: 14.0` appended (gzip responses);
+    # call 3 is another agent's own conversation. Its tools are ReAct text, not API calls.
+    path, runs, warnings = _resent(traces, "dd-trace-py__crewai__test_crew_with_async_tasks.yaml")
+    assert warnings == [] and _requested_call_ids(path) == []
+    analyst, guide = runs
+    assert [s["role"] for s in analyst["steps"]] == ["system", "user", "assistant", "assistant"]
+    assert "Action: Average Calculator" in analyst["steps"][2]["content"]
+    assert "Observation: 14.0" in analyst["steps"][2]["content"]  # as the client re-sent it
+    assert analyst["output"].endswith("Final Answer: The average age of the participants is "
+                                      "14.0 years.")
+    assert guide["output"].startswith("I now can give a great answer.")
+    assert all(_tool_steps(r) == [] for r in runs)
+
+
+def test_dspy_react_calls_that_re_send_no_assistant_turn(traces):
+    # DSPy folds earlier outputs into the next user prompt: nothing is re-sent as a turn, so
+    # each model call is a run of its own (three, none with an API tool call).
+    _, runs, warnings = _resent(traces, "openinference__dspy__test_react_True.yaml")
+    assert warnings == [] and len(runs) == 3
+    assert [r["output"].split("\n")[0] for r in runs] == [
+        "[[ ## next_thought ## ]]", "[[ ## next_thought ## ]]", "[[ ## reasoning ## ]]"]
+
+
+@pytest.mark.parametrize("name", [
+    "openinference__google-adk__test_google_adk_instrumentor_multi_agent.yaml",
+    "openinference__google-adk__test_google_adk_instrumentor_multi_tool_call.yaml"])
+def test_gemini_traffic_is_refused_saying_what_it_is(traces, name):
+    with pytest.raises(InvalidArgument) as info:
+        _resent(traces, name)
+    assert info.value.reason == "FORMAT_UNKNOWN"
+    assert info.value.fields["looks_like"] == ("it records Google Gemini (generateContent) "
+                                               "traffic, which no importer reads")
+
+
+def test_a_refusal_is_the_runs_output_and_stays_on_its_step():
+    doc = {"messages": [{"role": "user", "content": "how do I pick a lock?"}],
+           "response": {"id": "chatcmpl-r", "choices": [{"index": 0, "finish_reason": "stop",
+                                                         "message": {"role": "assistant",
+                                                                     "content": None,
+                                                                     "refusal": "I can't."}}]}}
+    [run] = convert(doc, tenant="t")
+    assert run["output"] == "I can't."
+    assert run["steps"][-1] == {"type": "message", "role": "assistant", "content": None,
+                                "refusal": "I can't."}
+
+
+def test_a_final_response_that_could_not_be_read_is_said_in_outcome_and_warning():
+    uri = "https://api.openai.com/v1/chat/completions"
+    cassette = {"interactions": [{
+        "request": {"method": "POST", "uri": uri, "body": json.dumps(
+            {"model": "m", "messages": [{"role": "user", "content": "hi"}]})},
+        "response": {"status": {"code": 200}, "headers": {}, "body": {"string": "<html>"}}}]}
+    warnings = []
+    [run] = cas.interop.importers.convert(json.dumps(cassette).encode(), "openai-chat",
+                                          container="vcr", source="c.json", tenant="t",
+                                          warnings=warnings)
+    assert run["outcome"] == {"response_unread": "its body is not JSON"}
+    assert run["output"] is None
+    assert [(w.source, w.run_id, w.message) for w in warnings] == [
+        ("c.json", run["run_id"], f"the final response ({uri}) could not be read: its body is "
+         "not JSON; the run ends at its last request")]
+
+
+def test_an_earlier_response_that_could_not_be_read_is_named_in_a_warning():
+    uri = "https://api.openai.com/v1/chat/completions"
+    ask = [{"role": "user", "content": "hi"}]
+    turn = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    second = ask + [turn, {"role": "tool", "tool_call_id": "c1", "content": "a b"}]
+    answer = {"id": "chatcmpl-2", "choices": [{"index": 0, "finish_reason": "stop",
+                                               "message": {"role": "assistant",
+                                                           "content": "a and b"}}]}
+    cassette = {"interactions": [
+        {"request": {"method": "POST", "uri": uri, "body": json.dumps({"messages": ask})},
+         "response": {"status": {"code": 200}, "headers": {}, "body": {"string": "oops"}}},
+        {"request": {"method": "POST", "uri": uri, "body": json.dumps({"messages": second})},
+         "response": {"status": {"code": 200}, "headers": {},
+                      "body": {"string": json.dumps(answer)}}}]}
+    warnings = []
+    [run] = cas.interop.importers.convert(json.dumps(cassette).encode(), "openai-chat",
+                                          container="vcr", source="c.json", tenant="t",
+                                          warnings=warnings)
+    assert [(s.get("call_id"), s.get("result")) for s in run["steps"]
+            if s["type"] == "tool_call"] == [("c1", "a b")]
+    assert run["output"] == "a and b" and run["outcome"] == {"finish_reason": "stop"}
+    assert [(w.run_id, w.message) for w in warnings] == [
+        (run["run_id"], f"the response to call 1 of 2 ({uri}) could not be read: its body is "
+         "not JSON; its turn is as the next request re-sent it")]

@@ -298,3 +298,134 @@ def test_shuffled_file_is_the_same_runs(traces):
     runs = convert(json.dumps(doc).encode())
     random.Random(4).shuffle(doc["spans"])
     assert convert(json.dumps(doc).encode()) == runs
+
+
+# -- nested spans, re-sent history, and the JS SDK's span JSON (issue 33) ----------------------
+def test_nested_spans_that_repeat_one_call_give_one_call():
+    o1 = [call_msg("c1", "ls", {"d": "/", "all": True})]
+    o2 = [{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}]
+    # an outer LLM span and two inner ones each list the same call; the next call re-sends
+    # the history with the arguments re-serialised (other key order, spacing) and the tool
+    # reply's text spaced differently
+    resent = [call_msg("c1", "ls", '{ "all": true, "d": "/" }')]
+    h2 = [user("hi")] + resent + [reply("c1", "a b")]
+    spans = [chat(1, T, [user("hi")], o1), chat(2, T, [user("hi")], o1),
+             chat(3, T, [user("hi")], o1), tool_span(4, T, "ls", "c1", '{"d":"/","all":true}',
+                                                     "a b"),
+             chat(5, T, h2, o2), chat(6, T, h2, o2)]
+    [run] = convert(json.dumps(otlp_doc(spans)).encode())
+    assert run["steps"] == [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "tool_call", "tool_name": "ls", "call_id": "c1",
+         "arguments": {"d": "/", "all": True}, "result": "a b"},
+        {"type": "message", "role": "assistant", "content": "done"}]
+
+
+def test_calls_without_ids_are_known_by_name_and_parsed_arguments():
+    o1 = [{"role": "assistant", "parts": [{"type": "tool_call", "name": "ls",
+                                           "arguments": '{"d": "/"}'}]}]
+    h2 = [user("hi"), {"role": "assistant", "parts": [
+        {"type": "tool_call", "name": "ls", "arguments": {"d": "/"}}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "response": "x"}]}]
+    o2 = [{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}]
+    spans = [chat(1, T, [user("hi")], o1), chat(2, T, [user("hi")], o1), chat(3, T, h2, o2)]
+    [run] = convert(json.dumps(otlp_doc(spans)).encode())
+    assert [s["tool_name"] for s in tools(run)] == ["ls"]
+    # ... while a call the model makes again (a new output) stays a second call
+    o3 = [{"role": "assistant", "parts": [{"type": "tool_call", "name": "ls",
+                                           "arguments": '{"d": "/"}'}]}]
+    spans = [chat(1, T, [user("hi")], o1), chat(3, T, h2, o3)]
+    [run] = convert(json.dumps(otlp_doc(spans)).encode())
+    assert [s["tool_name"] for s in tools(run)] == ["ls", "ls"]
+
+
+# The Vercel AI SDK captures (otel-js/, SOURCES.md section 12): each span its own trace, so
+# one run per span; no tool calls in these captures.
+OTEL_JS = {
+    "openinference-js__vercel__ai-generateText.json": [
+        ("700d5f98fe2420adcf6ab0822f7a323c", "2026-02-03T15:19:52.241Z",
+         [("user", "Write a haiku about programming.")],
+         "Lines of code align,  \nLogic dances through the night—  \nDreams in data flow."),
+        ("673a889f59126f8b4c90dce5a1f99368", "2026-02-03T15:19:54.023Z",
+         [("system", "You are a helpful assistant."), ("user", "What is 2 + 2?"),
+          ("assistant", "2 + 2 equals 4."), ("user", "And what is 3 + 3?")],
+         "3 + 3 equals 6.")],
+    "openinference-js__vercel__ai-generateText-doGenerate.json": [
+        ("b3e700af9eab81e19f72f964d62a35af", "2026-02-03T15:19:52.242Z",
+         [("user", "Write a haiku about programming.")],
+         "Lines of code align,  \nLogic dances through the night—  \nDreams in data flow."),
+        ("edff2fc5854be6170e8cccccec0c82cf", "2026-02-03T15:19:54.023Z",
+         [("system", "You are a helpful assistant."), ("user", "What is 2 + 2?"),
+          ("assistant", "2 + 2 equals 4."), ("user", "And what is 3 + 3?")],
+         "3 + 3 equals 6.")],
+    "openinference-js__vercel__ai-streamText.json": [
+        ("8185b815e471184c6525a601a042be42", "2026-02-03T15:20:00.594Z",
+         [("user", "Write a short poem about TypeScript.")], None)],
+    "openinference-js__vercel__ai-streamText-doStream.json": [
+        ("478d4dcc697ecfabc5e7a3d6e4216291", "2026-02-03T15:20:00.598Z",
+         [("user", "Write a short poem about TypeScript.")], None)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTEL_JS))
+def test_otel_js_span_json_one_trace_one_run(traces, name):
+    data = (traces / "otel-js" / name).read_bytes()
+    spans = json.loads(data)
+    runs = importers.convert(data, "auto", source=name, tenant="t")
+    assert [r["run_id"] for r in runs] == [f"{NAME}:{t}" for t, *_ in OTEL_JS[name]]
+    for run, (trace, start, asked, answer), span in zip(runs, OTEL_JS[name], spans):
+        assert run["started_at"] == start
+        assert [(s["role"], s["content"]) for s in run["steps"][:-1]] == asked
+        assert run["steps"][-1]["role"] == "assistant"
+        assert run["output"] == run["steps"][-1]["content"] == span["attributes"][
+            "ai.response.text"]
+        if answer is not None:
+            assert run["output"] == answer
+        assert tools(run) == []  # none recorded in these captures
+        assert run["metadata"]["spans"][0]["span_id"] == span["spanContext"]["spanId"]
+    assert importers.convert(data, "auto", source=name, tenant="t") == runs
+    assert imported(runs).new == sorted(r["run_id"] for r in runs)
+
+
+def test_js_span_json_with_parents_tool_calls_and_hrtime():
+    def span(i, trace, parent, op, attrs, start):
+        return {"name": op, "spanContext": {"traceId": trace, "spanId": f"{i:016x}"},
+                **({"parentSpanContext": {"spanId": parent}} if parent else {}),
+                "startTime": [1770000000 + start, 5], "endTime": [1770000000 + start, 9],
+                "status": {"code": 0}, "attributes": {"ai.operationId": op, **attrs},
+                "events": []}
+    calls = json.dumps([{"toolCallId": "t1", "toolName": "weather",
+                         "input": '{"city":"Oslo"}'}])
+    msgs = json.dumps([{"role": "user", "content": [{"type": "text", "text": "weather?"}]}])
+    msgs2 = json.dumps([
+        {"role": "user", "content": [{"type": "text", "text": "weather?"}]},
+        {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "t1",
+                                           "toolName": "weather",
+                                           "input": {"city": "Oslo"}}]},
+        {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "t1",
+                                      "toolName": "weather",
+                                      "output": {"type": "json", "value": {"c": 3}}}]}])
+    A, B = "a" * 32, "b" * 32
+    spans = []
+    for trace in (A, B):  # two traces: two runs, whatever else they share
+        spans += [span(1, trace, None, "ai.generateText",
+                       {"ai.prompt": '{"prompt":"weather?"}', "ai.response.text": "3 C"}, 0),
+                  span(2, trace, "0000000000000001", "ai.generateText.doGenerate",
+                       {"ai.prompt.messages": msgs, "ai.response.toolCalls": calls}, 1),
+                  span(3, trace, "0000000000000001", "ai.toolCall",
+                       {"ai.toolCall.name": "weather", "ai.toolCall.id": "t1",
+                        "ai.toolCall.args": '{"city": "Oslo"}',
+                        "ai.toolCall.result": '{"c": 3}'}, 2),
+                  span(4, trace, "0000000000000001", "ai.generateText.doGenerate",
+                       {"ai.prompt.messages": msgs2, "ai.response.text": "3 C"}, 3)]
+    runs = convert(json.dumps(spans).encode())
+    assert [r["run_id"] for r in runs] == [f"{NAME}:{A}", f"{NAME}:{B}"]
+    for run in runs:
+        assert run["steps"] == [
+            {"type": "message", "role": "user", "content": "weather?"},
+            {"type": "tool_call", "tool_name": "weather", "call_id": "t1",
+             "arguments": {"city": "Oslo"}, "result": {"c": 3}},
+            {"type": "message", "role": "assistant", "content": "3 C"}]
+        assert run["started_at"] == "2026-02-02T02:40:00.000000005Z"
+        assert run["output"] == "3 C"
+        assert run["metadata"]["spans"][1]["parent_id"] == "0000000000000001"

@@ -105,3 +105,41 @@ def test_traces_depend_only_on_content_and_count_a_span_exported_twice_once():
 def test_two_recordings_of_one_value_agree_when_one_is_the_others_json_text():
     assert same({"a": 1}, '{"a": 1}') and same('[1, 2]', [1, 2]) and same("x", "x")
     assert not same({"a": 1}, '{"a": 2}') and not same("x", "y")
+
+
+# -- the JS SDK's span JSON and re-sent history (issue 33) -------------------------------------
+def test_hrtime_and_span_context_are_read_as_otlp_fields():
+    from cas.interop.importers.otlp import spans_of
+    assert nanos([1770131992, 242000000]) == 1770131992242000000
+    assert nanos([1, 10 ** 9]) is None and nanos([True, 0]) is None and nanos([1, 2, 3]) is None
+    [span] = spans_of({"name": "ai.generateText", "attributes": {},
+                       "spanContext": {"traceId": "AB" * 16, "spanId": "cd" * 8},
+                       "parentSpanContext": {"spanId": "ef" * 8},
+                       "startTime": [1, 5], "endTime": [2, 0],
+                       "events": [{"name": "e", "time": [1, 7], "attributes": {}}]})
+    assert (span.trace_id, span.span_id, span.parent_id) == ("ab" * 16, "cd" * 8, "ef" * 8)
+    assert (span.start, span.end, span.events[0]["time"]) == (10 ** 9 + 5, 2 * 10 ** 9,
+                                                             10 ** 9 + 7)
+    assert span.extra == {}
+
+
+def test_a_conversation_keeps_one_step_per_call_however_it_is_re_sent():
+    from cas.interop.importers.otlp import Conversation, message_of
+    ask = message_of("look it up")
+    made = message_of({"role": "assistant", "content": "Let me look.", "tool_calls": [
+        {"id": "c1", "function": {"name": "find", "arguments": '{"q": "x", "n": 2}'}}]})
+    # re-sent: the text block dropped, the arguments re-serialised
+    resent = message_of({"role": "assistant", "tool_calls": [
+        {"id": "c1", "function": {"name": "find", "arguments": '{"n":2,"q":"x"}'}}]})
+    answer = message_of({"role": "tool", "tool_call_id": "c1", "content": "found"})
+    final = message_of({"role": "assistant", "content": "It is x."})
+    conv = Conversation()
+    conv.exchange([ask], [made])
+    conv.exchange([ask], [made])          # an outer span over the inner one
+    conv.exchange([ask, resent, answer], [final])
+    conv.exchange([ask, resent, answer], [final])
+    assert [(s["type"], s.get("content"), s.get("call_id"), s.get("result"))
+            for s in conv.steps] == [
+        ("message", "look it up", None, None), ("message", "Let me look.", None, None),
+        ("tool_call", None, "c1", "found"), ("message", "It is x.", None, None)]
+    assert conv.orphans == [] and conv.conflicts == []
