@@ -120,7 +120,7 @@ def test_cli_dataset_import_seals_once_then_says_unchanged(run, tmp_path):
     r = run("dataset", "import", "--from", "braintrust", "bt.jsonl", "gold", "--dry-run")
     assert r.stdout.splitlines()[1] == "dry run: would seal gold@2"
     assert json.loads(run("--json", "dataset", "show", "gold").stdout)["versions"][0][
-        "operation"] == "import"
+        "operation"] == "commit"
 
 
 def test_cli_dataset_import_refusals_change_nothing(run, tmp_path):

@@ -164,5 +164,5 @@ def import_dataset(repo, source: str, path: Any, dataset: str, *, tenant: str | 
     text = message if message is not None else \
         f"import from {source}: {os.path.basename(os.path.abspath(os.fspath(path)))}"
     record = repo.commit(dataset, base=head or None, add=[distinct[i] for i in new],
-                         message=text, author=author, operation="import")
+                         message=text, author=author)  # a direct commit, as the format knows it
     return result._replace(status="sealed", version=record)

@@ -41,7 +41,7 @@ def test_an_import_seals_one_version_and_a_reimport_seals_nothing(mem, tmp_path,
     first = import_dataset(mem, tool, path, "gold", tenant="acme")
     assert first.status == "sealed" and first.created and first.base == 0
     record = first.version
-    assert (record.number, record.operation, record.item_count) == (1, "import", first.cases)
+    assert (record.number, record.operation, record.item_count) == (1, "commit", first.cases)
     assert mem.dataset("gold").admits == "direct"
     assert ids_of(mem, "gold", 1) == first.case_ids
     again = import_dataset(mem, tool, path, "gold", tenant="acme")
