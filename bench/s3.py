@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +42,11 @@ def requests(repo) -> Counter:
     return getattr(repo.backend, "requests", Counter())
 
 
+def received(repo) -> int:
+    """Body bytes the S3 backend has read (0 in a tree from before it counted them)."""
+    return getattr(repo.backend, "bytes_read", 0)
+
+
 def seal_ones(location: str, base: int, seals: int, seed: int, writer_bytes: list) -> tuple[list, list]:
     """Seal `seals` one-case versions, each from a freshly opened repository (a new process's
     view: cold memory, warm local cache). Returns times and per-seal request counters."""
@@ -56,11 +62,11 @@ def seal_ones(location: str, base: int, seals: int, seed: int, writer_bytes: lis
     return times, counts
 
 
-def read_requests(location: str, n_seals: int) -> dict[str, Counter]:
-    """Requests of each read command from a freshly opened repository with an empty local
-    cache (a new process on a new machine): a detailed page of 100 cases (`cas items`), one
-    case (`cas case`), the head (`repo.head`) and the diff of the first and last one-case
-    seals."""
+def read_requests(location: str, n_seals: int) -> dict[str, tuple[Counter, int, float]]:
+    """Requests, bytes read and seconds of each read command from a freshly opened
+    repository with an empty local cache (a new process on a new machine): a detailed page of
+    100 cases (`cas items`), one case (`cas case`), the head (`repo.head`) and the diff of the
+    first and last one-case seals."""
     out = {}
     first = cas.open(location).items("bench", 1, limit=1).items[0]
     reads = {
@@ -72,11 +78,24 @@ def read_requests(location: str, n_seals: int) -> dict[str, Counter]:
     for name, read in reads.items():
         with tempfile.TemporaryDirectory(prefix="cas-bench-cold-") as cache:
             os.environ["CAS_CACHE_DIR"] = cache
+            t = time.perf_counter()
             repo = cas.open(location)
-            before = Counter(requests(repo))
+            before, bytes_before = Counter(requests(repo)), received(repo)
             read(repo)
-            out[name] = requests(repo) - before
+            out[name] = (requests(repo) - before, received(repo) - bytes_before,
+                         time.perf_counter() - t)
     return out
+
+
+def import_cas_seconds(rounds: int = 7) -> float:
+    """The median time of `python -c "import cas"`: the floor a cold command is compared to
+    (the cold reads above run in this process, so their time plus this is a command's)."""
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import cas"], check=True, cwd=ROOT)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 def main() -> int:
@@ -130,9 +149,14 @@ def main() -> int:
             print(f"  requests per seal         min {min(per_seal)} median "
                   f"{statistics.median(per_seal)} max {max(per_seal)}; last: "
                   f"{dict(sorted(last.items()))}")
-            for name, counted in reads.items():
+            floor = import_cas_seconds()
+            for name, (counted, received, seconds) in reads.items():
+                ratio = (floor + seconds) / floor
                 print(f"  requests, cold {name:<10} {sum(counted.values()):>4}  "
-                      f"{dict(sorted(counted.items()))}")
+                      f"{dict(sorted(counted.items()))}; {received / 1024:,.0f} KiB read; "
+                      f"{seconds * 1000:.0f} ms + import cas {floor * 1000:.0f} ms = "
+                      f"{ratio:.2f}x import cas (target <= 2x, < 1 MiB: "
+                      f"{'PASS' if ratio <= 2 and received < 1 << 20 else 'MISS'})")
         small, large = rows[0][7], rows[1][7]
         same = max(large) - max(small)
         print(f"requests per one-case seal, {args.small:,} vs {args.n:,} cases: "

@@ -240,6 +240,13 @@ class IndexReader:
             _check_header(head, DIGESTS_AT, INDEX_MAGIC, INDEX_FORMAT, "index", self.key)
             self._fanout = FANOUT.unpack_from(head, FANOUT_AT)
             self._packs = [_pack_of(self.key)]
+        keep = getattr(self.backend, "keep", None)  # a cache in front of a remote store
+        if self._mapped is None and keep is not None:
+            # Its copy may be fetched now that its size is known (small ones are, at once).
+            n = self._fanout[255]
+            rows = MULTI_ROW if self.multi else ROW
+            self._mapped = keep(self.key, self._digests_at + n * (DIGEST_LEN + rows.size)
+                                + DIGEST_LEN)
 
     @property
     def fanout(self) -> tuple[int, ...]:

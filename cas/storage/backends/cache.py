@@ -2,8 +2,13 @@
 
 Pack indexes and multi-pack indexes are named by content and never change, so a local copy can
 never go stale (only outlive the remote one). Mapped, a lookup then costs no call instead of
-one request per binary-search probe. Object bytes are
-cached by digest one layer up (`cas.storage.store`).
+a request or two. The cache fills on demand: an index not cached yet is read by ranges (a
+command that looks up a few objects on a new machine reads a few kilobytes of a multi-pack
+index of tens of megabytes), and is fetched whole, checked and kept once this machine has made
+FETCH_AFTER range reads of it, counted across processes in a small file beside where the copy
+goes (a command that looks up many pays one download, and a few light commands fill the cache
+for the next ones), or when a command reads it whole. Object bytes are cached by digest one
+layer up (`cas.storage.store`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,14 @@ from blake3 import blake3
 
 from cas.errors import DigestMismatch
 from cas.storage.backends import check_key
+
+# Range reads of an uncached index, on this machine, after which it is fetched whole: a lookup
+# costs one or two (the fan-out is read once per index), so a few dozen lookups stay ranged.
+FETCH_AFTER = 64
+# An index this small is fetched whole at its first use: one request of at most this many bytes
+# costs about what the range reads of a few lookups do (at 100k cases a multi-pack index is
+# ~6 MB, fetched; at 1M ~80 MB, read by ranges).
+WHOLE_BELOW = 8 << 20
 
 
 def default_cache_root() -> str:
@@ -31,6 +44,7 @@ class CachingBackend:
         self.inner = inner
         self.url = inner.url
         self.cache_dir = cache_dir
+        self._ranged: dict[str, int] = {}  # range reads of each index, where none is kept
 
     def _local(self, key: str) -> str:
         return os.path.join(self.cache_dir, *check_key(key).split("/"))
@@ -53,6 +67,10 @@ class CachingBackend:
             with open(tmp, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)  # a private cache file, so a plain rename is enough here
+            try:
+                os.unlink(path + ".ranges")  # the count that brought it here is done
+            except FileNotFoundError:
+                pass
         return path
 
     @staticmethod
@@ -66,10 +84,10 @@ class CachingBackend:
         """A cached index mapped into memory, as LocalBackend.map maps a local one: probes
         then cost neither a request nor a call, and what a lookup finds is confirmed against
         the remote (the local copy outlives the remote index). None for any other key."""
-        if not self._cached(key):
-            return None
+        if not self._cached(key) or not os.path.exists(self._local(key)):
+            return None  # not cached yet: read by ranges (get_range fetches it on demand)
         try:
-            with open(self._ensure(key), "rb") as f:
+            with open(self._local(key), "rb") as f:
                 if not os.fstat(f.fileno()).st_size:
                     return b""
                 return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -77,6 +95,14 @@ class CachingBackend:
             return self._fetch(key)
         except (OSError, ValueError):
             return None  # a file system that cannot map files: read it with calls
+
+    def keep(self, key: str, size: int):
+        """An index a reader has opened by ranges and found to be `size` bytes: fetched whole
+        and mapped now if it is small (WHOLE_BELOW), else None (it stays ranged)."""
+        if not self._cached(key) or size > WHOLE_BELOW:
+            return None
+        self._ensure(key)
+        return self.map(key)
 
     def get(self, key: str) -> bytes:
         if self._cached(key):
@@ -89,7 +115,24 @@ class CachingBackend:
                 return self._fetch(key)
         return self.inner.get(key)
 
+    def _count_range(self, key: str) -> int:
+        """One more range read of an uncached index: how many this machine has made of it
+        (a byte appended to `<copy>.ranges` per read; in memory where the cache cannot be
+        written)."""
+        path = self._local(key) + ".ranges"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "ab") as f:
+                f.write(b".")
+                return f.tell()
+        except OSError:
+            ranged = self._ranged[key] = self._ranged.get(key, 0) + 1
+            return ranged
+
     def get_range(self, key: str, offset: int, length: int) -> bytes:
+        if self._cached(key) and not os.path.exists(self._local(key)):
+            if self._count_range(key) <= FETCH_AFTER:
+                return self.inner.get_range(key, offset, length)
         if self._cached(key):
             try:
                 with open(self._ensure(key), "rb") as f:
@@ -113,10 +156,11 @@ class CachingBackend:
         self.inner.replace(key, data)  # never an index: those are named by content
 
     def delete(self, key: str) -> bool:
-        try:
-            os.unlink(self._local(key))
-        except FileNotFoundError:
-            pass
+        for path in (self._local(key), self._local(key) + ".ranges"):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
         return self.inner.delete(key)
 
     def list(self, prefix: str = "") -> Iterator[str]:

@@ -106,6 +106,7 @@ class S3Backend:
         # response can be told apart from a 412 because another writer won.
         self._create_store = S3Store(self.bucket, retry_config={"max_retries": 0}, **kwargs)
         self.requests: Counter[str] = Counter()
+        self.bytes_read = 0  # the body bytes of every GET (what a benchmark reports)
         self._lock = threading.Lock()
 
     def _unavailable(self, action: str, key: str, exc: Exception | None,
@@ -140,12 +141,17 @@ class S3Backend:
         with self._lock:
             self.requests[kind] += 1
 
+    def _received(self, data: bytes) -> bytes:
+        with self._lock:
+            self.bytes_read += len(data)
+        return data
+
     def get(self, key: str) -> bytes:
         import obstore
         check_key(key)
         self._count("GET")
         try:
-            return bytes(obstore.get(self._store, key).bytes())
+            return self._received(bytes(obstore.get(self._store, key).bytes()))
         except FileNotFoundError:
             raise NotFound(f"no such key {key!r}", key=key) from None
         except Exception as exc:
@@ -160,8 +166,8 @@ class S3Backend:
         if offset < MAX_OFFSET:
             self._count("GET")
             try:
-                return bytes(obstore.get_range(self._store, key, start=offset,
-                                               length=min(length, MAX_OFFSET - offset)))
+                return self._received(bytes(obstore.get_range(
+                    self._store, key, start=offset, length=min(length, MAX_OFFSET - offset))))
             except FileNotFoundError:
                 raise NotFound(f"no such key {key!r}", key=key) from None
             except Exception as exc:

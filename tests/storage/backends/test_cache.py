@@ -74,3 +74,69 @@ def test_a_cached_index_deleted_while_it_is_read_reads_from_the_remote_or_is_not
     monkeypatch.setattr("builtins.open", racing_open)
     with pytest.raises(NotFound):
         cached.get("packs/p.idx")
+
+
+def test_an_uncached_index_is_read_by_ranges_and_fetched_whole_on_demand(tmp_path, monkeypatch):
+    """A new machine's first command reads the ranges its lookups need, not the whole of a
+    large multi-pack index (issue 37; WHOLE_BELOW set to 0 makes this small one large); a
+    machine that keeps looking up fetches it once, checked, and the next process maps it."""
+    import cas
+    from cas.storage.backends import cache
+    monkeypatch.setattr(cache, "FETCH_AFTER", 8)
+    monkeypatch.setattr(cache, "WHOLE_BELOW", 0)
+    remote = MemoryBackend()
+    repo = cas.Repository.create(remote)
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=[{"input": f"case {i}"} for i in range(300)])
+    ids = repo.items("d", 1, limit=300).items
+    inputs = {c: repo.case("d", 1, c).input for c in ids}
+
+    class IndexReads:
+        """The remote, counting what is read of its indexes: ranges and bytes, and wholes."""
+
+        def __init__(self):
+            self.ranges = self.bytes = self.wholes = 0
+
+        def __getattr__(self, name):
+            return getattr(remote, name)
+
+        def get(self, key):
+            data = remote.get(key)
+            if key.endswith((".idx", ".midx")):
+                self.wholes += 1
+                self.bytes += len(data)
+            return data
+
+        def get_range(self, key, offset, length):
+            data = remote.get_range(key, offset, length)
+            if key.endswith((".idx", ".midx")):
+                self.ranges += 1
+                self.bytes += len(data)
+            return data
+
+    def fresh(where):
+        reads = IndexReads()
+        return cas.Repository(CachingBackend(reads, str(tmp_path / where))), reads
+
+    cold, reads = fresh("cache")
+    assert cold.case("d", 1, ids[0]).input == inputs[ids[0]]
+    assert reads.wholes == 0 and 1 <= reads.ranges <= 8  # (fan-out, window, row) per lookup
+    assert not [f for f in os.listdir(tmp_path / "cache" / "packs")
+                if not f.endswith(".ranges")]  # nothing fetched whole: a few ranges were enough
+    # the count is the machine's, not the process's: a few light commands fill the cache
+    second, second_reads = fresh("cache")
+    for case_id in ids[1:4]:
+        assert second.case("d", 1, case_id).input == inputs[case_id]
+    assert second_reads.wholes == 1
+    assert not [f for f in os.listdir(tmp_path / "cache" / "packs") if f.endswith(".ranges")]
+    cold, reads = fresh("other")  # a process of its own that looks up many: fetched once
+    for case_id in ids[:40]:
+        assert cold.case("d", 1, case_id).input == inputs[case_id]
+    assert reads.wholes == 1 and os.listdir(tmp_path / "other" / "packs")
+    then = (reads.ranges, reads.wholes)
+    for case_id in ids[40:80]:
+        assert cold.case("d", 1, case_id).input == inputs[case_id]
+    assert (reads.ranges, reads.wholes) == then  # served from the local copy
+    warm, warm_reads = fresh("other")  # the next process maps the cached copy
+    assert warm.case("d", 1, ids[5]).input == inputs[ids[5]]
+    assert (warm_reads.ranges, warm_reads.wholes) == (0, 0)
