@@ -360,13 +360,19 @@ class IndexReader:
         first, last = digests[0], digests[-1]
         lo = fanout[first[0] - 1] if first[0] else 0
         hi = fanout[last[0]]
-        if hi - lo > SCAN_BELOW + 16 * len(digests):
-            out = {d: found for d in digests if (found := self._find(d)) is not None}
-            if out and confirm:
-                self.confirm()  # once for the batch, as the one read below is confirmed once
-            return out
         at = self._digests_at
-        keys = _digests(self._read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN))
+        block = None
+        if hi - lo > SCAN_BELOW + 16 * len(digests):
+            # Consecutive ids (a page of a version) lie together in a wide column: the window
+            # their values put them in, if it is narrow, brackets them in one read.
+            lo, hi, block = self._span(first, last, lo, hi, len(digests))
+            if block is None:
+                out = {d: found for d in digests if (found := self._find(d)) is not None}
+                if out and confirm:
+                    self.confirm()  # once for the batch, as the read below is confirmed once
+                return out
+        keys = _digests(block if block is not None else
+                        self._read(self.key, at + lo * DIGEST_LEN, (hi - lo) * DIGEST_LEN))
         positions = {}
         for d in digests:
             i = _position(keys, d)
@@ -392,6 +398,33 @@ class IndexReader:
         if confirm:
             self.confirm()
         return out
+
+    def _span(self, first: bytes, last: bytes, lo: int, hi: int,
+              count: int) -> tuple[int, int, bytes | None]:
+        """The window of [lo, hi) that the values of `first` and `last` put them between
+        (widened as `_window` widens one digest's), read, when it is narrow for `count`
+        digests and brackets both; else (lo, hi, None)."""
+        span = hi - lo
+        spread = WINDOW_SPREAD if self._mapped is None else MAPPED_SPREAD
+        half = max(SCAN_BELOW, spread * isqrt(span)) // 2
+        # (a position by value over the whole range: the fan-out buckets between first and
+        # last are all spanned, so one linear estimate serves both ends)
+        lo_value = first[0] << 64
+        hi_value = (last[0] + 1) << 64
+
+        def estimate(d: bytes) -> int:
+            value = (d[0] << 64) + int.from_bytes(d[1:9], "big")
+            return lo + (value - lo_value) * span // (hi_value - lo_value)
+        a, b = max(lo, estimate(first) - half), min(hi, estimate(last) + half)
+        if b - a > SCAN_BELOW + 16 * count + 2 * half:
+            return lo, hi, None
+        block = self._read(self.key, self._digests_at + a * DIGEST_LEN, (b - a) * DIGEST_LEN)
+        if len(block) != (b - a) * DIGEST_LEN:
+            raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
+                              key=self.key)
+        if (a > lo and block[:DIGEST_LEN] > first) or (b < hi and block[-DIGEST_LEN:] < last):
+            return lo, hi, None  # the estimate is off (a skewed column): one lookup each
+        return a, b, block
 
     def all_digests(self) -> set[bytes]:
         """Every digest of this index in one read (for bulk existence checks)."""

@@ -583,3 +583,24 @@ def test_an_object_two_packs_hold_gets_one_row():
                                format_index(b, [Entry(d, 5, 10, 1), Entry(b"\xff" * 32, 9, 3, 1)])])
     packs, rows = parse_multi_index(data)  # strictly sorted: it parses
     assert packs == [a, b] and [e.digest for e, _ in rows] == [d, b"\xff" * 32]
+
+
+def test_a_page_of_consecutive_digests_in_a_wide_column_costs_two_reads():
+    """A page of a version's ids lies together in the sorted digest column of a large
+    (multi-pack) index: one read of the window their values put them in and one of their
+    rows, not two reads each (issue 37: a cold page on S3 fetched the whole index after a
+    hundred one-at-a-time lookups)."""
+    rng = random.Random(5)
+    digests = sorted({rng.randbytes(32) for _ in range(200_000)})  # ~780 per fan-out slot
+    backend, reader = _reader(_entries(digests))
+    assert len(reader) == len(digests)  # opened: header and fan-out read
+    for start in (0, 1234, 100_000, len(digests) - 20):
+        page = digests[start:start + 20]  # a page too small to read its slots whole
+        backend.requests = 0
+        found = reader.lookup_many(page, confirm=False)
+        assert sorted(found) == page
+        assert [found[d][1].offset for d in page] == [1000 + start + i for i in range(20)]
+        assert backend.requests == 2, (start, backend.requests)
+    # digests spread over the column: still right, one lookup each
+    spread = digests[::6000]
+    assert sorted(reader.lookup_many(spread, confirm=False)) == spread
