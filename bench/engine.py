@@ -616,7 +616,7 @@ def report(results: list[dict[str, Any]], cold: dict, args, elapsed: float, out:
     row("5", f"peak RSS, ingest {label[hi['n']]}, both processes (sampled every 20 ms)",
         fmt_b(hi["sampled_rss"]), f"floor child {fmt_b(hi['floor_maxrss'])}", "", target,
         hi["sampled_rss"] < GIB // 2)
-    row("5", f"peak RSS (VmHWM) of each: the commit's, the helper's", fmt_b(hi["maxrss"]),
+    row("5", "peak RSS (VmHWM) of each: the commit's, the helper's", fmt_b(hi["maxrss"]),
         fmt_b(hi["helper_maxrss"]), "", "")
     row("5", f"peak RSS, ingest {label[hi['n']]}, one process", fmt_b(hi["maxrss_one_process"]),
         "", "", target, hi["maxrss_one_process"] < GIB // 2)

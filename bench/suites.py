@@ -16,6 +16,12 @@ least any runner must do. It prints the median seconds of each, and the overhead
 With artefacts the figure is mostly the file system: 4 atomic writes (temporary file + rename)
 and one directory per case, plus the INCOMPLETE result.json written for every case first.
 
+Repetitions (`--repeat 1,10`, without artefacts): the same N (case, repetition) pairs as N/R
+cases run R times each (`SuiteRunner(repeat=R)`: a run id and a seed per repetition, the
+executor given `repetition` and `seed` when it declares them), against the same baseline making
+N calls. Printed: the overhead per repetition, (runner - baseline) / N; the target (issue 34) is
+that it stays within 50 us of the bare asyncio loop, as without repetitions.
+
 Cassette lookup cost per exchange (`--cassettes`, on by default; `--exchanges 10000`): a
 cassette of 10k recorded exchanges (distinct requests to one wrapped tool) answers each of
 them once, in a shuffled order. Printed: the median microseconds per exchange, the ratio
@@ -44,6 +50,12 @@ from cas.evals.suites import Run, Suite, SuiteCase, SuiteRunner  # noqa: E402
 
 
 async def trivial(case, *, run_id):
+    await asyncio.sleep(0)
+    return Run(case.input, case.tenant)
+
+
+async def trivial_repeated(case, *, run_id, repetition, seed):
+    """The trivial executor that declares `repetition` and `seed` (so the runner passes them)."""
     await asyncio.sleep(0)
     return Run(case.input, case.tenant)
 
@@ -135,6 +147,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", default="4,64")
+    parser.add_argument("--repeat", default="1,10",
+                        help="repetitions per case of the repetitions table (N pairs in all)")
     parser.add_argument("--exchanges", type=int, default=10_000,
                         help="recorded exchanges of the cassette lookup benchmark (0: skip it)")
     parser.add_argument("--dir", default=None,
@@ -170,8 +184,37 @@ def main() -> None:
                       f"{t_ours:>9.3f} {t_base:>10.3f} {t_ours / t_base:>6.2f} "
                       f"{(t_ours - t_base) / n * 1e6:>17.1f} {t_pool:>9.3f} "
                       f"{(t_ours - t_pool) / n * 1e6:>19.1f}")
+    repetitions(n, args.rounds, [int(c) for c in args.concurrency.split(",")],
+                [int(r) for r in args.repeat.split(",")])
     if args.exchanges:
         cassettes(args.exchanges, args.rounds)
+
+
+def repetitions(n: int, rounds: int, concurrencies: list[int], repeats: list[int]) -> None:
+    """N (case, repetition) pairs: N/R cases x R repetitions, against N bare calls."""
+    print(f"\nrepetitions: {n} (case, repetition) pairs, no artefacts")
+    print(f"{'concurrency':>11} {'repeat':>6} {'cases':>6} {'runner s':>9} {'baseline s':>10} "
+          f"{'ratio':>6} {'overhead us/repetition':>23}")
+    for concurrency in concurrencies:
+        for repeat in repeats:
+            suite = suite_of(n // repeat)
+            calls = list(suite.cases) * repeat  # what the baseline runs: the same N calls
+            pairs = len(calls)
+            ours, base = [], []
+            for _ in range(rounds):
+                base.append(timed(lambda: asyncio.run(baseline(calls, concurrency))))
+                run = SuiteRunner(trivial_repeated, concurrency=concurrency, repeat=repeat)
+                result = None
+
+                def go():
+                    nonlocal result
+                    result = run.run(suite)
+                ours.append(timed(go))
+                assert result.ok and len(result.results) == pairs
+            t_ours, t_base = statistics.median(ours), statistics.median(base)
+            print(f"{concurrency:>11} {repeat:>6} {len(suite.cases):>6} {t_ours:>9.3f} "
+                  f"{t_base:>10.3f} {t_ours / t_base:>6.2f} "
+                  f"{(t_ours - t_base) / pairs * 1e6:>23.1f}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,56 @@ class Invocation:
         self.repo_location = repo_location
         self.as_json = as_json
         self._repo = None
+        self.lock_path: str | None = None   # --lock PATH (else the nearest cas.lock)
+        self.resolved = None                # the cas.lock entry a dataset name resolved to
+
+    def locked(self, name: str):
+        """Resolve a dataset name given without a version through the lock file (`--lock`,
+        else the nearest cas.lock): say so on stderr (`NAME -> NAME@N (cas.lock)`), open the
+        repository its entry names (unless --repo or CAS_REPO names one), and refuse a pin
+        whose digest no longer matches. Refused (NOT_LOCKED) when the lock holds no entry."""
+        from cas.interop import lockfile
+        resolved = lockfile.resolve(name, self.lock_path)
+        if resolved.repository is not None and self.repo_location is None \
+                and self._repo is None and not os.environ.get("CAS_REPO"):
+            self.repo_location = resolved.repository
+        self.repo().resolve_pin(resolved.pin)
+        click.echo(resolved.line(), err=True)
+        self.resolved = resolved
+        return resolved
+
+    def locked_args(self, args: tuple[str, ...], command: str, forms: tuple[str, ...],
+                    rest: int = 0, problem: str | None = None) -> tuple[str, ...]:
+        """`DATASET REST...` with the version left out (exactly `rest` version words after the
+        name) -> `DATASET@N REST...`, N from the lock; any other arguments as they are."""
+        if len(args) == rest + 1 and args[0] and "@" not in args[0] \
+                and not args[0].startswith("-") and all(a.isdigit() for a in args[1:]):
+            resolved = self.locked_or_refused(args[0], command, forms, problem)
+            return (f"{args[0]}@{resolved.version}", *args[1:])
+        return args
+
+    def locked_or_refused(self, name: str, command: str, forms: tuple[str, ...],
+                          problem: str | None = None):
+        """`locked(name)`; a name the lock does not hold is the usage error of an exact read
+        (INVALID_ARGUMENT, reason NOT_LOCKED) naming `cas lock add` and the accepted forms."""
+        from cas.errors import InvalidArgument
+        try:
+            return self.locked(name)
+        except InvalidArgument as exc:
+            if exc.reason != "NOT_LOCKED":
+                raise
+            where = exc.fields.get("lock")
+            lock = (f"{where} does not lock {name!r}" if where else
+                    f"no cas.lock (here or in a parent directory) locks {name!r}")
+            problem = problem or f"no version given for dataset {name!r}"
+            base = read_usage_error(command, forms,
+                                    f"{problem}, and {lock} (`cas lock add {name}@N`)")
+            raise InvalidArgument(base.message, reason="NOT_LOCKED", dataset=name,
+                                  usage=base.fields["usage"]) from None
+
+    def resolved_json(self) -> dict[str, Any]:
+        """`{"resolved": {...}}` when a name resolved through the lock, else nothing."""
+        return {"resolved": self.resolved.to_json()} if self.resolved is not None else {}
 
     def repo(self):
         """Open the repository named by --repo / CAS_REPO, or the nearest `.cas` upwards."""
@@ -65,6 +115,17 @@ def json_option(f):
             ctx.ensure_object(Invocation).as_json = True
     return click.option("--json", "as_json", is_flag=True, expose_value=False, is_eager=True,
                         callback=set_json, help="Print the result as JSON.")(f)
+
+
+def lock_option(f):
+    """`--lock PATH`: the lock file a dataset name without a version resolves through (default:
+    the nearest cas.lock in this directory or its parents)."""
+    def set_lock(ctx: click.Context, _param, value: str | None) -> None:
+        if value is not None:
+            ctx.ensure_object(Invocation).lock_path = value
+    return click.option("--lock", "lock_path", default=None, metavar="PATH", expose_value=False,
+                        is_eager=True, callback=set_lock,
+                        help="The lock file (default: the nearest cas.lock).")(f)
 
 
 def version_number(text: str, minimum: int = 1) -> int | None:

@@ -8,9 +8,9 @@ import sys
 import click
 
 from .common import (CASE, INTEGER, PIN, SINCE_HELP, TOKEN, VERSION_ARGS, VERSION_FORMS, Example,
-                     Invocation, VersionOption, case_json, case_table, json_option, next_cursor,
-                     pass_ctx, read_usage_error, refuse_unknown_options, split_version_args,
-                     to_json, version_name, version_summary)
+                     Invocation, VersionOption, case_json, case_table, json_option, lock_option,
+                     next_cursor, pass_ctx, read_usage_error, refuse_unknown_options,
+                     split_version_args, to_json, version_name, version_summary)
 
 
 def _preview_text(p: dict) -> str:
@@ -211,17 +211,19 @@ def show(ctx: Invocation, args: tuple[str, ...]) -> None:
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
 @_cursor_option
 @_limit_option
+@lock_option
 @json_option
 @pass_ctx
 def items(ctx: Invocation, args: tuple[str, ...], cursor: str | None, limit: int) -> None:
     """List one page of the cases of an exact version, in id order, with each case's run id,
-    tenant and outcome (also DATASET@VERSION)."""
+    tenant and outcome (also DATASET@VERSION, or DATASET alone: the version cas.lock pins)."""
+    args = ctx.locked_args(args, "items", ("DATASET VERSION", "DATASET@VERSION"))
     name, number, _ = split_version_args("items", args, ("DATASET VERSION", "DATASET@VERSION"))
     repo = ctx.repo()
     page = repo.items_detailed(name, number, after=cursor, limit=limit)
     version = version_summary(repo, page.version, "ACTIVE")  # a retired one is refused
     ctx.emit({"version": version, "items": [case_json(c) for c in page.items],
-              **_pagination(page)},
+              **_pagination(page), **ctx.resolved_json()},
              lambda: "\n".join(case_table([("", c) for c in page.items]) + _more(page)))
 
 
@@ -256,15 +258,30 @@ def case(ctx: Invocation, args: tuple[str, ...], run_id: str | None) -> None:
 @click.argument("args", nargs=-1, metavar="DATASET A B")
 @_cursor_option
 @_limit_option
+@click.option("--format", "output_format", type=click.Choice(["table", "markdown"]),
+              default="table", show_default=True,
+              help="markdown: counts and the first --limit added and removed cases with run, "
+                   "tenant, first user message and reviewer, for a pull request comment.")
+@lock_option
 @json_option
 @pass_ctx
-def diff(ctx: Invocation, args: tuple[str, ...], cursor: str | None, limit: int) -> None:
+def diff(ctx: Invocation, args: tuple[str, ...], cursor: str | None, limit: int,
+         output_format: str) -> None:
     """One page of the cases added and removed from version A to version B, in id order
-    (also DATASET@A [DATASET@]B)."""
+    (also DATASET@A [DATASET@]B; DATASET B diffs the version cas.lock pins with B)."""
     forms = ("DATASET A B", "DATASET@A [DATASET@]B")
+    args = ctx.locked_args(args, "diff", forms, rest=1, problem="missing B")
     name, a, (new,) = split_version_args("diff", args, forms, rest_are_versions=True)
     other, b, _ = version_name("diff", forms, new, name, f"{new!r} is not a version number")
     repo = ctx.repo()
+    if output_format == "markdown":
+        from cas.interop import review_diff
+        found = review_diff.version_diff(repo, name, a, b, limit=limit,
+                                         new_dataset=None if other == name else other)
+        text = review_diff.markdown(found)
+        ctx.emit({"markdown": text, "added": found.added, "removed": found.removed,
+                  **ctx.resolved_json()}, text.rstrip("\n"))
+        return
     page = repo.diff_detailed(name, a, b, cursor=cursor, limit=limit, new_dataset=other)
     # one id-ordered list of the page's changes; `added` and `removed` stay lists of ids
     changes = sorted([("+ ", c) for c in page.added] + [("- ", c) for c in page.removed],
@@ -275,7 +292,7 @@ def diff(ctx: Invocation, args: tuple[str, ...], cursor: str | None, limit: int)
             "removed": [c.case_id for c in page.removed],
             "changes": [{"change": "added" if sign == "+ " else "removed", **case_json(c)}
                         for sign, c in changes],
-            **_pagination(page)}
+            **_pagination(page), **ctx.resolved_json()}
 
     def human() -> str:
         return "\n".join(case_table(changes, head="  ") + _more(page))
@@ -377,8 +394,11 @@ def log(ctx: Invocation, dataset: str | None, limit: int, cursor: str | None) ->
                  [f"(more: --cursor '{page.next_cursor}')"] if page.next_cursor else [])))
 
 
-def _source(args: tuple[str, ...]):
-    """A pin as written (`DATASET@N#b3:...`, checked by the library) or (dataset, version)."""
+def _source(ctx: Invocation, args: tuple[str, ...]):
+    """A pin as written (`DATASET@N#b3:...`, checked by the library), the pin cas.lock holds
+    for a DATASET given alone, or (dataset, version)."""
+    if len(args) == 1 and "@" not in args[0] and not args[0].startswith("-"):
+        return str(ctx.locked_or_refused(args[0], "export", VERSION_FORMS).pin)
     if args and "#" in args[0]:
         refuse_unknown_options(args)
         if len(args) > 1:
@@ -395,17 +415,19 @@ def _source(args: tuple[str, ...]):
               help="jsonl, parquet, hf or openai-chat (docs/export.md).")
 @click.option("-o", "--output", "output", default=None, metavar="PATH",
               help="Write here, atomically (required for parquet and hf; default: stdout).")
+@lock_option
 @json_option
 @pass_ctx
 def export(ctx: Invocation, args: tuple[str, ...], to: str, output: str | None) -> None:
-    """Export an exact version (also DATASET@VERSION, or a pin DATASET@VERSION#b3:...)."""
+    """Export an exact version (also DATASET@VERSION, a pin DATASET@VERSION#b3:..., or DATASET
+    alone: the version cas.lock pins)."""
     from cas.interop import exports
-    source = _source(args)
+    source = _source(ctx, args)
     out = output if output is not None else sys.stdout.buffer
     result = exports.export(ctx.repo(), source, to, out)
     if output is None:  # stdout carried the export itself: nothing may follow it there
         return
-    data = result._asdict()
+    data = {**result._asdict(), **ctx.resolved_json()}
 
     def human() -> str:
         extra = (f" ({result.skipped} skipped, {result.truncated} truncated)"

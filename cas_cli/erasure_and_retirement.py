@@ -1,4 +1,4 @@
-"""The plain commands of "Erasure and retirement": `cas erase`, `cas retire`."""
+"""The plain commands of "Erasure and retirement": `cas erase`, `cas retire`, `cas renew`."""
 
 from __future__ import annotations
 
@@ -69,7 +69,27 @@ def retire(ctx: Invocation, args: tuple[str, ...], cause: str, note: str) -> Non
              f"retired {r.dataset}@{r.number}: {r.cause} at {r.retired_at}")
 
 
+@click.command()
+@click.argument("name", metavar="DATASET")
+@json_option
+@pass_ctx
+def renew(ctx: Invocation, name: str) -> None:
+    """Seal the successor of DATASET's head after an erasure retired it: the cases the
+    erasure left. A head an operator retired is refused (cut past it with `cas commit` or
+    `cas remove`), and so is an ACTIVE head. Locked pins follow with `cas lock update`."""
+    record = ctx.repo().renew(name)
+    ctx.emit({**to_json(record), "renewed_from": record.parent},
+             f"sealed {record.dataset}@{record.number}: {record.item_count} cases (+"
+             f"{record.added} -{record.removed}) {record.content_digest}\n"
+             f"renews {name}@{record.parent} ({record.message}); move locked pins to it with "
+             "`cas lock update`")
+
+
 EXAMPLES = {
+    "renew": (
+        Example("cas renew support-evals",
+                "After an erasure retired the head: seal the cases it left."),
+    ),
     "erase": (
         Example("cas erase --person p-2231",
                 "Preview what erasing the person deletes and retires; nothing changes."),

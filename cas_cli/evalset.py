@@ -204,18 +204,25 @@ def renew(ctx: Invocation, name: str) -> None:
               help="Record into this experiment (default: regress-<digest of the inputs>).")
 @click.option("--no-record", "no_record", is_flag=True,
               help="Do not record the outcomes and scores as a score batch.")
+@click.option("--repeat", type=INTEGER, default=1, show_default=True, metavar="N",
+              help="Replay every scenario N times (a replay function declaring `repetition` "
+                   "gets it); a win that regresses only sometimes is flaky: reported, and "
+                   "not by itself a failure.")
 @json_option
 @pass_ctx
 def regress(ctx: Invocation, source: str, replay_spec: str | None, scorer_spec: str | None,
             timeout: float | None, system_context: str, lower: tuple[str, ...],
-            tolerance: float, experiment: str | None, no_record: bool) -> None:
+            tolerance: float, experiment: str | None, no_record: bool, repeat: int) -> None:
     """Re-run every scenario of an eval set version against its baselines.
 
     Exits 0 when no win regressed and every win was checked, 12 when any win regressed,
-    else 13 when any win is inconclusive or skipped. Failures never change the exit code."""
+    else 13 when any win is inconclusive or skipped. Failures never change the exit code,
+    and neither does a flaky win (--repeat: it regressed in some repetitions only)."""
     from cas.errors import InvalidArgument
     from cas.evals import evalset as es
     from cas.evals.suites.executors import load_callable
+    from cas.evals.suites.results import check_repeat
+    check_repeat(repeat)
     if os.getcwd() not in sys.path:  # the user's module:function lives where they run cas
         sys.path.insert(0, os.getcwd())
     replay = load_callable(replay_spec, "replay function") if replay_spec else None
@@ -229,7 +236,8 @@ def regress(ctx: Invocation, source: str, replay_spec: str | None, scorer_spec: 
                                   reason="USAGE") from None
     result = es.regress(ctx.repo(), source, replay, scorer, timeout=timeout,
                         system_context=system_context, lower_is_better=list(lower),
-                        tolerance=tolerance, record=not no_record, experiment=experiment)
+                        tolerance=tolerance, record=not no_record, experiment=experiment,
+                        repeat=repeat)
     for warning in result.warnings:
         click.echo(f"cas: warning: {warning}", err=True)
     out = result.to_json()
@@ -240,10 +248,15 @@ def regress(ctx: Invocation, source: str, replay_spec: str | None, scorer_spec: 
                  for r in result.results]
         c = result.counts
         verdict = "ok" if result.exit_code == 0 else f"NOT ok (exit {result.exit_code})"
+        flaky = f", {c['flaky']} flaky" if result.repeat > 1 else ""
+        times = f" x {result.repeat} repetitions" if result.repeat > 1 else ""
         lines.append(f"evalset {result.evalset}@{result.version}: {len(result.results)} "
-                     f"scenarios: {c['held']} held, {c['regressed']} regressed, "
+                     f"scenarios{times}: {c['held']} held, {c['regressed']} regressed, "
                      f"{c['improved']} improved, {c['inconclusive']} inconclusive, "
-                     f"{c['skipped']} skipped; {verdict}")
+                     f"{c['skipped']} skipped{flaky}; {verdict}")
+        if result.flaky:
+            lines.append(f"FLAKY (regressed in some repetitions only): "
+                         f"{', '.join(result.flaky)}")
         if result.recorded is not None:
             r = result.recorded
             lines.append(f"recorded {r.scores} scores in experiment {r.experiment} over "
@@ -299,6 +312,9 @@ EXAMPLES = {
         Example("cas evalset regress support-regressions@7 --replay my_agent.evals:replay "
                 "--scorer my_agent.evals:score --lower-is-better latency_s --json",
                 "Score the new runs yourself; lower latency is better."),
+        Example("cas evalset regress support-regressions@7 --replay my_agent.evals:replay "
+                "--repeat 5",
+                "Replay each scenario five times: a win failing only sometimes is flaky."),
         Example("cas evalset regress support-regressions@7 --no-record",
                 "Without --replay nothing is re-run: every scenario is reported skipped."),
     ),

@@ -21,7 +21,7 @@ EXIT_CODES = {
     "ABORTED": 6,
     "DATA_LOSS": 7,
     "UNAVAILABLE": 8,
-    "PERMISSION_DENIED": 9,  # (10 and up: a suite run's verdict, cas/evals/suites/results.py)
+    "PERMISSION_DENIED": 9,  # (10 and up: verdicts: suites/results.py, compare.py; evalset)
     "INTERNAL": 1,
 }
 
@@ -58,10 +58,10 @@ WORKFLOWS = (
     ("Runs and reviews", ("runs", "review", "status", "config", "serve")),
     ("Datasets and versions", ("dataset", "promote", "remove", "seal", "commit", "show",
                                "items", "case", "diff", "prove", "verify-proof", "log",
-                               "export", "replay", "settings")),
+                               "export", "replay", "settings", "lock")),
     ("Scores and experiments", ("pin", "pin-verify", "score", "experiment", "suite", "cassette",
                                 "evalset")),
-    ("Erasure and retirement", ("erase", "erasures", "retire", "version")),
+    ("Erasure and retirement", ("erase", "erasures", "retire", "renew", "version")),
     ("Repository", ("init", "fsck", "gc", "mirror", "cat")),
 )
 

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import click
 
-from .common import (PIN, VERSION_ARGS, VERSION_FORMS, Example, Invocation, json_option, pass_ctx,
-                     split_version_args)
+from .common import (PIN, VERSION_ARGS, VERSION_FORMS, Example, Invocation, json_option,
+                     lock_option, pass_ctx, split_version_args)
 
 
 @click.command("pin", context_settings=VERSION_ARGS)
 @click.argument("args", nargs=-1, metavar="DATASET VERSION")
+@lock_option
 @json_option
 @pass_ctx
 def pin(ctx: Invocation, args: tuple[str, ...]) -> None:
-    """Print the pin of an exact version: DATASET@VERSION#<content_digest>."""
+    """Print the pin of an exact version: DATASET@VERSION#<content_digest> (DATASET alone:
+    the version cas.lock pins)."""
+    args = ctx.locked_args(args, "pin", VERSION_FORMS)
     name, number, _ = split_version_args("pin", args, VERSION_FORMS)
     p = ctx.repo().pin(name, number)
     ctx.emit({"pin": str(p), "dataset": p.dataset, "version": p.version,
-              "content_digest": p.content_digest}, str(p))
+              "content_digest": p.content_digest, **ctx.resolved_json()}, str(p))
 
 
 @click.command("pin-verify")

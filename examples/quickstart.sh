@@ -2,7 +2,8 @@
 # The main job end to end on a fresh local repository in a temporary directory:
 # recorded runs -> human review -> promotion of the accepted runs (preview, then seal with the
 # confirm token) -> sealed versions 1 and 2 -> exact, paged reads -> diff -> pin and score ->
-# erase a person (v2 is retired) -> cut v3 -> fsck and gc.
+# lock v2 in cas.lock -> erase a person (v2 is retired, the lock check fails) -> renew (v3) and
+# move the lock to it -> a suite run through the lock -> fsck and gc.
 #
 #   PATH="$PWD/.venv/bin:$PATH" sh examples/quickstart.sh
 #
@@ -93,6 +94,7 @@ echo "\$ cas items $DS   (no version) -> refused: $(tail -n 1 err.txt)"
 
 say "What changed from v1 to v2"
 run cas diff "$DS" 1 2 --limit 5
+abridged 9 cas diff "$DS" 1 2 --format markdown --limit 3   # for a pull request comment
 echo "\$ cas prove $DS 2 $first > proof.json"
 cas prove "$DS" 2 "$first" > proof.json
 run cas verify-proof proof.json
@@ -111,6 +113,11 @@ if cas version delete "$DS" 2 >/dev/null 2>err.txt; then
 fi
 echo "\$ cas version delete $DS 2   -> refused: $(tail -n 1 err.txt)"
 
+say "Lock version 2 in this project's cas.lock (commit it beside your tests), and check it"
+run cas lock add "$DS@2"
+cat cas.lock
+run cas lock check
+
 say "A person asks to be forgotten: erase them (preview, then confirm)"
 abridged 4 cas erase --person user-95
 run cas erase --person user-95 --confirm-token "$(token out.txt)"
@@ -120,15 +127,19 @@ echo "\$ cas items $DS 2   -> refused: $(tail -n 1 err.txt)"
 run cas score list "$DS" 2
 run cas erasures list
 
-say "Cut version 3 from the cases that are left: an empty removal, accepted on a retired head"
-keep recut.txt cas remove "$DS" --idempotency-key quickstart-recut
-run cas seal "$DS" --confirm-token "$(token recut.txt)" -m "v2 without the erased person"
+if cas lock check >/dev/null 2>err.txt; then echo "quickstart: a retired pin passed the check" >&2; exit 1; fi
+echo "\$ cas lock check   -> exit 5: $(tail -n 1 err.txt)"
+
+say "Renew: seal version 3 from the cases the erasure left, and move the lock to it"
+run cas renew "$DS"
+run cas lock update
+run cas lock check
 run cas show "$DS" 3
 
 say "A verdict from a pinned version: export it as a suite, replay it twice, compare the runs"
 printf '{"default_effect": "none"}\n' > plan.json   # read-only tools: replay what was recorded
 run cas suite export "$DS" 3 -o suite.jsonl
-run cas suite run "$DS@3" --executor cas:replay --plan plan.json --record replay-a
+run cas suite run "$DS" --executor cas:replay --plan plan.json --record replay-a  # cas.lock: @3
 cas suite run "$DS@3" --executor cas:replay --plan plan.json --json > run-a.json
 echo "\$ cas suite run $DS@3 --executor cas:replay --plan plan.json --record replay-b --json > run-b.json"
 cas suite run "$DS@3" --executor cas:replay --plan plan.json --record replay-b --json > run-b.json

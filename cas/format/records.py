@@ -568,8 +568,9 @@ def _build_registry() -> dict[str, type]:
 TYPES: dict[str, type] = _build_registry()
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
 # Kind codes used inside pack files (one byte per entry): 1 case, 2 tree.leaf, 3 tree.node,
-# 7 run, 8 provenance, 9 cassette, 10 suite.result. 4, 5, 6 were reserved for version, dataset and config,
-# which were never packed: they are unused, and a reader refuses them like any unknown code.
+# 7 run, 8 provenance, 9 cassette, 10 suite.result. 4, 5, 6 were reserved for version, dataset
+# and config, which were never packed: they are unused, and a reader refuses them like any
+# unknown code.
 KIND_CODES: dict[str, int] = {k: t.PACK_CODE for k, t in TYPES.items() if t.PACK_CODE is not None}
 KIND_BY_CODE: dict[int, str] = {v: k for k, v in KIND_CODES.items()}
 

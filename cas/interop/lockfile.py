@@ -157,8 +157,8 @@ def parse(text: str, where: str = LOCK_FILE) -> Entries:
             raise _invalid(where, f"the repository of [datasets.{name}] is not a location")
         try:
             pin = Pin.parse(text_pin)
-        except InvalidArgument as exc:
-            raise _invalid(where, exc.message) from None
+        except InvalidArgument as exc:  # (what a pin is, the refusal below says once)
+            raise _invalid(where, exc.message.split("; expected")[0]) from None
         if pin.dataset != name:
             raise _invalid(where, f"[datasets.{name}] pins another dataset ({pin})")
         entries[name] = LockEntry(pin, repository)
@@ -234,8 +234,9 @@ def read_at_ref(path: str | os.PathLike, ref: str = "HEAD") -> Entries:
 
 # -- the repositories the entries name ---------------------------------------------------------
 class Repositories:
-    """The repository of each entry: the one it names (opened once), else `default` (a
-    repository, or a function opening it, called only when an entry names none)."""
+    """The repository of each entry: the one it names, opened once by `opener` (e.g.
+    `cas.open`), else `default` (a repository, or a function opening it, called only when an
+    entry names none)."""
 
     def __init__(self, default: Any, opener: Callable[[str], Any] | None = None) -> None:
         self.default, self._opened = default, {}
@@ -250,11 +251,11 @@ class Repositories:
                                   "--repo (or CAS_REPO)", reason="NO_REPOSITORY")
             return self.default
         if entry.repository not in self._opened:
-            opener = self._opener
-            if opener is None:
-                from cas.repo import opening
-                opener = opening.open
-            self._opened[entry.repository] = opener(entry.repository)
+            if self._opener is None:
+                raise Unavailable(f"the lock names the repository {entry.repository!r}, and "
+                                  "nothing here opens one: pass opener (e.g. cas.open)",
+                                  reason="NO_REPOSITORY", repository=entry.repository)
+            self._opened[entry.repository] = self._opener(entry.repository)
         return self._opened[entry.repository]
 
 
@@ -288,9 +289,12 @@ def resolve(name: str, path: str | os.PathLike | None = None,
 def add(repo: Any, path: str | os.PathLike, text: str,
         repository: str | None = None) -> Move:
     """Lock `NAME@N` (or the pin `NAME@N#b3:...`, whose digest must match): the version must
-    be ACTIVE. A dataset already locked is moved; the Move says from what."""
+    be ACTIVE. A dataset already locked is moved (in the repository its entry names, unless
+    `repository` names another); the Move says from what."""
     name = parse_version_name(text.strip() if isinstance(text, str) else text)
     entries = read(path)
+    if repository is None and name.dataset in entries:  # a move stays in its repository
+        repository = entries[name.dataset].repository
     entry = LockEntry(Pin(name.dataset, name.version, name.content_digest or ""), repository)
     target = _repos(repo).of(entry)
     if name.content_digest is not None:

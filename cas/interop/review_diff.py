@@ -30,7 +30,8 @@ class CaseRow(NamedTuple):
     run_id: str | None
     tenant: str | None
     first_message: str | None   # None: no user message; WITHHELD when the policy left it out
-    origin: str | None          # "reviewed by R at T", "committed by A", or None (unknown)
+    origin: str | None  # "reviewed by R at T", "committed by A", "run reviewed by R at T"
+    #                     (the provenance is gone: the run's newest review), or None
 
 
 class VersionDiff(NamedTuple):
@@ -83,10 +84,26 @@ def rows(repo: Any, name: str, number: int, ids: list[str]) -> list[CaseRow]:
     out = []
     for case_id in ids:
         case = repo.case(name, number, case_id)
-        out.append(CaseRow(case_id, case.run_id or _origin_run(origins.get(case_id)),
-                           case.tenant, first_user_message(case),
-                           origin_text(origins.get(case_id))))
+        run_id = case.run_id or _origin_run(origins.get(case_id))
+        origin = origin_text(origins.get(case_id))
+        if origin is None and run_id is not None:
+            origin = _run_review(repo, run_id)
+        out.append(CaseRow(case_id, run_id, case.tenant, first_user_message(case), origin))
     return out
+
+
+def _run_review(repo: Any, run_id: str) -> str | None:
+    """When the provenance that named a case's review is gone (an erasure deletes the
+    provenance of every version it retires, and a renewal carries the cases on), the newest
+    review of its run, said as such."""
+    try:
+        reviews = repo.reviews(run_id)
+    except CasError:
+        return None
+    if not reviews:
+        return None
+    newest = reviews[-1]
+    return f"run reviewed by {newest.reviewer} at {newest.reviewed_at}"
 
 
 def _origin_run(entry: Any) -> str | None:
@@ -121,18 +138,26 @@ def first_user_message(case: Any) -> str | None:
 
 
 # -- markdown --------------------------------------------------------------------------------
-_ESCAPED = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|#~!"})
+_ESCAPED = {c: "\\" + c for c in "\\`*_[]<>|#~!"}
+_ESCAPED["@"] = "&#64;"  # a mention would notify someone of every case that names them
 
 
 def cell(value: str | None, width: int = CELL_WIDTH) -> str:
-    """A value as one table cell: on one line, at most `width` characters, markdown escaped,
-    `@` written as an entity so that no one is mentioned; `-` for none."""
+    """A value as one table cell: on one line, markdown escaped, `@` written as an entity so
+    that no one is mentioned, and at most `width` characters as written (escapes count, so a
+    row's size is bounded whatever the case holds); `-` for none."""
     if value is None or value == "":
         return "-"
-    text = " ".join(str(value).split())
-    if len(text) > width:
-        text = text[:width - 1] + "\u2026"
-    return text.translate(_ESCAPED).replace("@", "&#64;")
+    pieces = [_ESCAPED.get(char, char) for char in " ".join(str(value).split())]
+    if sum(map(len, pieces)) <= width:
+        return "".join(pieces)
+    out, size = [], 0
+    for piece in pieces:  # cut between escapes, never inside one
+        if size + len(piece) > width - 1:
+            break
+        out.append(piece)
+        size += len(piece)
+    return "".join(out) + "\u2026"
 
 
 def _short(case_id: str) -> str:
@@ -146,7 +171,7 @@ def _table(sign: str, rows: list[CaseRow]) -> list[str]:
         message = r.first_message if r.first_message == WITHHELD else cell(r.first_message,
                                                                              TEXT_WIDTH)
         lines.append(f"| {sign} | {_short(r.case_id)} | {cell(r.run_id)} | {cell(r.tenant)} | "
-                     f"{message} | {cell(r.origin, 80)} |")
+                     f"{message} | {cell(r.origin, 96)} |")
     return lines
 
 

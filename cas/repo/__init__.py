@@ -22,6 +22,7 @@
 - `deletion`: deleting a version or a dataset that nothing cites.
 - `cassettes`: the cassette log: the cassette in force for each (case, executor) of a dataset.
 - `retirement`: retiring a version, with a cause and a time.
+- `renewal`: the successor of a version an erasure retired: the cases the erasure left.
 - `erased`: the keyed digests of the persons an erasure deleted.
 - `erasure`: deleting a person's bytes everywhere and retiring what held them.
 - `gc`: garbage collection of what nothing reaches.

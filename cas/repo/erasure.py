@@ -88,14 +88,13 @@ def _indexed_objects(ctx, person: str) -> dict[str, set[str]]:
     return found
 
 
-def _classify(ctx, digests: dict[str, set[str]]) -> tuple[list[str], list[str], list[str],
-                                                          list[str]]:
-    """(case ids, run digests, provenance digests, cassette digests) among `digests` that are
-    still stored.
+def _classify(ctx, digests: dict[str, set[str]]) -> tuple[list[str], ...]:
+    """(case ids, run digests, provenance digests, cassette digests, suite result digests)
+    among `digests` that are still stored.
     An object the person index places in a pack that is still published, but that no lookup
     finds, means a damaged index: refused, never counted as absent (the erasure would leave
     it behind)."""
-    cases, runs, provenance, cassettes = [], [], [], []
+    cases, runs, provenance, cassettes, results = [], [], [], [], []
     where = ctx.store.locate_many(digests)
     for digest in sorted(digests):
         located = where.get(digest)
@@ -111,7 +110,9 @@ def _classify(ctx, digests: dict[str, set[str]]) -> tuple[list[str], list[str], 
             provenance.append(digest)
         elif located[1].kind == KIND_CODES["cassette"]:
             cassettes.append(digest)
-    return cases, runs, provenance, cassettes
+        elif located[1].kind == KIND_CODES["suite.result"]:
+            results.append(digest)  # a recorded suite run: answers to the person's cases
+    return cases, runs, provenance, cassettes, results
 
 
 def _in_pack_index(ctx, digest: str, packs: set[str]):
@@ -184,7 +185,7 @@ def preview(ctx, person: str, trie=None) -> tuple[dict[str, Any], ErasurePlan]:
     (`trie`: as in `holders`)."""
     trie = trie or ctx.trie()
     keyed = keyed_person(ctx, person)
-    cases, runs, _, cassettes = _classify(ctx, _indexed_objects(ctx, keyed))
+    cases, runs, _, cassettes, results = _classify(ctx, _indexed_objects(ctx, keyed))
     run_set = set(runs)
     reviews = _reviews_of(ctx, run_set)
     held = holders(ctx, cases, trie)
@@ -217,7 +218,8 @@ def preview(ctx, person: str, trie=None) -> tuple[dict[str, Any], ErasurePlan]:
                                    "this person id; confirming erases nothing and records nothing"]
     return {"confirm_token": token, "person": keyed, "matched": matched, "warnings": warnings,
             "cases": cases, "runs": run_ids,
-            "reviews": reviews, "cassettes": len(cassettes), "versions_to_retire": versions,
+            "reviews": reviews, "cassettes": len(cassettes), "suite_results": len(results),
+            "versions_to_retire": versions,
             "citing_scores": citing_scores,
             "citing_experiments": citing_experiments, "proposals_to_delete": proposals}, plan
 
@@ -312,19 +314,20 @@ def complete(ctx, plan: ErasurePlan, barrier: leases.Held, wait: float | None = 
                       "same command again (the next command that writes to this repository also "
                       "finishes it)", reason="ERASURE_WAITING", erasure=plan.id, writers=busy)
     # 3. What they stored joins the plan (journalled first), and its versions are retired.
-    found_cases, found_runs, found_provenance, found_cassettes = _classify(
+    found_cases, found_runs, found_provenance, found_cassettes, found_results = _classify(
         ctx, _indexed_objects(ctx, plan.person))
     plan = _extend(ctx, plan, found_cases, found_runs)
     cases, runs = set(plan.cases), set(plan.runs)
     retired = _retire_holders(ctx, plan, trie)
-    # 4. Everything that holds the bytes: cases, runs, the cassettes of their cases, and
-    #    provenance naming the cases: the provenance (and cassettes) the person index lists
-    #    under the person (wherever it is, also that of a deleted version or of a proposal gc
-    #    collected), of staged proposals and of the retired versions.
+    # 4. Everything that holds the bytes: cases, runs, the cassettes of their cases, recorded
+    #    suite results answering them, and provenance naming the cases: the provenance (and
+    #    cassettes and results) the person index lists under the person (wherever it is, also
+    #    that of a deleted version or of a proposal gc collected), of staged proposals and of
+    #    the retired versions.
     proposals = _holding_proposals(ctx, plan.cases, trie)
-    drop = cases | runs | set(found_provenance) | set(found_cassettes) | _naming_provenance(
-        ctx, cases, {p.provenance for _, p in proposals if p is not None}
-        | {v.provenance for v in retired})
+    drop = cases | runs | set(found_provenance) | set(found_cassettes) | set(found_results) \
+        | _naming_provenance(ctx, cases, {p.provenance for _, p in proposals if p is not None}
+                             | {v.provenance for v in retired})
     # 5. Rewrite every pack holding one of them; delete unpublished packs holding one.
     rewritten, dropped, written = purge(ctx, drop, barrier)
     sweep = getattr(backend, "sweep_staging", None)

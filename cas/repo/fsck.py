@@ -88,6 +88,7 @@ class _State:
         self.indexed: dict[str, dict[bytes, tuple[int, int, int]]] = {}  # pack id -> its rows
         self.in_pack: dict[str, dict[str, int]] = {}  # pack id -> digest -> length, verified
         self.provenances: dict[str, object] = {}  # decoded, to check the reviews they name
+        self.answered: dict[str, set[str]] = {}  # suite result -> the case ids it answers
         self.cassettes: dict[str, tuple[str, str, str]] = {}  # digest -> (dataset, case, executor)
         # (shard, pack id) -> {(keyed person, digest)} of every case and run naming a person:
         # what the person index of that pack must list (docs/format.md 4.8.2)
@@ -262,6 +263,8 @@ def _check_object(st: _State, pid, pkey, ikey, data, spans, e) -> None:
     elif kind == "cassette":
         st.cassettes[digest] = (obj.dataset, obj.case_id, obj.executor)
         _check_request_keys(st, digest, obj)
+    elif kind == "suite.result":
+        st.answered[digest] = {r.id for r in obj.results}
     if kind in ("case", "run", "cassette") and obj.person is not None:
         keyed = st.store.person_digest(obj.person)
         st.people[digest] = keyed
@@ -755,10 +758,13 @@ def _check_person_index(st: _State) -> None:
                           f"{absent[0][0]} (shard {shard}; {len(absent)} of {len(want)} "
                           "entries missing): an erasure of that person would miss it")
     # The reverse: an entry for an object of the pack under a person it does not name. A
-    # provenance object may be indexed under the people of the cases it describes.
+    # provenance object may be indexed under the people of the cases it describes, a suite
+    # result under those of the cases it answers.
     case_person = {d: keyed for want in wanted.values() for keyed, d in want}
     described = {d: {case_person[e.case_id] for e in obj.entries if e.case_id in case_person}
                  for d, obj in st.provenances.items()}
+    described.update({d: {case_person[c] for c in ids if c in case_person}
+                      for d, ids in st.answered.items()})
     for (shard, pid), (key, rows) in sorted(rows_of.items()):
         if rows is None or pid not in st.in_pack:
             continue
@@ -1202,7 +1208,13 @@ def _check_citations(st: _State) -> None:
                     _check_citation(st, where, name, c, version, trie, experiments)
                 if log == "scores" and isinstance(getattr(entry, "result", None), str):
                     st.reachable.add(entry.result)  # gc keeps it too (gc.reachable)
-                    if st.objects.get(entry.result) != "suite.result":
+                    kind = st.objects.get(entry.result)
+                    # An erasure deletes a result answering its person's cases, and retires
+                    # the version it is of: gone then is expected, as a retired version's
+                    # provenance may be.
+                    erased = kind is None and all((name, s.version) in st.retired
+                                                  for s in entry.scores)
+                    if kind != "suite.result" and not erased:
                         st.error(key, f"cites suite result {entry.result}, which is not "
                                       "stored (or is not a suite.result)")
 

@@ -2,8 +2,8 @@
 merging small packs, and collecting stale proposals.
 
 Reachable: every tree node and case of every live version (retired ones included), their
-provenance, every staged proposal's cases, provenance and tree, every imported run, and every
-cassette a dataset's cassette log names. Only
+provenance, every staged proposal's cases, provenance and tree, every imported run, every
+cassette a dataset's cassette log names, and every suite result a score batch cites. Only
 packs and proposals older than the grace period are candidates. Before deleting anything, gc
 publishes a lease naming the packs and proposals it may delete, then waits for the writers
 that started before it (leases.py); writers that start later keep clear of those packs. It
@@ -19,8 +19,8 @@ from cas.errors import STORAGE_FAILURES, Aborted, CasError, NotFound
 from cas.format.keys import (DATASETS, ERASURES, PACKS, PERSON_TABLES, PERSONS, SHARDS, import_key,
                              index_key, pack_key, parse_cassette_log_key, parse_log_key,
                              parse_multi_index_key, parse_pending_key, parse_person_index_key,
-                             split_dataset_key, split_map_key)
-from cas.format.records import (CassetteLog, Proposal, RunImport, TreeLeaf, TreeNode,
+                             parse_score_batch_key, split_dataset_key, split_map_key)
+from cas.format.records import (CassetteLog, Proposal, RunImport, ScoreBatch, TreeLeaf, TreeNode,
                                 parse_record_file)
 from cas.repo import checks, erasure
 from cas.repo.checks import Progress
@@ -87,6 +87,13 @@ def reachable(ctx, skip: frozenset[str] = frozenset()) -> set[bytes]:
             except NotFound:
                 continue  # its dataset was just deleted
             seen.update(to_bytes(e.cassette) for e in record.entries)
+        elif parse_score_batch_key(key) is not None:  # the suite results batches cite
+            try:
+                batch = parse_record_file(backend.get(key), ScoreBatch, key)
+            except (NotFound, CasError):
+                continue  # its dataset was just deleted, or a fence holds the number
+            if isinstance(batch.result, str):
+                seen.add(to_bytes(batch.result))
         elif _staged_token(key) is not None and key not in skip:
             try:
                 p = parse_record_file(backend.get(key), Proposal, key)

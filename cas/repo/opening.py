@@ -67,12 +67,12 @@ def _holds_config(root: str) -> bool:
     try:
         with builtins.open(config, "rb"):
             return True
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return False
     except PermissionError as exc:
         raise PermissionDenied(f"permission denied: cannot open the repository at {root}: "
                                f"{exc.strerror} ({exc.filename})", operation="open",
                                location=root, path=exc.filename) from None
+    except (OSError, ValueError):  # absent, not a directory, a name too long, a NUL byte
+        return False
 
 
 def find(start: str = ".") -> str:

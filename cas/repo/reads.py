@@ -89,6 +89,21 @@ def case(ctx, name: str, number: int, case_id: str) -> Case:
                        dataset=name, version=number) from None
 
 
+def cases_of(ctx, name: str, number: int, case_ids: list[str], what: str) -> list[Case]:
+    """The cases `case_ids` of an ACTIVE `name@number`, read together; refused (saying
+    `what` was refused) if the version is retired or does not hold one of them."""
+    record = active(ctx, name, number, what)
+    for case_id in case_ids:
+        checks.digest_text(case_id, "case id")
+    ids = [parse_digest(c, "case id") for c in case_ids]
+    trie = ctx.trie()
+    for case_id in ids:
+        if not trie.contains(record.content_digest, case_id):
+            raise NotFound(f"case {case_id} is not in {name}@{number}", case_id=case_id,
+                           dataset=name, version=number)
+    return _cases(ctx, ids)
+
+
 def prove(ctx, name: str, number: int, case_id: str) -> Proof:
     """An inclusion proof of `case_id` in `name@number`; refused if the version does not
     hold it (there is nothing to prove)."""
@@ -173,6 +188,38 @@ def provenance(ctx, name: str, number: int) -> list:
                           dataset=name, version=number)
     return [ProvenanceEntry(case_id=c, committed_by=found.committed_by)
             for c in ctx.trie().iterate(record.content_digest)]
+
+
+def case_origins(ctx, name: str, number: int, ids: list[str]) -> dict[str, ProvenanceEntry]:
+    """case id -> the provenance entry of the version that added it (the run and review of a
+    promotion, or `committed_by` of a commit), for the `ids` of the ACTIVE `name@number`
+    found along its parent chain. Ancestors are read whatever their state (a renewal's parent
+    is retired), and a provenance an erasure deleted is passed over: those ids are missing."""
+    record = active(ctx, name, number, "reading its provenance")
+    rest, found, seen = set(ids), {}, set()
+    while rest:
+        if record.provenance is not None:
+            try:
+                prov = ctx.store.get(record.provenance, Provenance)
+            except NotFound:
+                prov = None  # deleted with the erased case it named
+            if prov is not None and prov.committed_by is not msgspec.UNSET:
+                # a first version's compact form: it committed every case it holds
+                found.update({c: ProvenanceEntry(case_id=c, committed_by=prov.committed_by)
+                              for c in rest})
+                break
+            for entry in prov.entries if prov is not None else ():
+                if entry.case_id in rest:
+                    found[entry.case_id] = entry
+                    rest.discard(entry.case_id)
+        if record.parent is None or record.parent in seen:
+            break
+        seen.add(record.parent)
+        try:
+            record = ctx.refs.read_version(record.dataset, record.parent)
+        except NotFound:
+            break  # a deleted ancestor cuts the chain
+    return found
 
 
 # -- readable listings and lookups (issue 12) ----------------------------------------------

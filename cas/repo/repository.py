@@ -12,9 +12,9 @@ from typing import IO, Any, Callable, Iterable, TypeVar
 from cas.errors import AlreadyExists
 from cas.format.keys import CONFIG
 from cas.format.records import (Case, DatasetRecord, DatasetTombstone, Eligibility, Erasure,
-                                Experiment, Object, RepoConfig, Review, RunRecord, ScoreWithdrawal,
-                                Settings, VersionRecord, VersionRetirement, VersionTombstone,
-                                format_record_file)
+                                Experiment, Object, ProvenanceEntry, RepoConfig, Review, RunRecord,
+                                ScoreWithdrawal, Settings, SuiteResultRecord, VersionRecord,
+                                VersionRetirement, VersionTombstone, format_record_file)
 from cas.format.version_names import Pin
 from cas.repo import comparison as _comparison
 from cas.repo import datasets as _datasets
@@ -27,6 +27,7 @@ from cas.repo import gc as _gc
 from cas.repo import pins as _pins
 from cas.repo import promotion as _promotion
 from cas.repo import reads as _reads
+from cas.repo import renewal as _renewal
 from cas.repo import retirement as _retirement
 from cas.repo import reviews as _reviews
 from cas.repo import runs as _runs
@@ -144,6 +145,23 @@ class Repository:
         """Retire `name@number` for an operator's cause, with a note; permanent."""
         return _retirement.retire(self.context, name, number, cause, note, author)
 
+    @_writes
+    def renew(self, name: str, author: str | None = None) -> VersionRecord:
+        """Seal the successor of `name`'s head, which an erasure retired: the cases it left."""
+        return _renewal.renew(self.context, name, author)
+
+    def successor(self, name: str, number: int) -> VersionRecord | None:
+        """The renewal sealed directly on the retired `name@number`, or None."""
+        return _renewal.successor(self.context, name, number)
+
+    def renewal_path(self, name: str, number: int) -> list[VersionRecord]:
+        """The renewals a pin of the retired `name@number` moves through, in order."""
+        return _renewal.renewal_path(self.context, name, number)
+
+    def renewed_to(self, name: str, number: int) -> VersionRecord:
+        """The ACTIVE version a pin of `name@number` moves to (NO_SUCCESSOR when none)."""
+        return _renewal.renewed_to(self.context, name, number)
+
     # -- reads of an exact version (reads.py) -----------------------------------------------------
     def items(self, name: str, number: int, after: str | None = None,
               limit: int = 100) -> ItemsPage:
@@ -182,6 +200,12 @@ class Repository:
     def provenance(self, name: str, number: int) -> list:
         """Per case a version added: the run and review it came from, or its author."""
         return _reads.provenance(self.context, name, number)
+
+    def case_origins(self, name: str, number: int,
+                     ids: list[str]) -> dict[str, ProvenanceEntry]:
+        """case id -> the provenance entry of the version that added it (run and review, or
+        `committed_by`), for `ids` of `name@number`."""
+        return _reads.case_origins(self.context, name, number, ids)
 
     def items_detailed(self, name: str, number: int, after: str | None = None,
                        limit: int = 100) -> DetailedItemsPage:
@@ -326,9 +350,19 @@ class Repository:
 
     @_writes
     def record_scores(self, pin: Pin | str, scores: Iterable[dict[str, Any]],
-                      author: str | None = None) -> list[RecordedScore]:
-        """Store `scores` citing `pin`, as one batch."""
-        return _scores.record_scores(self.context, pin, scores, author)
+                      author: str | None = None,
+                      result: SuiteResultRecord | None = None) -> list[RecordedScore]:
+        """Store `scores` citing `pin`, as one batch (citing the `suite.result` object
+        `result`, stored first, when given)."""
+        return _scores.record_scores(self.context, pin, scores, author, result)
+
+    def score_batch_results(self, name: str) -> list[tuple[str, frozenset, str]]:
+        """(batch key, its experiments, the suite result digest) of each batch citing one."""
+        return _scores.batch_results(self.context, name)
+
+    def suite_result(self, digest: str) -> SuiteResultRecord:
+        """The stored `suite.result` object `digest`."""
+        return _scores.suite_result(self.context, digest)
 
     def scores(self, name: str, version: int | None = None) -> list[RecordedScore]:
         """Every score of a dataset (or of one of its versions), in the order recorded."""

@@ -25,14 +25,15 @@ from cas.errors import AlreadyExists, InvalidArgument, NotFound
 from cas.format import encoding
 from cas.format.keys import (DATASETS, parse_score_batch_key, parse_withdrawal_key, score_batch_key,
                              withdrawal_key)
-from cas.format.records import (Fence, Score, ScoreBatch, ScoreWithdrawal, format_record_file,
-                                parse_record_file_of)
+from cas.format.records import (Fence, Score, ScoreBatch, ScoreWithdrawal, SuiteResultRecord,
+                                format_record_file, parse_record_file_of)
 from cas.format.version_names import Pin, as_pin
-from cas.repo import checks, datasets
-from cas.repo.citations import CITING, check_not_deleted, claim, recorded_scores, score_id
+from cas.repo import checks, datasets, reads
+from cas.repo.citations import CITING, check_not_deleted, claim, read_log, recorded_scores, score_id
 from cas.repo.experiments import check_scored
 from cas.repo.pins import check_digest
 from cas.repo.retirement import ACTIVE, RETIRED, active
+from cas.storage import leases
 
 _SCORE_FIELDS = frozenset({"metric", "value", "item", "experiment"})
 MAX_LABEL = 64  # characters of a label value
@@ -74,9 +75,44 @@ def record_score(ctx, pin: Pin | str, *, metric: str, value: numbers.Real | str,
 
 
 def record_scores(ctx, pin: Pin | str, scores: Iterable[dict[str, Any]],
-                  author: str | None = None) -> list[RecordedScore]:
+                  author: str | None = None,
+                  result: SuiteResultRecord | None = None) -> list[RecordedScore]:
     """Store `scores` (dicts of metric, value, item=None, experiment=None) citing `pin`, as
-    one batch. Everything is checked before anything is stored."""
+    one batch. Everything is checked before anything is stored. `result`: the suite result
+    the scores were taken from (a `suite.result` of the same pin), stored first as an object
+    and cited by the batch."""
+    if result is not None:
+        if not isinstance(result, SuiteResultRecord):
+            raise InvalidArgument(f"result is a cas suite.result record, not "
+                                  f"{encoding.describe(result)}")
+        p = as_pin(pin)
+        if (result.dataset, result.version, result.content_digest) != \
+                (p.dataset, p.version, p.content_digest):
+            raise InvalidArgument(f"the suite result is of {result.dataset}@{result.version}, "
+                                  f"the scores cite {p}: a batch cites the result of its "
+                                  "own version", reason="RESULT_VERSION_MISMATCH")
+        encoding.check_json(result.results, "result")
+        with leases.writing(ctx, "record a suite result") as lease:
+            # Indexed under the persons of the cases it answers, as a cassette is: erasing one
+            # of them finds and deletes it (under the lease: an erasure that starts later
+            # waits for this writer, one that started earlier retired the version first).
+            persons = _persons_of(ctx, p, {r.id for r in result.results})
+            with ctx.store.writer(lease) as writer:
+                digest = writer.add(result, persons)  # the object, then the batch citing it
+            return _record_scores(ctx, pin, scores, author, digest)
+    return _record_scores(ctx, pin, scores, author, None)
+
+
+def _persons_of(ctx, p: Pin, case_ids: set[str]) -> set[str]:
+    """The persons the cases `case_ids` of the pinned version name (refused if the version is
+    retired, or does not hold one of them)."""
+    cases = reads.cases_of(ctx, p.dataset, p.version, sorted(case_ids),
+                           "recording a suite result of it")
+    return {c.person for c in cases if c.person is not None}
+
+
+def _record_scores(ctx, pin: Pin | str, scores: Iterable[dict[str, Any]],
+                   author: str | None, result: str | None) -> list[RecordedScore]:
     author, now = checks.author(author), ctx.clock()
     p = as_pin(pin)
     if isinstance(scores, (dict, str, bytes)) or not hasattr(scores, "__iter__"):
@@ -102,9 +138,30 @@ def record_scores(ctx, pin: Pin | str, scores: Iterable[dict[str, Any]],
     encoding.check_json(batch_scores)  # e.g. a lone surrogate in a metric name
     _, key = claim(
         ctx, p.dataset, "scores",
-        lambda n: ScoreBatch(dataset=p.dataset, number=n, scores=batch_scores),
+        lambda n: ScoreBatch(dataset=p.dataset, number=n, scores=batch_scores,
+                             **({} if result is None else {"result": result})),
         lambda head: check_not_deleted(ctx, p.dataset, p.version))
     return [_recorded(key, i, s) for i, s in enumerate(batch_scores)]
+
+
+def batch_results(ctx, name: str) -> list[tuple[str, frozenset, str]]:
+    """(batch key, the experiments its scores name, the digest of the suite result it cites)
+    of every score batch of a dataset that cites one, in the order recorded (withdrawn ones
+    left out)."""
+    datasets.dataset(ctx, name)  # the name checked, NotFound if no such dataset
+    withdrawn = withdrawn_batches(ctx, name)
+    out = []
+    for n, key, entry in read_log(ctx, name, "scores"):
+        if isinstance(entry, ScoreBatch) and isinstance(entry.result, str) and \
+                n not in withdrawn:
+            out.append((key, frozenset(s.experiment for s in entry.scores), entry.result))
+    return out
+
+
+def suite_result(ctx, digest: str) -> SuiteResultRecord:
+    """The `suite.result` object `digest` (NotFound if it is not stored)."""
+    checks.digest_text(digest, "suite result")
+    return ctx.store.get(parse_digest(digest, "suite result"), SuiteResultRecord)
 
 
 def _score_row(s: Any, where: str, i: int) -> tuple:

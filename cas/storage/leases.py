@@ -32,7 +32,7 @@ MERGE = "merge small packs"  # the operation of a writer's gc lease (maintenance
 # fsck reports any other. A writer's: a direct commit (an eval-set capture is one), the staging
 # of a promotion or a removal, a seal, a run import, a review batch, a cassette save.
 OPERATIONS = {WRITER: ("commit", "promote", "remove", "seal", "import", "review",
-                       "record cassettes"),
+                       "record cassettes", "record a suite result"),
               GC: ("gc", MERGE), ERASURE: ("erase",)}
 TTL = 300.0        # seconds a lease lives unless renewed; holders renew after a third of it
 MARGIN = 30.0      # a writer does not claim once its lease is this close to expiry (clock skew)

@@ -137,8 +137,13 @@ CASE_FORMS = ("case DATASET VERSION CASE_ID", "case DATASET@VERSION CASE_ID")
 DIFF_FORMS = ("diff DATASET A B", "diff DATASET@A [DATASET@]B")
 
 
+NOT_LOCKED = ", and no cas.lock (here or in a parent directory) locks 'evals' " \
+    "(`cas lock add evals@N`)"
+
+
 @pytest.mark.parametrize("args,message", [
-    (("items", "evals"), no_latest("no version given for dataset 'evals'", *ITEMS_FORMS)),
+    (("items", "evals"), no_latest("no version given for dataset 'evals'" + NOT_LOCKED,
+                                   *ITEMS_FORMS)),
     (("items",), no_latest("missing DATASET and VERSION", *ITEMS_FORMS)),
     (("items", "evals", "latest"), no_latest("'latest' is not a version number", *ITEMS_FORMS)),
     (("items", "evals@latest"), no_latest("'latest' is not a version number", *ITEMS_FORMS)),
@@ -151,7 +156,7 @@ DIFF_FORMS = ("diff DATASET A B", "diff DATASET@A [DATASET@]B")
     (("prove", "evals"), no_latest("no version given for dataset 'evals'",
                                    "prove DATASET VERSION CASE_ID",
                                    "prove DATASET@VERSION CASE_ID")),
-    (("diff", "evals", "1"), no_latest("missing B", *DIFF_FORMS)),
+    (("diff", "evals", "1"), no_latest("missing B" + NOT_LOCKED, *DIFF_FORMS)),
     (("diff", "evals"), no_latest("no version given for dataset 'evals'", *DIFF_FORMS)),
     (("diff", "evals@1", "latest"), no_latest("'latest' is not a version number", *DIFF_FORMS)),
     (("diff", "evals@1", "evals@latest"),
@@ -164,7 +169,9 @@ def test_every_read_needs_an_exact_version(run, repo, args, message):
     r = run("--json", *args)
     assert r.exit_code == 2 and r.stdout == ""
     err = json.loads(r.stderr)["error"]
-    assert err["code"] == "INVALID_ARGUMENT" and err["reason"] == "VERSION_REQUIRED"
+    # a name alone resolves through cas.lock (docs/lock.md): refused as NOT_LOCKED without one
+    reason = "NOT_LOCKED" if NOT_LOCKED in message else "VERSION_REQUIRED"
+    assert err["code"] == "INVALID_ARGUMENT" and err["reason"] == reason
     assert err["message"] == message
 
 
@@ -793,8 +800,8 @@ def test_cli_refusals_write_nothing(run, cli_repo, tmp_path):
         exports.FORMATS)
     r = run("export", "evals", "1", "--to", "parquet")
     assert r.exit_code == 2 and "-o PATH" in r.stderr
-    r = run("--json", "export", "evals", "--to", "jsonl")
-    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "VERSION_REQUIRED"
+    r = run("--json", "export", "evals", "--to", "jsonl")  # a name alone: only through cas.lock
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "NOT_LOCKED"
     r = run("export", f"evals@1#b3:{'0' * 64}", "--to", "jsonl", "-o", "x")
     assert r.exit_code == 5 and "does not match" in r.stderr
     repo.retire("evals", 1, "contaminated", "leaked", author=AUTHOR)

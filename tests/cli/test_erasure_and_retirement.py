@@ -87,7 +87,7 @@ def test_erase_preview_then_confirm(run, repo):
     assert sorted(preview) == ["cases", "cassettes", "citing_experiments", "citing_scores",
                                "confirm_token",
                                "matched", "person", "proposals_to_delete", "reviews", "runs",
-                               "versions_to_retire", "warnings"]
+                               "suite_results", "versions_to_retire", "warnings"]
     assert preview["matched"] is True and preview["warnings"] == []
     assert len(preview["cases"]) == 2 and preview["runs"] == preview["reviews"] == []
     assert [(v["dataset"], v["number"], v["state"]) for v in preview["versions_to_retire"]] == \
@@ -121,7 +121,7 @@ def test_cli_erase_preview_wording(run, cli_repo):
     assert sorted(preview) == ["cases", "cassettes", "citing_experiments", "citing_scores",
                                "confirm_token", "matched", "person", "proposals_to_delete",
                                "reviews", "runs",
-                               "versions_to_retire", "warnings"]
+                               "suite_results", "versions_to_retire", "warnings"]
     assert (preview["matched"], preview["warnings"]) == (True, [])
     r = run("erase", "--person", "p-1")
     assert (r.exit_code, r.stderr) == (0, "")

@@ -125,3 +125,42 @@ def test_cli_capture_list_show_matching_attach_and_regress(tmp_path, monkeypatch
     missing = run("evalset", "list", "nope", "--json")
     assert missing.exit_code == 3
     assert run("evalset", "renew", "es", "--json").exit_code == 0
+
+
+FLAKY_REPLAY_MODULE = '''
+def replay(scenario, system_context, *, repetition):
+    return f"new-{scenario.session_id}-{repetition}"
+
+def score(scenario, run_id):
+    return {"success": 0.0 if run_id.endswith("-2") else 1.0}
+'''
+
+
+def test_regress_repeat_names_a_flaky_win_and_does_not_fail_on_it(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cas_cli.main import cli
+    monkeypatch.setenv("CAS_USER", AUTHOR)
+    location = str(tmp_path / "repo")
+    cas.init(location)
+    (tmp_path / "evalset_flaky_agent.py").write_text(FLAKY_REPLAY_MODULE)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args):
+        return CliRunner().invoke(cli, ["--repo", location, *args], catch_exceptions=False)
+    r = run("evalset", "capture", "es", "--session", "s1", "--kind", "win", "--baseline",
+            "success=1", "--replay-input", '{"q": "refund"}')
+    assert r.exit_code == 0, r.output
+    args = ("evalset", "regress", "es@1", "--replay", "evalset_flaky_agent:replay",
+            "--scorer", "evalset_flaky_agent:score", "--repeat", "5")
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert "es@1: 1 scenarios x 5 repetitions: 0 held, 0 regressed" in r.stdout
+    assert "0 skipped, 1 flaky; ok" in r.stdout
+    assert "FLAKY (regressed in some repetitions only): b3:" in r.stdout
+    out = json.loads(run(*args, "--json", "--no-record").stdout)
+    assert out["repeat"] == 5 and len(out["flaky"]) == 1
+    assert [x["outcome"] for x in out["results"][0]["repetitions"]] == \
+        ["held", "held", "regressed", "held", "held"]
+    r = run(*args[:-1], "0", "--json")
+    assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == "INVALID_REPEAT"

@@ -109,9 +109,9 @@ USAGE_ERRORS = [
      "Invalid value for '--limit': '\uff11' is not an integer (ASCII digits, e.g. 100)"),
     (("items", "evals", "1", "--bogus"), "No such option '--bogus'."),
     (("items", "evals", "1", "--limt", "3"), "No such option '--limt'. Did you mean '--limit'?"),
-    (("runs", "import"), "give FILE or --from-captures DIR (one of them)"),
+    (("runs", "import"), "give FILE... or --from-captures DIR (one of them)"),
     (("runs", "import", "no-such-file"),
-     "Invalid value for 'FILE': 'no-such-file': No such file or directory"),
+     "Invalid value for 'FILE...': 'no-such-file': No such file or directory"),
     (("runs",), "missing command (see: cli runs --help)"),
     (("--bogus",), "No such option '--bogus'."),
 ]

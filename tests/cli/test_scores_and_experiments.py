@@ -52,8 +52,10 @@ def test_cli_pin_and_verify(run, evals):
 def test_cli_pin_refusals(run, evals):
     digest = evals.version("evals", 1).content_digest
     refused(run("pin", "evals"), "INVALID_ARGUMENT",
-            "no version given for dataset 'evals'; every read names an exact version, there "
-            'is no "latest" (use: cas pin DATASET VERSION or cas pin DATASET@VERSION)')
+            "no version given for dataset 'evals', and no cas.lock (here or in a parent "
+            "directory) locks 'evals' (`cas lock add evals@N`); every read names an exact "
+            'version, there is no "latest" (use: cas pin DATASET VERSION or cas pin '
+            "DATASET@VERSION)")
     refused(run("pin", "evals", "3"), "NOT_FOUND", "dataset 'evals' has no version 3")
     refused(run("pin", "nope", "1"), "NOT_FOUND", "no dataset named 'nope'")
     refused(run("pin-verify", "evals@1"), "INVALID_ARGUMENT",

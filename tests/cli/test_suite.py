@@ -215,3 +215,162 @@ def test_cli_run_a_version_with_replay_and_record(run, tmp_path):
     assert r.exit_code == 5 and "is not a pin" in r.stderr
     r = run("suite", "run", "plain.jsonl", "--executor", "cas:replay", "--plan", "plan.json")
     assert r.exit_code == 5 and "DATASET@N" in r.stderr
+
+
+# -- repetitions (--repeat, --pass-k) and a recorded result ------------------------------------
+_FLAKY_AGENT = """from cas.evals.suites.executors import Run
+async def run_case(case, *, run_id, repetition):
+    return Run({"pass": not (case.input["n"] == 1 and repetition == 3)}, case.tenant)
+def score(case, answer):
+    return {"pass": answer["pass"]}
+"""
+
+
+def test_suite_run_repeat_prints_the_summary_and_names_flaky_cases(run, tmp_path):
+    (tmp_path / "flaky_agent.py").write_text(_FLAKY_AGENT)
+    write_jsonl(tmp_path / "s.jsonl", Suite("demo", "v1", [
+        {"id": f"c{i}", "input": {"n": i}, "tenant": "acme"} for i in range(3)]))
+    args = ["suite", "run", "s.jsonl", "--executor", "flaky_agent:run_case", "--scorer",
+            "flaky_agent:score", "--repeat", "5", "--pass-k", "1,3"]
+    r = run(*args)
+    assert r.exit_code == 0, r.output  # a flaky case alone does not fail the run
+    assert "FLAKY            1  c1  5/5 completed" in r.stdout
+    assert ("pass: 4/5 passed  pass@1=0.800 pass^1=0.800 pass@3=1.000 pass^3=0.400  FLAKY"
+            in r.stdout)
+    assert "1 flaky case: c1" in r.stdout and "3 cases x 5 repetitions" in r.stdout
+    r = run("--json", *args)
+    doc = json.loads(r.stdout)
+    assert doc["repeat"] == 5 and len(doc["results"]) == 15
+    assert [(e["id"], e["repetition"]) for e in doc["results"][:6]] == \
+        [("c0", 0), ("c0", 1), ("c0", 2), ("c0", 3), ("c0", 4), ("c1", 0)]
+    assert doc["summary"]["flaky"] == ["c1"] and doc["summary"]["pass_k"] == [1, 3]
+    assert as_result(doc).repeat == 5  # the printed summary is not part of the result
+    one = json.loads(run("--json", *args[:7]).stdout)  # no --repeat: today's result
+    assert "summary" not in one and "repeat" not in one and "seed" not in one["results"][0]
+    for bad, reason in ((["--repeat", "0"], "INVALID_REPEAT"),
+                        (["--pass-k", "0,2"], "INVALID_PASS_K")):
+        r = run("--json", *args[:7], *bad)
+        assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == reason
+
+
+def test_suite_run_record_stores_the_whole_result_and_reads_it_back(run, cli_repo, tmp_path):
+    from cas.evals.suites.recording import recorded_result
+
+    # its own module name: the previous test's module stays imported
+    (tmp_path / "each_fails_once.py").write_text(
+        _FLAKY_AGENT.replace('case.input["n"] == 1', "True"))
+    r = run("--json", "suite", "run", "evals@1", "--executor", "each_fails_once:run_case",
+            "--repeat", "4", "--scorer", "each_fails_once:score", "--record", "live-1")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["recorded"]["result"].startswith("b3:"), doc["recorded"]
+    back = recorded_result(cas.open("."), "evals:live-1")
+    assert back == as_result(doc) and back.repeat == 4 and back.digest == doc["digest"]
+    assert len({r.id for r in back.results}) * 4 == len(back.results)
+    assert len(doc["summary"]["flaky"]) == len(back.results) // 4  # each fails one time in 4
+    fsck = run("fsck")
+    assert fsck.exit_code == 0, fsck.output
+    assert run("gc", "--grace", "0").exit_code == 0
+    assert recorded_result(cas.open("."), "evals:live-1") == back  # gc kept it: cited
+
+
+_GATED_AGENT = """from cas.evals.suites.executors import Run
+FAIL = {fail!r}
+async def run_case(case, *, run_id, repetition):
+    return Run({{"pass": not FAIL}}, case.tenant)
+def score(case, answer):
+    return {{"pass": answer["pass"]}}
+"""
+
+
+def _compared_runs(run, tmp_path):
+    """evals@1 run four times a case by an agent that passes (result a.json, recorded as
+    evals:base) and by one that fails (b.json, evals:cand)."""
+    for name, fail, experiment in (("a", False, "base"), ("b", True, "cand")):
+        (tmp_path / f"gated_{name}.py").write_text(_GATED_AGENT.format(fail=fail))
+        r = run("--json", "suite", "run", "evals@1", "--executor", f"gated_{name}:run_case",
+                "--scorer", f"gated_{name}:score", "--repeat", "4", "--record", experiment)
+        assert r.exit_code == 0, r.output
+        (tmp_path / f"{name}.json").write_text(r.stdout)
+
+
+def test_suite_compare_gates_files_and_recorded_experiments(run, cli_repo, tmp_path):
+    pytest.importorskip("scipy")
+    _compared_runs(run, tmp_path)
+    r = run("suite", "compare", "a.json", "a.json")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("compare a.json -> a.json (suite evals evals@1#b3:")
+    assert "HELD: 0 regressed" in r.stdout.splitlines()[0]
+    r = run("suite", "compare", "a.json", "b.json", "--junit", "report.xml")
+    assert r.exit_code == 14, r.output
+    assert "REGRESSED: 5 regressed" in r.stdout and "(exit 14)" in r.stdout
+    assert (tmp_path / "report.xml").read_text().count("<failure ") == 5
+    for pair in (("evals:base", "evals:cand"), ("a.json", "evals:cand")):
+        r = run("--json", "suite", "compare", *pair)
+        assert r.exit_code == 14, r.output
+        doc = json.loads(r.stdout)
+        assert doc["verdict"] == "regressed" and doc["exit_code"] == 14
+        assert doc["baseline"]["source"] == pair[0] and doc["candidate"]["repeat"] == 4
+        assert [m["metric"] for m in doc["metrics"]] == ["pass"]
+        assert doc["metrics"][0]["effect"] == -1.0 and set(doc["power"]) == {"pass"}
+    r = run("suite", "compare", "evals:base", "evals:cand", "--format", "markdown",
+            "--marker", "cas-compare")
+    assert r.exit_code == 14
+    lines = r.stdout.splitlines()
+    assert lines[0] == "<!-- cas-compare -->" and lines[1].startswith("**cas suite compare: ")
+    assert "### Regressed (5)" in r.stdout and "inputs not shown" not in r.stdout
+    r = run("suite", "compare", "b.json", "a.json", "--max-regressed-cases", "0")
+    assert r.exit_code == 0 and "IMPROVED" in r.stdout.splitlines()[0]
+
+
+def test_suite_compare_refusals(run, cli_repo, tmp_path, monkeypatch):
+    pytest.importorskip("scipy")
+    _compared_runs(run, tmp_path)
+    write_jsonl(tmp_path / "s.jsonl", Suite("demo", "v1", [
+        {"id": f"c{i}", "input": {"n": i}, "tenant": "acme"} for i in range(3)]))
+    r = run("--json", "suite", "run", "s.jsonl", "--executor", "cas:echo")
+    (tmp_path / "other.json").write_text(r.stdout)
+    r = run("--json", "suite", "compare", "a.json", "other.json")
+    err = json.loads(r.stderr)["error"]
+    assert (r.exit_code, err["reason"]) == (5, "SUITE_VERSION_MISMATCH")
+    assert "a.json" in err["message"] and "other.json" in err["message"]
+    for args, reason in ((["--min-effect", "pass"], "INVALID_MIN_EFFECT"),
+                         (["--min-effect", "acuracy=0.1"], "UNKNOWN_METRIC"),
+                         (["--alpha", "2"], "INVALID_ALPHA"),
+                         (["--format", "markdown"], "USAGE")):
+        r = run("--json", "suite", "compare", "a.json", "b.json", *args)
+        assert r.exit_code == 2 and json.loads(r.stderr)["error"]["reason"] == reason, args
+    r = run("--json", "suite", "compare", "a.json", "nowhere.json")
+    assert r.exit_code == 2 and "neither a result file" in r.stderr
+    r = run("--json", "suite", "compare", "a.json", "evals:nothing")
+    assert r.exit_code == 3
+    assert json.loads(r.stderr)["error"]["reason"] == "RECORDED_RESULT_NOT_FOUND"
+    import builtins
+    real = builtins.__import__
+
+    def no_scipy(name, *args, **kwargs):
+        if name.startswith("scipy"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_scipy)
+    r = run("suite", "compare", "a.json", "b.json")
+    assert r.exit_code == 5 and "pip install '.[stats]'" in r.stderr and r.stdout == ""
+
+
+def test_merge_record_stores_the_whole_sharded_run(run, cli_repo, tmp_path):
+    from cas.evals.suites.recording import recorded_result
+    shards = []
+    for i in (1, 2):
+        r = run("--json", "suite", "run", "evals@1", "--executor", "cas:echo", "--repeat", "2",
+                "--shard", f"{i}/2")
+        assert r.exit_code == 0, r.output
+        (tmp_path / f"s{i}.json").write_text(r.stdout)
+        shards.append(f"s{i}.json")
+    r = run("--json", "suite", "merge", *shards, "--record", "nightly")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    back = recorded_result(cas.open("."), "evals:nightly")
+    assert back.shard is None and back.repeat == 2 and back.digest == doc["digest"]
+    whole = json.loads(run("--json", "suite", "run", "evals@1", "--executor", "cas:echo",
+                           "--repeat", "2").stdout)
+    assert back.digest == whole["digest"]  # the merged run is the unsharded run

@@ -91,3 +91,65 @@ def test_the_fixture_without_the_marker_and_a_bad_marker_are_usage_errors(pytest
     """))
     result = pytester.runpytest("--cas-repo", location, "-p", "no:randomly")
     assert result.ret != 0 and "needs @pytest.mark.cas_suite" in result.stdout.str()
+
+
+FLAKY_TEST = """
+import pytest
+from cas.runner import repetition_seed
+
+@pytest.mark.cas_suite({pin!r})
+def test_doubles(cas_case, cas_repetition, cas_seed):
+    assert cas_seed == repetition_seed(0, cas_repetition)  # as cas suite run --repeat gives
+    # the case with input 2 fails one time in five; the case with input 3 always fails
+    assert not (cas_case.input == 2 and cas_repetition == 3), "a flake"
+    assert cas_case.input != 3, "always"
+"""
+
+
+def test_cas_repeat_runs_each_case_n_times_and_names_the_flaky_case(pytester, pinned):
+    repo, location, pin = pinned
+    pytester.makepyfile(test_suite=FLAKY_TEST.format(pin=pin))
+    result = pytester.runpytest("--cas-repo", location, "--cas-repeat", "5", "-v",
+                                "--cas-record", "ci-5", "-p", "no:randomly")
+    result.assert_outcomes(passed=9, failed=6)
+    two = next(c for c in repo.items("evals", 1).items if repo.case("evals", 1, c).input == 2)
+    result.stdout.fnmatch_lines([f"*test_doubles?{two}-r3?*FAILED*",
+                                 f"*cas: 1 FLAKY case on {pin} (passed and failed across "
+                                 f"repetitions): {two}*",
+                                 "*cas: recorded 15 scores of experiment 'ci-5'*"])
+    scores = [(s.item, s.value) for s in cas.open(location).scores("evals", 1)]
+    assert sorted(v for i, v in scores if i == two) == [False, True, True, True, True]
+
+
+def test_cas_repeat_needs_no_fixture_and_refuses_what_is_not_a_repetition_count(pytester,
+                                                                                pinned):
+    _, location, pin = pinned
+    pytester.makepyfile(test_suite=TEST.format(pin=pin))  # asks for cas_case only
+    result = pytester.runpytest("--cas-repo", location, "--cas-repeat", "2", "-p",
+                                "no:randomly")
+    result.assert_outcomes(passed=4, failed=2)
+    assert "FLAKY" not in result.stdout.str()  # always failing is not flaky
+    result = pytester.runpytest("--cas-repo", location, "--cas-repeat", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*repeat 0 is not a whole number of repetitions from 1*"])
+
+
+def test_a_dataset_name_resolves_through_the_lock_in_the_rootdir(pytester, pinned,
+                                                                monkeypatch):
+    """`cas_suite("evals")` takes the pin cas.lock holds (found from the rootdir), says so
+    after collection, and records under that pin; a dataset the lock does not hold fails the
+    collection naming `cas lock add`."""
+    from cas.interop import lockfile
+    repo, location, pin = pinned
+    # (CAS_REPO, not --cas-repo PATH: pytest would count that path in choosing the rootdir)
+    monkeypatch.setenv("CAS_REPO", location)
+    pytester.makeini("[pytest]\n")  # the project's root: where its cas.lock is looked for
+    pytester.makepyfile(test_suite=TEST.format(pin="evals"))
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*`cas lock add evals@N`*(INVALID_ARGUMENT, NOT_LOCKED)*"])
+    lockfile.add(repo, pytester.path / "cas.lock", "evals@1")
+    result = pytester.runpytest("--cas-record", "locked", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["evals -> evals@1 (cas.lock)"])
+    assert [e.name for e in cas.open(location).experiments("evals")] == ["locked"]

@@ -108,6 +108,19 @@ def test_quickstart_walks_the_lifecycle(quickstarts, variant):
     assert re.search(r"^datasets/support-evals/scores/0000000002  support-evals@2  "
                      r"task_success  1 +b3:[0-9a-f]{64}  quickstart  RETIRED$", out, re.M)
     assert re.search(r"^sealed support-evals@3: 30 cases \(\+0 -2\) b3:[0-9a-f]{64}$", out, re.M)
+    # the diff for a pull request, and the lock: v2 locked, retired by the erasure (the check
+    # fails naming `cas renew`), renewed as v3, and the lock moved to it
+    assert "### `support-evals@1` \u2192 `support-evals@2`" in out
+    assert "10 \u2192 32 cases: **+22** added, **\u22120** removed" in out
+    assert re.search(r"^locked support-evals@2 \(cas.lock: support-evals@2#b3:[0-9a-f]{64}\)$",
+                     out, re.M)
+    assert "ok    support-evals@2\n" in out and "ok    support-evals@3\n" in out
+    assert re.search(r"^\$ cas lock check   -> exit 5: cas: error: 1 of 1 locked pins fail: "
+                     r"support-evals@2 is RETIRED \(PERSON_ERASED at .*`cas renew "
+                     r"support-evals`$", out, re.M)
+    assert re.search(r"^support-evals@2 -> support-evals@3; 2 cases removed by erasure "
+                     r"ct-[0-9a-f]{32} at \S+$", out, re.M)
+    assert "operation: renew" in out
     # the suite: exported from v3, replayed twice (the same verdict), recorded and compared
     assert re.search(r"^wrote 30 cases of support-evals@3 \(support-evals@3#b3:[0-9a-f]{64}\) "
                      r"to \S+suite\.jsonl$", out, re.M)

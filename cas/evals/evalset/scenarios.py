@@ -16,7 +16,6 @@ from cas.format.records import Case
 from cas.format.redaction import scrub_text
 from cas.format.version_names import Pin, check_dataset_name
 from cas.repo import checks
-from cas.repo.retirement import PERSON_ERASED
 from cas.repo.scores import check_value
 
 TAG = "evalset"                       # the dataset tag that makes a dataset an eval set
@@ -362,17 +361,9 @@ class EvalSet:
 
     # -- internals ---------------------------------------------------------------------------
     def _renew(self, head: int, author: str) -> int:
-        retired = self.repo.retirement(self.name, head)
-        if retired.cause != PERSON_ERASED:
-            raise FailedPrecondition(
-                f"{self.name}@{head} is RETIRED ({retired.cause} at {retired.retired_at}): an "
-                "eval set renews itself only after an erasure; an operator's retirement "
-                "(contaminated, invalid labels) is the operator's to resolve with a commit of "
-                "the scenarios to keep", reason="EVALUATION_DATASET_VERSION_RETIRED",
-                dataset=self.name, version=head, retirement_cause=retired.cause)
-        # A commit on a retired base holds exactly the cases the erasure left (cas.repo.sealing)
-        return self.repo.commit(self.name, base=head, add=[], remove=[], author=author,
-                                message=f"renew after the erasure {retired.erasure}").number
+        # The renewal of any dataset (cas.repo.renewal): an operator's retirement is refused
+        # (the operator's to resolve with a commit of the scenarios to keep)
+        return self.repo.renew(self.name, author=author).number
 
     def _writable(self, author: str) -> Corpus:
         """The head to build a change on: renewed first if an erasure retired it."""

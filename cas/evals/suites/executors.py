@@ -76,15 +76,21 @@ async def cassette_executor(case: SuiteCase, *, run_id: str, cassette) -> Run:
 cassette_executor.needs_frozen = True  # type: ignore[attr-defined]
 
 
-def takes_cassette(executor: Callable) -> bool:
-    """Whether an executor declares a `cassette` parameter (it then gets the case's)."""
+def takes_keyword(function: Callable, name: str) -> bool:
+    """Whether `function` declares a parameter `name` that can be given by keyword (a
+    `**kwargs` does not count: an executor gets only what it names)."""
     try:
-        params = inspect.signature(executor).parameters
+        params = inspect.signature(function).parameters
     except (TypeError, ValueError):
         return False
-    param = params.get("cassette")
+    param = params.get(name)
     return param is not None and param.kind in (inspect.Parameter.KEYWORD_ONLY,
                                                  inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def takes_cassette(executor: Callable) -> bool:
+    """Whether an executor declares a `cassette` parameter (it then gets the case's)."""
+    return takes_keyword(executor, "cassette")
 
 
 def check_cassettes(executor: Callable, given: bool, name: str | None = None) -> bool:

@@ -1,5 +1,6 @@
-"""Recording a suite's result as scores: one batch citing the pinned version the suite is of, in
-an experiment over that version (docs/suites.md)."""
+"""Recording a suite's result: the whole result stored as a `suite.result` object and its scores
+as one batch citing it and the pinned version the suite is of, in an experiment over that
+version; and a recorded result read back (docs/suites.md)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,21 @@ from typing import Any, Union
 import msgspec
 
 from cas.digest import parse_digest
-from cas.errors import AlreadyExists, CasError
+from cas.errors import AlreadyExists, CasError, CorruptData, InvalidArgument, NotFound
 from cas.evals.suites.files import version_pin
-from cas.evals.suites.results import COMPLETED, SuiteResult, as_result
+from cas.evals.suites.results import (COMPLETED, CaseResult, Shard, SuiteRef, SuiteResult,
+                                      as_result, finish)
 from cas.format import encoding
+from cas.format.records import SuiteRepetition, SuiteResultRecord, encode_object
+from cas.format.version_names import Pin, check_dataset_name
 from cas.repo import checks
 from cas.repo.experiments import check_version
 from cas.repo.scores import check_value
 
 
 class Recorded(msgspec.Struct, frozen=True, kw_only=True):
-    """What `record` stored: the experiment (created now or found), and the score batch."""
+    """What `record` stored: the experiment (created now or found), the score batch, and the
+    digest of the `suite.result` object the batch cites."""
 
     dataset: str
     version: int
@@ -26,6 +31,7 @@ class Recorded(msgspec.Struct, frozen=True, kw_only=True):
     created: bool
     batch: Union[str, None]  # the batch id, None when there was nothing to record
     scores: int
+    result: Union[str, None] = None  # the suite.result object's digest (None: not stored)
 
 
 def check_scores(scores: Any) -> tuple[dict | None, str | None]:
@@ -114,9 +120,93 @@ def record(repo, result: Any, experiment: str, *, scored: bool | None = None,
     else:
         rows = [{"metric": "completed", "value": r.outcome == COMPLETED, "item": r.id,
                  "experiment": experiment} for r in result.results]
-    batch = None
+    batch = stored_result = None
     if rows:
-        stored = repo.record_scores(pin, rows, author=author)
+        obj = result_record(result, pin)
+        stored = repo.record_scores(pin, rows, author=author, result=obj)
         batch = stored[0].batch
+        stored_result = encode_object(obj)[2]
     return Recorded(dataset=pin.dataset, version=pin.version, experiment=experiment,
-                    created=created, batch=batch, scores=len(rows))
+                    created=created, batch=batch, scores=len(rows), result=stored_result)
+
+
+def result_record(result: SuiteResult, pin) -> SuiteResultRecord:
+    """The `suite.result` object of `result` (a run of the version `pin`): every repetition's
+    answer, outcome, reason, scores, run id and seed (a result holds no timings)."""
+    shard = None if result.shard is None else \
+        [result.shard.index, result.shard.count, result.shard.cases]
+    return SuiteResultRecord(
+        dataset=pin.dataset, version=pin.version, content_digest=pin.content_digest,
+        suite=result.suite.name, seed=result.seed, repeat=result.repeat, shard=shard,
+        digest=result.digest,
+        results=[SuiteRepetition(id=r.id, position=r.position, repetition=r.repetition,
+                                 seed=r.seed, run_id=r.run_id, outcome=r.outcome,
+                                 answer=r.answer, reason=r.reason, scores=r.scores)
+                 for r in result.results])
+
+
+# -- recorded results read back ---------------------------------------------------------------
+def parse_recorded_source(source: Any) -> tuple[str, str]:
+    """`DATASET:EXPERIMENT` -> (dataset, experiment). A dataset name never holds ':', so the
+    first ':' splits; the experiment name may hold anything an experiment name may."""
+    if isinstance(source, str) and ":" in source:
+        dataset, _, experiment = source.partition(":")
+        try:
+            check_dataset_name(dataset)
+            checks.label(experiment, "experiment name")
+            return dataset, experiment
+        except CasError:
+            pass
+    raise InvalidArgument(f"{encoding.describe(source)} does not name a recorded experiment: "
+                          "DATASET:EXPERIMENT (e.g. support-evals:baseline)",
+                          reason="INVALID_RECORDED_SOURCE")
+
+
+def is_recorded_source(text: Any) -> bool:
+    """Whether `text` is spelled as `DATASET:EXPERIMENT` (check for a file of that name
+    first: a path may hold ':' too)."""
+    try:
+        parse_recorded_source(text)
+        return True
+    except InvalidArgument:
+        return False
+
+
+def recorded_result(repo, source: str) -> SuiteResult:
+    """The suite result recorded in experiment EXPERIMENT of DATASET (`source` is
+    `DATASET:EXPERIMENT`): the newest score batch of that experiment that cites a
+    `suite.result` (withdrawn batches left out), read back as `as_result` would read the
+    result file. Refused: NotFound (RECORDED_RESULT_NOT_FOUND) when there is none (the
+    experiment does not exist, or was recorded without its result, before cas stored
+    results); a retired or deleted version, as every read of one is; a stored result whose
+    digest does not match its results (CorruptData)."""
+    dataset, experiment = parse_recorded_source(source)
+    found = [digest for _, experiments, digest in repo.score_batch_results(dataset)
+             if experiment in experiments]
+    if not found:
+        known = sorted(e.name for e in repo.experiments(dataset))
+        raise NotFound(f"experiment {experiment!r} of dataset {dataset!r} has no recorded "
+                       "suite result (record one with cas suite run --record "
+                       f"{experiment}); experiments: {', '.join(known) or 'none'}",
+                       reason="RECORDED_RESULT_NOT_FOUND", dataset=dataset,
+                       experiment=experiment)
+    try:
+        obj = repo.suite_result(found[-1])
+    except NotFound:
+        # An erasure deletes a result answering its person's cases, after retiring the
+        # version: say that, as every read of a retired version does.
+        over = next(e for e in repo.experiments(dataset) if e.name == experiment)
+        repo.verify_pin(Pin(dataset, over.version, over.content_digest))
+        raise
+    pin = Pin(obj.dataset, obj.version, obj.content_digest)
+    repo.verify_pin(pin)  # refused if retired or deleted
+    results = [CaseResult(id=r.id, position=r.position, run_id=r.run_id, outcome=r.outcome,
+                          answer=r.answer, reason=r.reason, scores=r.scores,
+                          repetition=r.repetition, seed=r.seed) for r in obj.results]
+    shard = None if obj.shard is None else Shard(*obj.shard)
+    result = finish(SuiteRef(obj.suite, str(pin)), obj.seed, results, shard, obj.repeat)
+    if result.digest != obj.digest:
+        raise CorruptData(f"the suite result {found[-1]} recorded in {source} does not give "
+                          f"its digest {obj.digest} (it gives {result.digest})",
+                          key=found[-1])
+    return result

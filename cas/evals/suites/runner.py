@@ -18,11 +18,12 @@ import msgspec
 
 from cas.errors import CasError, FailedPrecondition, InvalidArgument
 from cas.evals.calls import Threads, TimedOut, call, clean_reason, exception_text, is_async
-from cas.evals.suites.executors import check_cassettes, load_executor, load_scorer, returned_run
+from cas.evals.suites.executors import (check_cassettes, load_executor, load_scorer, returned_run,
+                                        takes_keyword)
 from cas.evals.suites.files import Suite, SuiteCase
 from cas.evals.suites.recording import check_scores
 from cas.evals.suites.results import (COMPLETED, ERRORED, INCOMPLETE, CaseResult, Shard, SuiteRef,
-                                      SuiteResult, finish, run_id)
+                                      SuiteResult, check_repeat, finish, repetition_seed, run_id)
 from cas.format import encoding
 
 DEFAULT_CONCURRENCY = 4
@@ -40,18 +41,26 @@ _DECODE = msgspec.json.Decoder().decode
 
 # -- artefacts ------------------------------------------------------------------------------
 class _Artefacts:
-    """`DIR/<suite name>/<case id>/`: case.json, run.json, result.json, timings.json. Every
-    file is written whole to a temporary name in its directory and renamed over the old one,
-    so a reader (or a run killed with SIGKILL) only ever sees a whole file."""
+    """`DIR/<suite name>/<case id>/`: case.json, run.json, result.json, timings.json; with
+    more than one repetition, case.json there and the other three in `<case id>/<repetition>/`.
+    Every file is written whole to a temporary name in its directory and renamed over the old
+    one, so a reader (or a run killed with SIGKILL) only ever sees a whole file."""
 
-    def __init__(self, root: str, suite: Suite) -> None:
+    def __init__(self, root: str, suite: Suite, repeat: int = 1) -> None:
         # A Suite's name and case ids are safe path components (cas.suites.Suite checks them).
         self.dir = os.path.join(os.fspath(root), suite.name)
         self.ref = {"name": suite.name, "version": suite.version}
+        self.repeat = repeat
         self._tmp = f".tmp-{os.getpid()}-{threading.get_ident()}"  # see _LEFTOVER
 
-    def write(self, case_id: str, name: str, value: Any) -> None:
-        path = os.path.join(self.dir, case_id, name)
+    def where(self, case_id: str, repetition: int | None = None) -> str:
+        """The directory of a case (`repetition` None), or of one of its repetitions."""
+        if repetition is None or self.repeat == 1:
+            return os.path.join(self.dir, case_id)
+        return os.path.join(self.dir, case_id, str(repetition))
+
+    def write(self, case_id: str, name: str, value: Any, repetition: int | None = None) -> None:
+        path = os.path.join(self.where(case_id, repetition), name)
         tmp = path + self._tmp
         with open(tmp, "wb") as f:
             f.write(msgspec.json.format(_ENCODE(value), indent=2))
@@ -59,26 +68,32 @@ class _Artefacts:
         os.replace(tmp, path)
 
     def result(self, r: CaseResult) -> None:
-        self.write(r.id, "result.json", {"suite": self.ref, "id": r.id, "position": r.position,
-                                         "run_id": r.run_id, "outcome": r.outcome,
-                                         "answer": r.answer, "reason": r.reason,
-                                         "scores": r.scores})
+        doc = {"suite": self.ref, "id": r.id, "position": r.position, "run_id": r.run_id,
+               "outcome": r.outcome, "answer": r.answer, "reason": r.reason,
+               "scores": r.scores}
+        if self.repeat > 1:
+            doc["repetition"], doc["seed"] = r.repetition, r.seed
+        self.write(r.id, "result.json", doc, r.repetition)
 
-    def prepare(self, case: SuiteCase, placeholder: CaseResult) -> None:
-        """Before the first case runs: the case, and its result written as INCOMPLETE; what a
-        previous run left of run.json and timings.json, and the temporary files a killed run
-        left, are removed."""
-        where = os.path.join(self.dir, case.id)
-        os.makedirs(where, exist_ok=True)
-        # A run killed mid-write leaves its temporary files (whole or partial, unredacted):
-        # only this writer's own names (`<artefact>.tmp-<pid>-<thread>`) are removed.
-        stale = ["run.json", "timings.json"] + [n for n in os.listdir(where)
-                                                if _LEFTOVER.match(n)]
-        for name in stale:
-            try:
-                os.unlink(os.path.join(where, name))
-            except FileNotFoundError:
-                pass
+    def prepare(self, case: SuiteCase, placeholders: list[CaseResult]) -> None:
+        """Before the first case runs: the case, and the result of each of its repetitions
+        written as INCOMPLETE; what a previous run left of run.json and timings.json, and
+        the temporary files a killed run left, are removed."""
+        where = self.where(case.id)
+        dirs = [where] if self.repeat == 1 else \
+            [where] + [self.where(case.id, r.repetition) for r in placeholders]
+        for d in dirs:
+            os.makedirs(d, exist_ok=True)
+            # A run killed mid-write leaves its temporary files (whole or partial,
+            # unredacted): only this writer's own names (`<artefact>.tmp-<pid>-<thread>`)
+            # are removed.
+            stale = ["run.json", "timings.json"] + [n for n in os.listdir(d)
+                                                    if _LEFTOVER.match(n)]
+            for name in stale:
+                try:
+                    os.unlink(os.path.join(d, name))
+                except FileNotFoundError:
+                    pass
         view = {"id": case.id, "input": case.input, "tenant": case.tenant,
                 "expected": case.expected, "user": case.user, "metadata": case.metadata}
         if case.frozen is not None:
@@ -88,16 +103,19 @@ class _Artefacts:
         except InvalidArgument as exc:
             raise encoding.in_context(exc, f"case {case.id}", case_id=case.id) from None
         self.write(case.id, "case.json", view)
-        self.result(placeholder)
+        for placeholder in placeholders:
+            self.result(placeholder)
 
 
 # -- the runner -----------------------------------------------------------------------------
 class _State:
     """One run in progress: what is done, and whether (and why) it is being stopped."""
 
-    def __init__(self, suite: Suite, positions: range, run_ids: list[str]) -> None:
-        self.suite, self.positions, self.run_ids = suite, positions, run_ids
-        self.results: list[CaseResult | None] = [None] * len(positions)
+    def __init__(self, suite: Suite, slots: list[tuple[int, int, int, str]]) -> None:
+        # one slot per (case, repetition): (position, repetition, its seed, its run id), in
+        # suite order then repetition order; workers take them in that order
+        self.suite, self.slots = suite, slots
+        self.results: list[CaseResult | None] = [None] * len(slots)
         self.next = 0
         self.done = 0
         self.stop_reason: str | None = None
@@ -116,10 +134,14 @@ class SuiteRunner:
     """Runs a suite through `executor` with at most `concurrency` cases at a time.
 
     `executor(case, *, run_id)` is async, or a plain function (run in a pool of `concurrency`
-    threads), or a name for `load_executor`. It returns a `Run` or a dict {answer, tenant,
-    terminal=True}. An executor that declares a `cassette` parameter gets each case's
-    cassette from `cassettes` (a cas.cassettes.CassetteBook); a run whose cassette was stale or
-    left exchanges unused (strict) is ERRORED, and what it recorded is saved at the end.
+    threads), or a name for `load_executor`. With `repeat` N, every case runs N times (each
+    repetition its own run id and seed, `results.run_id` and `results.repetition_seed`);
+    an executor that declares a `repetition` and/or `seed` parameter gets them. At most
+    `concurrency` (case, repetition) pairs run at once. It returns a `Run` or a dict
+    {answer, tenant, terminal=True}. An executor that declares a `cassette` parameter gets
+    each case's cassette from `cassettes` (a cas.cassettes.CassetteBook); a run whose
+    cassette was stale or left exchanges unused (strict) is ERRORED, and what it recorded is
+    saved at the end.
     `scorer(case, answer) -> {metric: value}` (sync or async) scores each COMPLETED case.
     `timeout` (seconds) bounds each case's executor and scorer. `artefacts` is a directory
     for per-case evidence. `shard` ("i/n") runs only that shard's cases.
@@ -134,7 +156,7 @@ class SuiteRunner:
                  scorer: Any = None, shard: Any = None, *, grace: float = DEFAULT_GRACE,
                  handle_signals: bool = True,
                  progress: Callable[[int, int], Any] | None = None,
-                 cassettes: Any = None) -> None:
+                 cassettes: Any = None, repeat: int = 1) -> None:
         if isinstance(executor, str):
             executor = load_executor(executor)
         if not callable(executor):
@@ -163,6 +185,7 @@ class SuiteRunner:
         if artefacts is not None and not isinstance(artefacts, (str, os.PathLike)):
             raise InvalidArgument(f"artefacts is a directory path, not "
                                   f"{encoding.describe(artefacts)}")
+        self.repeat = check_repeat(repeat)
         self.executor, self.scorer = executor, scorer
         self.concurrency, self.seed, self.timeout = concurrency, seed, timeout
         self.artefacts = artefacts
@@ -171,6 +194,8 @@ class SuiteRunner:
         self.handle_signals, self.progress = handle_signals, progress
         self.cassettes = cassettes
         self._takes_cassette = check_cassettes(executor, cassettes is not None)
+        self._takes_repetition = takes_keyword(executor, "repetition")
+        self._takes_seed = takes_keyword(executor, "seed")
         self._async_executor = is_async(executor)
         self._async_scorer = scorer is not None and is_async(scorer)
         self._state: _State | None = None
@@ -208,14 +233,19 @@ class SuiteRunner:
         shard = None if self.shard is None else \
             Shard(self.shard.index, self.shard.count, len(cases))
         positions = range(len(cases)) if shard is None else shard.positions(len(cases))
-        rid = [run_id(suite.name, suite.version, cases[p].id, self.seed) for p in positions]
-        st = _State(suite, positions, rid)
+        seeds = [repetition_seed(self.seed, k) for k in range(self.repeat)]
+        # a shard holds every repetition of its cases: shards split cases, never repetitions
+        slots = [(p, k, seeds[k], run_id(suite.name, suite.version, cases[p].id, self.seed, k))
+                 for p in positions for k in range(self.repeat)]
+        st = _State(suite, slots)
         art = None
         if self.artefacts is not None:
-            art = _Artefacts(self.artefacts, suite)
-            for i, p in enumerate(positions):  # all of them before the first case runs
-                art.prepare(cases[p], CaseResult(id=cases[p].id, position=p, run_id=rid[i],
-                                                 outcome=INCOMPLETE, reason=NOT_STARTED))
+            art = _Artefacts(self.artefacts, suite, self.repeat)
+            for j, p in enumerate(positions):  # all of them before the first case runs
+                art.prepare(cases[p], [CaseResult(
+                    id=cases[p].id, position=p, run_id=rid, outcome=INCOMPLETE,
+                    reason=NOT_STARTED, repetition=k, seed=sd)
+                    for _, k, sd, rid in slots[j * self.repeat:(j + 1) * self.repeat]])
         loop = asyncio.get_running_loop()
         needs_threads = not self._async_executor or \
             (self.scorer is not None and not self._async_scorer)
@@ -236,14 +266,15 @@ class SuiteRunner:
             self.cassettes.save()  # what the cases that completed recorded (also when stopped)
         why = st.stop_reason or "stopped"
         results = st.results
-        for i, p in enumerate(positions):
+        for i, (p, k, sd, rid) in enumerate(slots):
             if results[i] is None:
-                r = CaseResult(id=cases[p].id, position=p, run_id=rid[i], outcome=INCOMPLETE,
-                               reason=f"not started: the suite was {why}")
+                r = CaseResult(id=cases[p].id, position=p, run_id=rid, outcome=INCOMPLETE,
+                               reason=f"not started: the suite was {why}", repetition=k,
+                               seed=sd)
                 results[i] = r
                 if art is not None:
                     art.result(r)
-        return finish(ref, self.seed, results, shard)  # type: ignore[arg-type]
+        return finish(ref, self.seed, results, shard, self.repeat)  # type: ignore[arg-type]
 
     def _install_signals(self, loop, st: _State) -> list:
         installed: list = []
@@ -259,7 +290,7 @@ class SuiteRunner:
         return installed
 
     async def _supervise(self, st: _State, art: _Artefacts | None, threads) -> None:
-        n = min(self.concurrency, len(st.positions))
+        n = min(self.concurrency, len(st.slots))
         workers = [asyncio.ensure_future(self._worker(st, art, threads)) for _ in range(n)]
         if not workers:
             return
@@ -285,45 +316,50 @@ class SuiteRunner:
                 await asyncio.gather(*running, return_exceptions=True)
 
     async def _worker(self, st: _State, art: _Artefacts | None, threads) -> None:
-        cases, positions, total = st.suite.cases, st.positions, len(st.positions)
+        cases, slots, total = st.suite.cases, st.slots, len(st.slots)
         progress = self.progress
         while st.stop_reason is None and st.next < total:
             i = st.next
             st.next += 1
-            case = cases[positions[i]]
+            slot = slots[i]
+            case = cases[slot[0]]
             started = time.time() if art is not None else 0.0
             try:
-                result, run_doc = await self._case(case, positions[i], st.run_ids[i], threads)
+                result, run_doc = await self._case(case, slot, threads)
             except asyncio.CancelledError:
                 if st.stop_reason is None:
                     raise  # cancelled from outside the runner: not ours to swallow
                 task = asyncio.current_task()
                 if task is not None and hasattr(task, "uncancel"):
                     task.uncancel()
-                result = CaseResult(id=case.id, position=positions[i], run_id=st.run_ids[i],
+                result = CaseResult(id=case.id, position=slot[0], run_id=slot[3],
                                     outcome=INCOMPLETE,
-                                    reason=f"{st.stop_reason} before the case finished")
-                run_doc = {"run_id": st.run_ids[i], "status": "stopped"}
+                                    reason=f"{st.stop_reason} before the case finished",
+                                    repetition=slot[1], seed=slot[2])
+                run_doc = {"run_id": slot[3], "status": "stopped"}
             st.results[i] = result
             st.done += 1
             if art is not None:
                 finished = time.time()
-                art.write(case.id, "run.json", run_doc)
+                art.write(case.id, "run.json", run_doc, slot[1])
                 art.write(case.id, "timings.json", {
                     "started_at": _iso(started), "finished_at": _iso(finished),
-                    "seconds": round(finished - started, 6)})
+                    "seconds": round(finished - started, 6)}, slot[1])
                 art.result(result)
             if progress is not None:
                 progress(st.done, total)
 
-    async def _case(self, case: SuiteCase, position: int, rid: str,
+    async def _case(self, case: SuiteCase, slot: tuple[int, int, int, str],
                     threads) -> tuple[CaseResult, dict]:
-        """One case, within `timeout` seconds in all: the executor, what it returned, the
-        scorer. Returns its result and what its run.json says."""
+        """One repetition of one case, within `timeout` seconds in all: the executor, what it
+        returned, the scorer. Returns its result and what its run.json says."""
+        position, repetition, seed, rid = slot
+
         def result(outcome: str, reason: str | None = None, answer: Any = None,
                    scores: dict | None = None) -> CaseResult:
             return CaseResult(id=case.id, position=position, run_id=rid, outcome=outcome,
-                              answer=answer, reason=reason, scores=scores)
+                              answer=answer, reason=reason, scores=scores,
+                              repetition=repetition, seed=seed)
         loop = asyncio.get_running_loop()
         deadline = None if self.timeout is None else loop.time() + self.timeout
 
@@ -335,6 +371,10 @@ class SuiteRunner:
                     {"run_id": rid, "status": "timed_out", "phase": phase})
         cassette = self.cassettes.cassette(case.id) if self._takes_cassette else None
         more = {} if cassette is None else {"cassette": cassette}
+        if self._takes_repetition:
+            more["repetition"] = repetition
+        if self._takes_seed:
+            more["seed"] = seed
         try:
             returned = await call(self.executor, (case,), {"run_id": rid, **more},
                                   threads=threads, timeout=left())

@@ -83,14 +83,14 @@ class Session:
     def run(self, *, concurrency: int = DEFAULT_CONCURRENCY, seed: int = 0,
             timeout: float | None = None, artefacts: Any = None, shard: Any = None,
             grace: float = DEFAULT_GRACE,
-            progress: Callable[[int, int], Any] | None = None
+            progress: Callable[[int, int], Any] | None = None, repeat: int = 1
             ) -> tuple[SuiteResult, Recorded | None]:
         """The suite run (SuiteRunner: the options are its own; SIGINT and SIGTERM stop it),
         and what recording it stored (None when there is no experiment)."""
         result = SuiteRunner(self.executor, concurrency=concurrency, artefacts=artefacts,
                              seed=seed, timeout=timeout, scorer=self.scorer, shard=shard,
                              grace=grace, progress=progress,
-                             cassettes=self.cassettes).run(self.suite)
+                             cassettes=self.cassettes, repeat=repeat).run(self.suite)
         if self.experiment is None:
             return result, None
         return result, record(self._open_repo(), result, self.experiment,

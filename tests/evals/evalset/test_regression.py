@@ -194,3 +194,66 @@ def test_bad_regression_arguments():
                    dict(lower_is_better="latency"), dict(replay="mod:fn")):
         with pytest.raises(InvalidArgument):
             evalset.regress(repo, "es@1", **kwargs)
+
+
+# -- repetitions ------------------------------------------------------------------------------
+def test_repeat_passes_the_repetition_and_a_win_failing_one_time_in_five_is_flaky():
+    repo, es, (f0, w1) = scored_set("fw")
+    seen = []
+
+    def replay(scenario, system_context, *, repetition):
+        seen.append((scenario.session_id, repetition))
+        return f"new-{scenario.session_id}-{repetition}"
+
+    def scorer(scenario, run_id):
+        # the win fails its 4th repetition only; the failure stays failed every time
+        if scenario.session_id == "s1":
+            return {"success": 0.0 if run_id.endswith("-3") else 1.0}
+        return {"success": 0.0}
+    result = evalset.regress(repo, "es@2", replay, scorer, repeat=5, author=AUTHOR)
+    assert seen == [(s, k) for s in ("s0", "s1") for k in range(5)]
+    by_id = {r.id: r for r in result.results}
+    win = by_id[w1.id]
+    assert win.outcome == "flaky" and result.flaky == (w1.id,)
+    assert win.reason.startswith("regressed in 1 of 5 checked repetitions; e.g. worse: success")
+    assert [r.outcome for r in win.repetitions] == ["held"] * 3 + ["regressed", "held"]
+    assert [r.new_run_id for r in win.repetitions] == [f"new-s1-{k}" for k in range(5)]
+    assert by_id[f0.id].outcome == "held"
+    assert result.exit_code == 0  # a flaky win alone does not fail the run
+    assert result.counts["flaky"] == 1 and result.repeat == 5
+    doc = result.to_json()
+    assert doc["flaky"] == [w1.id] and doc["repeat"] == 5
+    assert [r["outcome"] for r in doc["results"][1]["repetitions"]] == \
+        ["held"] * 3 + ["regressed", "held"]
+    # recorded: the classification once, and every repetition's scores
+    rows = [(s.item, s.metric, s.value) for s in repo.scores("es", 2)
+            if s.experiment == result.recorded.experiment]
+    assert rows.count((w1.id, "regression", "flaky")) == 1
+    assert sorted(v for i, m, v in rows if i == w1.id and m == "success") == [0.0] + [1.0] * 4
+    # the experiment of a repeated run is not the one of a single run
+    once = evalset.regress(repo, "es@2", new_run, scorer_of(
+        {"s0": {"success": 0.0}, "s1": {"success": 1.0}}), author=AUTHOR)
+    assert "flaky" not in once.counts and "repeat" not in once.to_json()
+
+
+def test_a_win_regressing_every_repetition_still_fails_and_an_undeclared_replay_gets_none():
+    repo, es, (f0, w1) = scored_set("fw")
+    result = evalset.regress(repo, "es@2", new_run, scorer_of(
+        {"s0": {"success": 0.0}, "s1": {"success": 0.0}}), repeat=3, record=False)
+    assert result.results[1].outcome == "regressed" and result.exit_code == 12
+    assert result.results[1].reason.startswith("regressed in 3 of 3 checked repetitions")
+    with pytest.raises(InvalidArgument) as e:
+        evalset.regress(repo, "es@2", new_run, repeat=0, record=False)
+    assert e.value.reason == "INVALID_REPEAT"
+
+
+def test_classify_rules():
+    c = evalset.regression.classify
+    assert c(["held", "held"]) == ("held", None)
+    assert c(["improved", "improved"]) == ("improved", None)
+    assert c(["improved", "held"]) == ("held", None)
+    assert c(["regressed", "inconclusive"])[0] == "regressed"
+    assert c(["regressed", "held", "inconclusive"]) == \
+        ("flaky", "regressed in 1 of 2 checked repetitions (1 not checked)")
+    assert c(["skipped", "skipped"]) == ("skipped", None)
+    assert c(["inconclusive", "skipped"])[0] == "inconclusive"

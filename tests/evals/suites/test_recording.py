@@ -103,3 +103,104 @@ def test_a_result_with_scores_records_each_completed_cases_scores(versioned):
     empty = record(versioned, run(Suite("evals", s.version, []), scorer=lambda c, a: {}),
                    "nothing", scored=True, author=ADA)
     assert (empty.scores, empty.batch, empty.created) == (0, None, True)
+
+
+# -- the whole result, recorded and read back (DATASET:EXPERIMENT) ------------------------------
+def test_record_stores_the_whole_result_cited_by_the_batch_and_reads_it_back(versioned):
+    from cas.evals.suites.recording import recorded_result
+    from cas.evals.suites.runner import SuiteRunner
+    s = from_version(versioned, "evals", 1)
+
+    async def agent(case, *, run_id, repetition, seed):
+        if repetition == 1 and case.id == s.cases[0].id:
+            raise RuntimeError("down")
+        return Run({"rep": repetition, "seed": seed}, case.tenant)
+    first = SuiteRunner(agent, repeat=3, seed=4, scorer=lambda c, a: {"ok": a["rep"] != 2}
+                        ).run(s)
+    rec = record(versioned, first, "live", author=ADA)
+    assert rec.result is not None and rec.scores == 8  # the ERRORED repetition has no scores
+    back = recorded_result(versioned, "evals:live")
+    assert back == first and back.digest == first.digest
+    assert [(r.outcome, r.answer, r.seed) for r in back.results] == \
+        [(r.outcome, r.answer, r.seed) for r in first.results]
+    # the newest batch of the experiment wins; a withdrawn one is passed over
+    second = SuiteRunner(agent, repeat=2, seed=5).run(s)
+    rec2 = record(versioned, second, "live", author=ADA)
+    assert recorded_result(versioned, "evals:live") == second
+    versioned.withdraw_batch("evals", rec2.batch, "a wrong run", author=ADA)
+    assert recorded_result(versioned, "evals:live") == first
+    # a run without repetitions is recorded and read back with today's bytes
+    plain = run(s)
+    record(versioned, plain, "plain", author=ADA)
+    assert recorded_result(versioned, "evals:plain").to_json() == plain.to_json()
+    assert versioned.fsck().problems == []
+
+
+def test_recorded_result_refusals(versioned):
+    from cas.evals.suites.recording import is_recorded_source, recorded_result
+    for bad in ("evals", "Evals:x", ":x", "evals:", "evals: x", 3):
+        assert not is_recorded_source(bad)
+        with pytest.raises(cas.InvalidArgument) as e:
+            recorded_result(versioned, bad)
+        assert e.value.reason == "INVALID_RECORDED_SOURCE"
+    assert is_recorded_source("evals:prompt v2: long")  # the first ':' splits
+    with pytest.raises(cas.NotFound) as e:
+        recorded_result(versioned, "evals:nothing")
+    assert e.value.reason == "RECORDED_RESULT_NOT_FOUND"
+    # scores recorded before results were stored (record_scores_of): nothing to read back
+    s = from_version(versioned, "evals", 1)
+    record_scores_of(versioned, s.version, "old", [{"metric": "m", "value": 1}], author=ADA)
+    with pytest.raises(cas.NotFound) as e:
+        recorded_result(versioned, "evals:old")
+    assert "experiments: old" in e.value.message
+    record(versioned, run(s), "done", author=ADA)
+    versioned.retire("evals", 1, "CONTAMINATED", "leaked", author=ADA)
+    with pytest.raises(cas.FailedPrecondition) as e:
+        recorded_result(versioned, "evals:done")
+    assert e.value.reason == "EVALUATION_DATASET_VERSION_RETIRED"
+
+
+def test_a_batch_citing_a_result_that_is_not_stored_is_reported_by_fsck(versioned):
+    from cas.format.records import SuiteResultRecord
+    from cas.repo.scores import record_scores
+    s = from_version(versioned, "evals", 1)
+    rec = record(versioned, run(s), "e", author=ADA)
+    obj = versioned.suite_result(rec.result)
+    assert isinstance(obj, SuiteResultRecord) and len(obj.results) == 3
+    with pytest.raises(cas.InvalidArgument) as e:  # a result of another version
+        record_scores(versioned.context, from_version(versioned, "evals", 2).version,
+                      [{"metric": "m", "value": 1}], ADA, obj)
+    assert e.value.reason == "RESULT_VERSION_MISMATCH"
+    # a batch citing a digest no object has (written below the API, as damage would)
+    from cas.repo.scores import _record_scores
+    missing = "b3:" + "7" * 64
+    _record_scores(versioned.context, s.version, [{"metric": "m", "value": 1}], ADA, missing)
+    problems = [p for p in versioned.fsck().problems if p.severity == "error"]
+    assert [p.message for p in problems] == \
+        [f"cites suite result {missing}, which is not stored (or is not a suite.result)"]
+
+
+def test_erasing_a_person_deletes_the_recorded_results_answering_their_cases(as_operator):
+    """A recorded result holds the agent's answers to every case of its version, the person's
+    data as much as a cassette: it is indexed under the persons of those cases, so erasing one
+    deletes it (and retires the version, so nothing reads it), leaving fsck clean."""
+    from cas.storage.backends.memory import MemoryBackend
+    repo = cas.Repository.create(MemoryBackend())
+    repo.create_dataset("evals", admission="direct")
+    repo.commit("evals", base=None, author=ADA, add=[
+        {"input": f"question {i}", "output": f"answer {i}", "tenant": "acme",
+         "person": person} for i, person in enumerate(["p-ann", "p-bob", None])])
+    s = from_version(repo, "evals", 1)
+    rec = record(repo, run(s), "live", author=ADA)
+    digest = rec.result
+    assert repo.context.store.contains(digest)
+    assert repo.erase("p-zed")["suite_results"] == 0  # no case of theirs: not their result
+    preview = repo.erase("p-ann")
+    assert preview["suite_results"] == 1
+    repo.erase("p-ann", preview["confirm_token"])
+    assert not repo.context.store.contains(digest)
+    assert repo.version_state("evals", 1) == "RETIRED"
+    with pytest.raises(cas.FailedPrecondition):
+        from cas.evals.suites.recording import recorded_result
+        recorded_result(repo, "evals:live")
+    assert repo.fsck().ok, repo.fsck().problems
