@@ -13,6 +13,7 @@ from blake3 import blake3
 
 from cas.errors import CorruptData, DigestMismatch, NotFound, UnsupportedFormat
 from cas.format.keys import PACKS, parse_index_key
+from cas.storage.backends import get_ranges
 
 PACK_MAX_BYTES = 64 << 20  # a writer's batch is flushed as one pack once it holds this much
 PACK_MAGIC = b"CASP"
@@ -31,6 +32,7 @@ DIGEST_LEN = 32
 FANOUT_AT = HEADER.size
 DIGESTS_AT = FANOUT_AT + FANOUT.size
 SCAN_BELOW = 128  # a remaining search range this small is read in one request
+OPEN_PACKS = 256  # a multi-pack index over at most this many packs is opened with one read
 # Digests are uniform (BLAKE3), so where one sits in a sorted column is known to within a few
 # dozen entries from its value: a lookup reads a window of entries there, and bisects only in
 # a column too skewed for the estimate to hold.
@@ -202,6 +204,10 @@ class IndexReader:
         self._packs: list[str] = []
         self._digests_at = DIGESTS_AT
         self._mapped = None  # the file mapped into memory, where the backend maps files
+        # (first position, bytes) of the rows read with the last window: one tuple, replaced
+        # whole, so a thread reads a consistent pair (the file never changes, so any window's
+        # rows are right for the positions they cover)
+        self._rows: tuple[int, bytes] = (0, b"")
 
     def _read(self, key: str, offset: int, length: int) -> bytes:
         if self._mapped is not None:
@@ -222,13 +228,18 @@ class IndexReader:
         if mapper is not None:
             self._mapped = mapper(self.backend, self.key)
         if self.multi:
-            head = self._read(self.key, 0, HEADER.size + COUNT.size)
+            # One read of a prefix that holds the header, the pack table and the fan-out of
+            # any index over up to OPEN_PACKS packs; a second only for a larger table.
+            prefix = self._read(self.key, 0, HEADER.size + COUNT.size
+                                + OPEN_PACKS * DIGEST_LEN + FANOUT.size)
+            head = prefix[:HEADER.size + COUNT.size]
             _check_header(head, HEADER.size + COUNT.size, MULTI_MAGIC, MULTI_FORMAT,
                           "multi-pack index", self.key)
             (count,) = COUNT.unpack_from(head, HEADER.size)
             table_at = HEADER.size + COUNT.size
             fanout_at = table_at + count * DIGEST_LEN
-            rest = self._read(self.key, table_at, count * DIGEST_LEN + FANOUT.size)
+            rest = prefix[table_at:fanout_at + FANOUT.size] if count <= OPEN_PACKS else \
+                self._read(self.key, table_at, count * DIGEST_LEN + FANOUT.size)
             if len(rest) != count * DIGEST_LEN + FANOUT.size:
                 raise CorruptData(f"{self.key} is truncated", key=self.key)
             self._packs = [rest[i:i + DIGEST_LEN].hex()
@@ -317,7 +328,7 @@ class IndexReader:
         half = max(SCAN_BELOW, spread * isqrt(span)) // 2
         est = lo + int.from_bytes(digest[1:9], "big") * span // (1 << 64)
         a, b = max(lo, est - half), min(hi, est + half)
-        block = self._read(self.key, self._digests_at + a * DIGEST_LEN, (b - a) * DIGEST_LEN)
+        block = self._read_window(a, b)
         if len(block) != (b - a) * DIGEST_LEN:
             raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
                               key=self.key)
@@ -327,13 +338,33 @@ class IndexReader:
             return b, hi, None
         return a, b, block
 
+    def _read_window(self, a: int, b: int) -> bytes:
+        """The digests of positions [a, b). Where the backend takes requests at once (a remote
+        store) and the index is not mapped, their rows are read in the same round trip, kept
+        for `_row`: a lookup then waits for one round trip, not two."""
+        at, size = self._digests_at, (b - a) * DIGEST_LEN
+        if self._mapped is not None or not getattr(type(self.backend), "CONCURRENT_CALLS",
+                                                   False):
+            return self._read(self.key, at + a * DIGEST_LEN, size)
+        rows = MULTI_ROW if self.multi else ROW
+        rows_at = at + self.fanout[255] * DIGEST_LEN + a * rows.size
+        block, rows_read = get_ranges(self.backend, self.key, [
+            (at + a * DIGEST_LEN, size), (rows_at, (b - a) * rows.size)])
+        self._rows = (a, rows_read)
+        return block
+
     def _row(self, digest: bytes, lo: int) -> tuple[str, Entry]:
         """The pack and entry of the row at position `lo`, whose digest is `digest`."""
         n = self.fanout[255]
         at = self._digests_at
         read = self._read
         row_struct = MULTI_ROW if self.multi else ROW
-        row = read(self.key, at + n * DIGEST_LEN + lo * row_struct.size, row_struct.size)
+        first, rows_read = self._rows
+        start = (lo - first) * row_struct.size
+        if 0 <= start and start + row_struct.size <= len(rows_read):
+            row = rows_read[start:start + row_struct.size]  # read with its window
+        else:
+            row = read(self.key, at + n * DIGEST_LEN + lo * row_struct.size, row_struct.size)
         if len(row) != row_struct.size:  # the fan-out promised more entries than the file holds
             raise CorruptData(f"{self.key} is truncated or its fan-out table is corrupt",
                               key=self.key)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cas.errors import CasError, CorruptData, DigestMismatch, UnsupportedFormat
 from cas.storage.backends.memory import MemoryBackend
-from cas.storage.pack import (DIGEST_LEN, DIGESTS_AT, SCAN_BELOW, Entry, IndexReader, _slot,
+from cas.storage.pack import (DIGEST_LEN, DIGESTS_AT, ROW, SCAN_BELOW, Entry, IndexReader, _slot,
                               format_index, format_multi_index, format_pack, pack_id, parse_index,
                               parse_multi_index, parse_pack)
 
@@ -604,3 +604,37 @@ def test_a_page_of_consecutive_digests_in_a_wide_column_costs_two_reads():
     # digests spread over the column: still right, one lookup each
     spread = digests[::6000]
     assert sorted(reader.lookup_many(spread, confirm=False)) == spread
+
+
+class ConcurrentBackend(CountingBackend):
+    """A backend that takes requests at once, as S3 does: a lookup reads its window's rows in
+    the same round trip as its digests. Records each read's length."""
+
+    CONCURRENT_CALLS = True
+
+    def __init__(self):
+        super().__init__()
+        self.lengths = []
+
+    def get_range(self, key, offset, length):
+        self.lengths.append(length)
+        return super().get_range(key, offset, length)
+
+
+def test_a_remote_lookup_reads_its_rows_with_its_window_and_finds_the_same():
+    """On a remote store a lookup waits for one round trip, not two: the rows of the window
+    come with its digests, and the row it needs is taken from them (never read alone)."""
+    rng = random.Random(8)
+    digests = sorted({rng.randbytes(32) for _ in range(100_000)})
+    entries = _entries(digests)
+    backend = ConcurrentBackend()
+    backend.put_if_absent("packs/x.idx", format_index("ee" * 32, entries))
+    reader = IndexReader(backend, "packs/x.idx")
+    _, plain = _reader(entries)
+    len(reader)
+    for d in rng.sample(digests, 200) + _absent_near(digests)[:50]:
+        backend.lengths.clear()
+        found = reader.lookup(d, confirm=False)
+        assert found == plain.lookup(d, confirm=False)
+        if found is not None:
+            assert backend.requests and ROW.size not in backend.lengths  # no lone row read
