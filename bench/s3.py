@@ -12,6 +12,7 @@ case, the head, a diff) from a fresh open with an empty local cache, at both siz
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -87,6 +88,14 @@ def read_requests(location: str, n_seals: int) -> dict[str, tuple[Counter, int, 
     return out
 
 
+def index_bytes(local: str) -> int:
+    """The bytes of the largest index (a multi-pack index, or a pack's own) of a local copy of
+    the repository (the same packs): the one a first lookup opens."""
+    packs = os.path.join(local, ".cas", "packs")
+    return max((os.path.getsize(os.path.join(packs, f)) for f in os.listdir(packs)
+                if f.endswith((".midx", ".idx"))), default=0)
+
+
 def import_cas_seconds(rounds: int = 7) -> float:
     """The median time of `python -c "import cas"`: the floor a cold command is compared to
     (the cold reads above run in this process, so their time plus this is a command's)."""
@@ -106,6 +115,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bucket", default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--json", default=None, metavar="PATH",
+                    help="also write each size's read measurements here (bench/s3_model.py "
+                         "reads them)")
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="cas-bench-s3-")
     os.makedirs(out, exist_ok=True)  # (--out may name a directory not made yet)
@@ -157,6 +169,15 @@ def main() -> int:
                       f"{seconds * 1000:.0f} ms + import cas {floor * 1000:.0f} ms = "
                       f"{ratio:.2f}x import cas (target <= 2x, < 1 MiB: "
                       f"{'PASS' if ratio <= 2 and received < 1 << 20 else 'MISS'})")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"sizes": {str(n): {
+                    "index_bytes": index_bytes(os.path.join(out, f"local-{n}")),
+                    "seal_requests": statistics.median(per_seal),
+                    "reads": {name: {"requests": sum(c.values()), "bytes": received_,
+                                     "seconds": seconds}
+                              for name, (c, received_, seconds) in reads.items()}}
+                    for _, n, *_, per_seal, _, reads in rows}}, f, indent=1)
         small, large = rows[0][7], rows[1][7]
         same = max(large) - max(small)
         print(f"requests per one-case seal, {args.small:,} vs {args.n:,} cases: "

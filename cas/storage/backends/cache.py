@@ -4,11 +4,12 @@ Pack indexes and multi-pack indexes are named by content and never change, so a 
 never go stale (only outlive the remote one). Mapped, a lookup then costs no call instead of
 a request or two. The cache fills on demand: an index not cached yet is read by ranges (a
 command that looks up a few objects on a new machine reads a few kilobytes of a multi-pack
-index of tens of megabytes), and is fetched whole, checked and kept once this machine has made
-FETCH_AFTER range reads of it, counted across processes in a small file beside where the copy
-goes (a command that looks up many pays one download, and a few light commands fill the cache
-for the next ones), or when a command reads it whole. Object bytes are cached by digest one
-layer up (`cas.storage.store`).
+index of tens of megabytes), and is fetched whole, checked and kept once this machine has read
+1/FETCH_FRACTION of its size by ranges, counted across processes in a small file beside where
+the copy goes (so what ranges and the download cost together stays within 1 + 1/FETCH_FRACTION
+of the download: a command that looks up many pays one download, and light commands fill the
+cache for the next ones), or when a command reads it whole. Object bytes are cached by digest
+one layer up (`cas.storage.store`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from blake3 import blake3
 from cas.errors import DigestMismatch
 from cas.storage.backends import check_key
 
-# Range reads of an uncached index, on this machine, after which it is fetched whole: a lookup
-# costs one or two (the fan-out is read once per index), so a few dozen lookups stay ranged.
-FETCH_AFTER = 64
+# An uncached index is fetched whole once this machine has read this fraction of it by ranges:
+# at 1M cases (a 50 MB multi-pack index, ~24 KiB a lookup) after about 270 lookups, at 10M
+# (~490 MB, ~76 KiB a lookup) after about 800; never for a command that looks up a few.
+FETCH_FRACTION = 8
 # An index this small is fetched whole at its first use: one request of at most this many bytes
 # costs about what the range reads of a few lookups do (at 100k cases a multi-pack index is
 # ~6 MB, fetched; at 1M ~80 MB, read by ranges).
@@ -44,7 +46,8 @@ class CachingBackend:
         self.inner = inner
         self.url = inner.url
         self.cache_dir = cache_dir
-        self._ranged: dict[str, int] = {}  # range reads of each index, where none is kept
+        self._ranged: dict[str, int] = {}  # KiB read by ranges of each index, where none is kept
+        self._sizes: dict[str, int] = {}  # the size of each uncached index a reader opened
 
     def _local(self, key: str) -> str:
         return os.path.join(self.cache_dir, *check_key(key).split("/"))
@@ -99,7 +102,10 @@ class CachingBackend:
     def keep(self, key: str, size: int):
         """An index a reader has opened by ranges and found to be `size` bytes: fetched whole
         and mapped now if it is small (WHOLE_BELOW), else None (it stays ranged)."""
-        if not self._cached(key) or size > WHOLE_BELOW:
+        if not self._cached(key):
+            return None
+        if size > WHOLE_BELOW:
+            self._sizes[key] = size  # (what get_range fetches it after)
             return None
         self._ensure(key)
         return self.map(key)
@@ -115,24 +121,32 @@ class CachingBackend:
                 return self._fetch(key)
         return self.inner.get(key)
 
-    def _count_range(self, key: str) -> int:
-        """One more range read of an uncached index: how many this machine has made of it
-        (a byte appended to `<copy>.ranges` per read; in memory where the cache cannot be
-        written)."""
+    def _count_range(self, key: str, read: int) -> int:
+        """`read` more bytes read by ranges of an uncached index: the KiB this machine has
+        read so of it (a byte appended to `<copy>.ranges` per KiB begun; in memory where the
+        cache cannot be written)."""
+        kib = -(-read // 1024) or 1
         path = self._local(key) + ".ranges"
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "ab") as f:
-                f.write(b".")
+                f.write(b"." * kib)
                 return f.tell()
         except OSError:
-            ranged = self._ranged[key] = self._ranged.get(key, 0) + 1
+            ranged = self._ranged[key] = self._ranged.get(key, 0) + kib
             return ranged
 
     def get_range(self, key: str, offset: int, length: int) -> bytes:
         if self._cached(key) and not os.path.exists(self._local(key)):
-            if self._count_range(key) <= FETCH_AFTER:
-                return self.inner.get_range(key, offset, length)
+            data = self.inner.get_range(key, offset, length)
+            size = self._sizes.get(key)
+            if size is not None and self._count_range(key, len(data)) * 1024 * FETCH_FRACTION \
+                    >= size:
+                try:
+                    self._ensure(key)  # the next reads come from the local copy
+                except OSError:
+                    pass  # a cache that cannot be written: reads stay ranged
+            return data
         if self._cached(key):
             try:
                 with open(self._ensure(key), "rb") as f:
