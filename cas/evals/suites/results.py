@@ -203,9 +203,10 @@ def check_repeat(repeat: Any) -> int:
 
 # -- reading results back (cas suite merge, cas suite diff) ---------------------------------
 def as_result(value: Any, source: str = "result") -> SuiteResult:
-    """A SuiteResult, from itself, the object `cas suite run --json` prints (a `recorded` key
-    it may hold is ignored), or that object's JSON bytes or text. Its digest, counts, ok and
-    exit code are checked against its results: an edited result is refused."""
+    """A SuiteResult, from itself, the object `cas suite run --json` prints (the `recorded`,
+    `summary` and `resolved` keys it may hold beside the result are ignored), or that object's
+    JSON bytes or text. Its digest, counts, ok and exit code are checked against its results:
+    an edited result is refused."""
     if isinstance(value, SuiteResult):
         return value
     parsed = isinstance(value, (bytes, bytearray, str))
@@ -259,7 +260,7 @@ def as_result(value: Any, source: str = "result") -> SuiteResult:
 
 
 # Keys `cas suite run --json` prints beside a result, which are not part of it.
-_PRINTED_BESIDE = ("recorded", "summary")
+_PRINTED_BESIDE = ("recorded", "summary", "resolved")  # `resolved`: a name the lock resolved
 
 
 class _Printed(SuiteResult, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -267,6 +268,7 @@ class _Printed(SuiteResult, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     recorded: Any = None
     summary: Any = None
+    resolved: Any = None
 
 
 _PRINTED_DECODER = msgspec.json.Decoder(_Printed)

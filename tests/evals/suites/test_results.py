@@ -152,6 +152,18 @@ def test_an_edited_result_is_refused():
         as_result({"suite": 1}, "a.json")
 
 
+def test_what_a_run_by_a_locked_name_prints_beside_the_result_is_read_past():
+    """`cas suite run NAME --json` (a name cas.lock resolved) prints `resolved` beside the
+    result; merge and compare read that output back (docs/ci.md), as a file and as an object."""
+    here = run(suite_of(3))
+    printed = dict(here.to_json(), resolved={"dataset": "demo", "version": 1, "pin": "demo@1#b3:"
+                                             + "0" * 64, "lock": "cas.lock", "repository": None})
+    assert as_result(printed) == here
+    assert as_result(json.dumps(printed).encode()) == here
+    with pytest.raises(cas.InvalidArgument, match="unknown field `resolvd`"):
+        as_result(json.dumps(dict(here.to_json(), resolvd=1)))
+
+
 # -- diff -------------------------------------------------------------------------------------
 def test_diff_names_the_cases_whose_answer_or_outcome_changed():
     s = suite_of(4)
