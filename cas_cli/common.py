@@ -384,6 +384,37 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+SUMMARY_OVER = 50   # items of a preview or confirmation beyond which human output summarises
+SUMMARY_SHOWN = 10  # lines a summary shows
+
+
+def summarised(lines: list[str], counts: str, show_all: bool, command: str,
+               json_lists_all: bool = True) -> list[str]:
+    """The human lines of a preview or confirmation of many items: more than SUMMARY_OVER of
+    them print `counts` and the first SUMMARY_SHOWN lines, then how to see all (the command
+    again with --list; --json is complete, unless `json_lists_all` is false: a paged one)."""
+    if show_all or len(lines) <= SUMMARY_OVER:
+        return lines
+    return [counts, *lines[:SUMMARY_SHOWN],
+            f"... and {len(lines) - SUMMARY_SHOWN} more: add --list to {command} to see all"
+            + (" (--json always lists all)" if json_lists_all else "")]
+
+
+def list_option(f):
+    """`--list`: print every item of a large preview or confirmation (see `summarised`)."""
+    return click.option("--list", "show_all", is_flag=True,
+                        help=f"List every item even when there are more than {SUMMARY_OVER} "
+                             "(by default: counts and the first "
+                             f"{SUMMARY_SHOWN}).")(f)
+
+
+def yes_option(f):
+    """`--yes`: preview and confirm in one call, still printing the preview."""
+    return click.option("--yes", "-y", "yes", is_flag=True,
+                        help="Preview and confirm in one call (the preview is still "
+                             "printed).")(f)
+
+
 def erasure_text(e, verb: str) -> str:
     """One completed erasure in a line (`cas erase`, `cas erasures list`)."""
     retired = ", ".join(f"{r.dataset}@{r.number}" for r in e.retired) or "none"

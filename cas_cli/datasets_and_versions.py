@@ -7,13 +7,14 @@ import sys
 
 import click
 
-from .common import (CASE, INTEGER, PIN, SINCE_HELP, TOKEN, VERSION_ARGS, VERSION_FORMS, Example,
-                     Invocation, VersionOption, case_json, case_table, json_option, lock_option,
-                     next_cursor, pass_ctx, read_usage_error, refuse_unknown_options,
-                     split_version_args, to_json, version_name, version_summary)
+from .common import (CASE, INTEGER, PIN, SINCE_HELP, SUMMARY_OVER, TOKEN, VERSION_ARGS,
+                     VERSION_FORMS, Example, Invocation, VersionOption, case_json, case_table,
+                     json_option, list_option, lock_option, next_cursor, pass_ctx, read_usage_error,
+                     refuse_unknown_options, split_version_args, summarised, to_json, version_name,
+                     version_summary, yes_option)
 
 
-def _preview_text(p: dict) -> str:
+def _preview_text(p: dict, show_all: bool = False, yes: bool = False) -> str:
     base = p["base_version"]
     lines = [f"{p['operation']} into {p['dataset']}: base "
              + (f"{p['dataset']}@{base['number']} ({base['item_count']} cases, "
@@ -27,9 +28,25 @@ def _preview_text(p: dict) -> str:
         table = [table[0] + "  WITHHELD"] + [
             line + (f"  {w or '-'}" if k < len(withheld) else "")
             for k, (line, w) in enumerate(zip(table[1:], withheld + [""] * len(table)))]
-    lines += table
-    lines += [f"judged: {j['run_id']}: {j['label']} ({j['metric']}) by {j['reviewer']}"
+    judged = [f"judged: {j['run_id']}: {j['label']} ({j['metric']}) by {j['reviewer']}"
+              + "".join(f"; {a['label']} by {a['reviewer']}" for a in j.get("admitted_by", ())
+                        if a["annotation_id"] != j["annotation_id"])
               for j in p.get("subjects", [])]
+    items = table[1:] + judged
+    added = proposed.get("added_count", len(proposed["added_cases"]))
+    removed = proposed.get("removed_count", len(proposed["removed_cases"]))
+    if not show_all and len(items) > SUMMARY_OVER:  # counts, the first lines, how to see all
+        counts = (f"{added} cases added, {removed} removed; "
+                  f"{p.get('subjects_count', len(judged))} runs judged")
+        shown = summarised(items, counts, False, p["operation"], json_lists_all=False)
+        lines += [shown[0], table[0], *shown[1:]]
+    else:
+        lines += table[:1] + items
+    if p.get("next_cursor") is not None:  # a preview is one page of its changes
+        shown_changes = len(proposed["added_cases"]) + len(proposed["removed_cases"])
+        lines.append(f"this preview shows the first {shown_changes} of {added + removed} "
+                     f"changes; the next page: cas preview {p['dataset']} --confirm-token "
+                     f"{p['confirm_token']} --cursor {p['next_cursor']}")
     lines.append(f"proposed: {proposed['item_count']} cases ({len(proposed['added'])} new, "
                  f"{proposed['carried_count']} carried) {proposed['content_digest']}")
     if not p["changes"]:
@@ -38,10 +55,23 @@ def _preview_text(p: dict) -> str:
         staged_on = f"{p['dataset']}@{base['number']}" if base else "no version"
         lines.append(f"stale: staged on {staged_on}, and the head has moved since, so sealing "
                      f"it will be refused; {p['restage']}")
-    if not p["stale"]:
+    if not p["stale"] and not yes:
         lines.append(f"nothing is sealed yet; to seal: cas seal {p['dataset']} --confirm-token "
                      f"{p['confirm_token']}")
     return "\n".join(lines)
+
+
+def _preview_and_maybe_seal(ctx: Invocation, repo, p: dict, yes: bool, show_all: bool,
+                            message: str) -> None:
+    """Print a promotion's or removal's preview; with --yes, seal it too (one JSON document:
+    {"preview", "version", "sealed", "already_sealed"})."""
+    if not yes:
+        ctx.emit(p, lambda: _preview_text(p, show_all))
+        return
+    if not ctx.as_json:
+        click.echo(_preview_text(p, show_all, yes=True))
+    data, text = _sealed(repo, p["dataset"], p["confirm_token"], message)
+    ctx.emit({"preview": p, **data}, text)
 
 
 def _summary(c: dict):
@@ -64,10 +94,14 @@ def _summary(c: dict):
 @click.option("--run", "run_ids", multiple=True, metavar="RUN_ID",
               help="With --reviewed: only these runs (repeatable); each must be accepted.")
 @click.option("--idempotency-key", required=True, help="Names this request for ever.")
+@yes_option
+@click.option("-m", "--message", default="", help="With --yes: why this version exists.")
+@list_option
 @json_option
 @pass_ctx
 def promote(ctx: Invocation, dataset_name: str, subjects_file, reviewed: bool, metric, since,
-            tenant, run_ids: tuple[str, ...], idempotency_key: str) -> None:
+            tenant, run_ids: tuple[str, ...], idempotency_key: str, yes: bool, message: str,
+            show_all: bool) -> None:
     """Stage reviewed runs for the next version of DATASET and preview it: the runs a
     subjects file names (--file), or those whose newest judgment accepts them (--reviewed)."""
     from cas.errors import InvalidArgument
@@ -87,20 +121,25 @@ def promote(ctx: Invocation, dataset_name: str, subjects_file, reviewed: bool, m
         subjects = parse_subjects(subjects_file.read(), getattr(subjects_file, "name", "stdin"))
         p = repo.promote(dataset_name, subjects, idempotency_key, progress=ctx.progress)
     ctx.progress("", 0, 0)
-    ctx.emit(p, lambda: _preview_text(p))
+    _preview_and_maybe_seal(ctx, repo, p, yes, show_all, message)
 
 
 @click.command()
 @click.argument("dataset_name", metavar="DATASET")
 @click.argument("item_ids", nargs=-1, metavar="[ITEM_ID]...")
 @click.option("--idempotency-key", required=True, help="Names this request for ever.")
+@yes_option
+@click.option("-m", "--message", default="", help="With --yes: why this version exists.")
+@list_option
 @json_option
 @pass_ctx
 def remove(ctx: Invocation, dataset_name: str, item_ids: tuple[str, ...],
-           idempotency_key: str) -> None:
-    """Stage the removal of cases from the next version of DATASET and preview it."""
-    p = ctx.repo().remove(dataset_name, list(item_ids), idempotency_key)
-    ctx.emit(p, lambda: _preview_text(p))
+           idempotency_key: str, yes: bool, message: str, show_all: bool) -> None:
+    """Stage the removal of cases from the next version of DATASET and preview it (with
+    --yes, seal it too)."""
+    repo = ctx.repo()
+    p = repo.remove(dataset_name, list(item_ids), idempotency_key)
+    _preview_and_maybe_seal(ctx, repo, p, yes, show_all, message)
 
 
 @click.command()
@@ -111,19 +150,22 @@ def remove(ctx: Invocation, dataset_name: str, item_ids: tuple[str, ...],
 @pass_ctx
 def seal(ctx: Invocation, dataset_name: str, confirm_token: str, message: str) -> None:
     """Seal a previewed proposal as the next version of DATASET."""
-    repo = ctx.repo()
+    ctx.emit(*_sealed(ctx.repo(), dataset_name, confirm_token, message))
+
+
+def _sealed(repo, dataset_name: str, confirm_token: str, message: str) -> tuple[dict, str]:
+    """Seal a proposal: (JSON, human line)."""
     result = repo.seal(dataset_name, confirm_token, message=message)
     v = result.version
     if v is None:
-        ctx.emit({"version": None, "sealed": False, "reason": "NO_CHANGES"},
-                 "the proposal changes nothing: no version sealed")
-        return
+        return ({"version": None, "sealed": False, "reason": "NO_CHANGES"},
+                "the proposal changes nothing: no version sealed")
     summary = dict(version_summary(repo, v), parent=v.parent, added=v.added, removed=v.removed,
                    operation=v.operation, sealed_at=v.sealed_at, author=v.author)
-    ctx.emit({"version": summary, "sealed": True, "already_sealed": result.already_sealed},
-             ("already sealed as " if result.already_sealed else "sealed ")
-             + f"{v.dataset}@{v.number}: {v.item_count} cases (+{v.added} -{v.removed}) "
-             f"{v.content_digest}")
+    return ({"version": summary, "sealed": True, "already_sealed": result.already_sealed},
+            ("already sealed as " if result.already_sealed else "sealed ")
+            + f"{v.dataset}@{v.number}: {v.item_count} cases (+{v.added} -{v.removed}) "
+            f"{v.content_digest}")
 
 
 def _version_line(v) -> str:
@@ -503,6 +545,22 @@ def replay(ctx: Invocation, args: tuple[str, ...], plan_file, show_diff: bool,
     ctx.emit(to_json(diff), lambda: _diff_text(diff))
 
 
+@click.command()
+@click.argument("dataset_name", metavar="DATASET")
+@click.option("--confirm-token", required=True, help="The token a preview printed.")
+@_cursor_option
+@click.option("--limit", type=INTEGER, default=100, show_default=True,
+              help="Changes (cases added or removed) per page, 1 to 10000.")
+@json_option
+@pass_ctx
+def preview(ctx: Invocation, dataset_name: str, confirm_token: str, cursor, limit: int) -> None:
+    """Show a staged proposal's preview again, a page of its changes at a time: the cases
+    added and removed after --cursor (the previous page's next_cursor). Stages nothing."""
+    p = ctx.repo().preview(dataset_name, confirm_token, after=cursor, limit=limit)
+    more = [f"# more: --cursor {p['next_cursor']}"] if p["next_cursor"] else []
+    ctx.emit(p, lambda: "\n".join([_preview_text(p, True), *more]))
+
+
 EXAMPLES = {
     "promote": (
         Example("cas promote support-evals --file subjects-0512.json "
@@ -518,6 +576,12 @@ EXAMPLES = {
     "remove": (
         Example(f"cas remove support-evals {CASE} --idempotency-key remove-dup-0512",
                 "Stage the removal of a case (its full id) and preview the next version."),
+    ),
+    "preview": (
+        Example(f"cas preview support-evals --confirm-token {TOKEN} --cursor {CASE}",
+                "A staged proposal's next page of changes (the cursor: next_cursor)."),
+        Example(f"cas preview support-evals --confirm-token {TOKEN} --limit 1000 --json",
+                "Its counts, digests and first 1000 changes, as JSON."),
     ),
     "seal": (
         Example(f'cas seal support-evals --confirm-token {TOKEN} -m "reviewed runs of 12 May"',

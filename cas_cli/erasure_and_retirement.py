@@ -7,7 +7,8 @@ import shlex
 import click
 
 from .common import (TOKEN, VERSION_ARGS, VERSION_FORMS, Example, Invocation, erasure_text,
-                     json_option, pass_ctx, plural, split_version_args, to_json)
+                     json_option, list_option, pass_ctx, plural, split_version_args, summarised,
+                     to_json, yes_option)
 
 
 @click.command()
@@ -15,22 +16,39 @@ from .common import (TOKEN, VERSION_ARGS, VERSION_FORMS, Example, Invocation, er
               help="The person whose cases, runs and reviews are deleted.")
 @click.option("--confirm-token", default=None, metavar="TOKEN",
               help="The token of the preview: carries out exactly what it showed.")
+@yes_option
+@list_option
 @json_option
 @pass_ctx
-def erase(ctx: Invocation, person: str, confirm_token: str | None) -> None:
+def erase(ctx: Invocation, person: str, confirm_token: str | None, yes: bool,
+          show_all: bool) -> None:
     """Erase a person: without --confirm-token, preview what would be deleted and retired;
-    with the preview's token, delete it from every version, pack and log."""
-    result = ctx.repo().erase(person, confirm_token, progress=ctx.progress)
+    with the preview's token, delete it from every version, pack and log (--yes: preview and
+    erase in one call, still printing the preview)."""
+    from cas.errors import InvalidArgument
+    if yes and confirm_token:
+        raise InvalidArgument("give --yes or --confirm-token, not both")
+    repo = ctx.repo()
+    result = repo.erase(person, confirm_token, progress=ctx.progress)
+    preview = None
     if isinstance(result, dict):  # a preview
         for warning in result["warnings"]:
             click.echo(f"cas: warning: {warning}", err=True)
-        ctx.emit(result, lambda: _preview_text(result, person))
-        return
+        if not yes or not result["matched"]:
+            ctx.emit(result, lambda: _preview_text(result, person, show_all))
+            return
+        preview = result
+        if not ctx.as_json:
+            click.echo(_preview_text(result, person, show_all, yes=True))
+        result = repo.erase(person, result["confirm_token"], progress=ctx.progress)
     ctx.progress("", 0, 0)
-    ctx.emit(to_json(result), lambda: erasure_text(result, "erased"))
+    out = to_json(result)
+    if preview is not None:
+        out = {"preview": preview, **out}
+    ctx.emit(out, lambda: erasure_text(result, "erased"))
 
 
-def _preview_text(p: dict, person: str) -> str:
+def _preview_text(p: dict, person: str, show_all: bool = False, yes: bool = False) -> str:
     """The preview, in the future tense: nothing is deleted or retired before the confirmation.
     It names the person as typed (the caller gave it); the record keeps only the digest."""
     if not p["matched"]:
@@ -38,18 +56,23 @@ def _preview_text(p: dict, person: str) -> str:
     lines = [(f"erasing {person} will delete {plural(len(p['cases']), 'case')}, "
               f"{plural(len(p['runs']), 'run')} and {plural(len(p['reviews']), 'review')}, "
               f"and will retire {plural(len(p['versions_to_retire']), 'version')}:")]
-    lines += [f"  will retire {v['dataset']}@{v['number']} ({v['state']}, "
-              f"{plural(v['item_count'], 'case')})" for v in p["versions_to_retire"]]
-    lines += [f"  will delete run {r}" for r in p["runs"]]
-    lines += [f"  will delete case {c}" for c in p["cases"]]
-    lines += [f"  will delete review {a}" for a in p["reviews"]]
-    lines += [f"  will delete proposal {t}" for t in p["proposals_to_delete"]]
-    lines += [f"  cited by score {s['score_id']} ({s['metric']}, {s['dataset']}@{s['version']})"
+    items = [f"  will retire {v['dataset']}@{v['number']} ({v['state']}, "
+             f"{plural(v['item_count'], 'case')})" for v in p["versions_to_retire"]]
+    items += [f"  will delete run {r}" for r in p["runs"]]
+    items += [f"  will delete case {c}" for c in p["cases"]]
+    items += [f"  will delete review {a}" for a in p["reviews"]]
+    items += [f"  will delete proposal {t}" for t in p["proposals_to_delete"]]
+    items += [f"  cited by score {s['score_id']} ({s['metric']}, {s['dataset']}@{s['version']})"
               for s in p["citing_scores"]]
-    lines += [f"  cited by experiment {e['name']} ({e['dataset']}@{e['version']})"
+    items += [f"  cited by experiment {e['name']} ({e['dataset']}@{e['version']})"
               for e in p["citing_experiments"]]
-    lines.append(f"confirm with: cas erase --person {shlex.quote(person)} --confirm-token "
-                 f"{p['confirm_token']}")
+    counts = (f"  {len(items)} lines: {plural(len(p['citing_scores']), 'citing score')}, "
+              f"{plural(len(p['citing_experiments']), 'citing experiment')}, "
+              f"{plural(len(p['proposals_to_delete']), 'proposal')} to delete")
+    lines += summarised(items, counts, show_all, "erase")
+    if not yes:
+        lines.append(f"confirm with: cas erase --person {shlex.quote(person)} --confirm-token "
+                     f"{p['confirm_token']}")
     return "\n".join(lines)
 
 

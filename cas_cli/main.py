@@ -56,8 +56,8 @@ def _fail_json(error: dict[str, Any]) -> None:
 # after its section ("Datasets and versions": cas_cli/datasets_and_versions.py).
 WORKFLOWS = (
     ("Runs and reviews", ("runs", "review", "status", "config", "serve")),
-    ("Datasets and versions", ("dataset", "promote", "remove", "seal", "commit", "show",
-                               "items", "case", "diff", "prove", "verify-proof", "log",
+    ("Datasets and versions", ("dataset", "promote", "remove", "preview", "seal", "commit",
+                               "show", "items", "case", "diff", "prove", "verify-proof", "log",
                                "export", "replay", "settings", "lock")),
     ("Scores and experiments", ("pin", "pin-verify", "score", "experiment", "suite", "cassette",
                                 "evalset")),

@@ -79,10 +79,11 @@ def runs_import(ctx: Invocation, files, captures, fmt: str, container, tenant, p
             raise InvalidArgument(f"{given[0]} applies to another format's documents; cas's "
                                   "own runs name their tenant and person (give --format)")
         runs_given, said = (files[0] if len(files) == 1 else _native(files, sources)), []
-    else:
-        runs_given, said = cas.interop.importers.convert_files(
-            [(name, f.read()) for name, f in zip(sources, files)], fmt, container=container,
-            tenant=tenant, person=person, tenant_from=tenant_from, person_from=person_from)
+    else:  # converted as the files are read (a JSON Lines file a line at a time)
+        said = []
+        runs_given = cas.interop.importers.convert_stream(
+            list(zip(sources, files)), fmt, container=container, tenant=tenant, person=person,
+            tenant_from=tenant_from, person_from=person_from, warnings=said)
     try:
         result = ctx.repo().import_runs(runs_given, allow_erased_persons=list(allow_erased),
                                         progress=ctx.progress)

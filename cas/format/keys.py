@@ -19,6 +19,7 @@ ADMISSIONS = "runs/admissions/"
 REVIEWS = "reviews/"
 SETTINGS = "settings/"
 ELIGIBILITY = "eligibility/"
+METRICS = "metrics/"
 LEASES = "leases/"
 ERASURES = "erasures/"
 PENDING = f"{ERASURES}pending/"
@@ -359,6 +360,10 @@ def eligibility_key(revision: int) -> str:
     return f"{ELIGIBILITY}{format_number(revision)}"
 
 
+def metrics_key(revision: int) -> str:
+    return f"{METRICS}{format_number(revision)}"
+
+
 def settings_key(revision: int) -> str:
     return f"{SETTINGS}{format_number(revision)}"
 
@@ -388,6 +393,7 @@ parse_admission_key = _log(ADMISSIONS)
 parse_review_batch_key = _log(REVIEWS)
 parse_settings_key = _log(SETTINGS)
 parse_eligibility_key = _log(ELIGIBILITY)
+parse_metrics_key = _log(METRICS)
 
 
 def lease_key(role: str, lease_id: str) -> str:
@@ -499,6 +505,8 @@ FAMILIES: tuple[Family, ...] = (
            numbered=True),
     Family("eligibility", ELIGIBILITY, parse_eligibility_key, eligibility_key, IMMUTABLE,
            M_LOGS, numbered=True),
+    Family("metrics", METRICS, parse_metrics_key, metrics_key, IMMUTABLE, M_LOGS,
+           numbered=True),
     Family("erasure", LOG, parse_log_key, log_key, IMMUTABLE, M_ERASURES, loose=_under(LOG)),
     Family("dataset.tombstone", DATASETS, parse_tombstone_key, tombstone_key, VOLATILE,
            M_DATASETS, 0, outlives=True),

@@ -163,6 +163,14 @@ class Review(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     label: str
     reviewer: str
     reviewed_at: str
+    # The reviewer's reason (scrubbed, at most COMMENT_LIMIT characters) and the output the
+    # reviewer says was right (any JSON). Absent (UNSET) when not given, so that the reviews
+    # saved before they existed keep their bytes.
+    comment: str | msgspec.UnsetType = msgspec.UNSET
+    correction: Any = msgspec.UNSET
+
+
+COMMENT_LIMIT = 4096  # characters of a judgment's comment
 
 
 class ReviewBatch(_Record, tag="review.batch", kw_only=True):
@@ -196,6 +204,41 @@ class Eligibility(_Record, tag="eligibility", kw_only=True):
     accepted: list[str]  # sorted
     author: str
     edited_at: str
+    # How many different reviewers' newest judgments must accept a run, and the rule over
+    # them ("unanimous": none rejects it; "majority": accepting ones outnumber the others).
+    # Absent (UNSET: one reviewer, unanimous) in revisions written before they existed.
+    reviewers: int | msgspec.UnsetType = msgspec.UNSET
+    rule: str | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def quorum(self) -> int:
+        return 1 if self.reviewers is msgspec.UNSET else self.reviewers
+
+    @property
+    def agreement_rule(self) -> str:
+        return "unanimous" if self.rule is msgspec.UNSET else self.rule
+
+
+ELIGIBILITY_RULES = ("unanimous", "majority")
+
+
+class MetricSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One declared metric: its labels in declared order (the order a reviewer picks them)."""
+
+    name: str
+    labels: list[str]
+    description: str = ""
+
+
+class Metrics(_Record, tag="metrics", kw_only=True):
+    """One revision of the declared metrics (`metrics/<revision>`): every declared metric, by
+    name, and whether a judgment on an undeclared metric is refused (`declared_only`)."""
+
+    revision: int
+    metrics: list[MetricSpec]  # sorted by name, each name once
+    declared_only: bool = False
+    author: str
+    edited_at: str
 
 
 class ProvenanceEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -211,6 +254,9 @@ class ProvenanceEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
     reviewed_at: str | msgspec.UnsetType = msgspec.UNSET
     withheld: list[str] = []
     committed_by: str | msgspec.UnsetType = msgspec.UNSET
+    # Under an eligibility rule of several reviewers: every admitting judgment's annotation id
+    # (sorted; `annotation_id` is the newest of them). Absent (UNSET) with one reviewer.
+    admitted_by: list[str] | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def promoted(self) -> bool:

@@ -3,6 +3,7 @@ and the upload shapes of LangSmith, Langfuse, Phoenix and Braintrust."""
 
 from __future__ import annotations
 
+import array
 import contextlib
 import functools
 import itertools
@@ -27,6 +28,8 @@ PAGE = 500  # ids per page read (the most repo.items gives)
 # What an export reads of a repository: anything that has these is read as one (duck-typed).
 _READS = ("version", "resolve_pin", "items", "objects_bytes")
 ROW_GROUP = 8192  # rows per parquet row group / hf writer batch: bounds the memory held
+BATCH_BYTES = 1 << 20  # case bytes per parquet row group at most (the writer holds about 4x)
+DICTIONARY_COLUMNS = ("tenant", "person", "outcome")  # parquet columns whose values repeat
 # The case fields of the tabular exports, in column order after `case_id`. `kind` and
 # `format` are not columns: every case of format 1 has them alike (the metadata names it).
 FIELDS = ("run_id", "started_at", "input", "output", "steps", "outcome", "metadata",
@@ -165,11 +168,6 @@ def table_row(case_id: str, data: bytes) -> dict[str, Any]:
             "withheld": c.withheld}
 
 
-def _table_rows(repo, pin: Any) -> tuple[Pin, Iterator[dict[str, Any]]]:
-    p, first = resolve(repo, pin)
-    return p, (table_row(i, data) for i, data in _encoded(repo, p, first))
-
-
 def case_from_row(row: dict[str, Any]) -> dict[str, Any]:
     """The case dict a tabular row holds (`cas.encode_case` of it gives back `case_id`)."""
     return {f: encoding.decode_json(row[f]) if f in JSON_FIELDS else
@@ -281,41 +279,107 @@ def arrow_schema(pa, p: Pin):
     return pa.schema(fields, metadata=meta)
 
 
-def _batches(rows, size: int) -> Iterator[dict[str, list]]:
-    """Up to `size` rows at a time, as columns."""
-    names = ("case_id",) + FIELDS
-    while True:
-        batch = list(itertools.islice(rows, size))
-        if not batch:
-            return
-        yield {c: [r[c] for r in batch] for c in names}
-
-
 def export_parquet(repo, pin: Any, out: Any) -> ExportResult:
     """A Parquet file at the path `out` (atomically): schema `arrow_schema`, one row group
-    per ROW_GROUP cases, so memory does not grow with the version."""
+    per ROW_GROUP cases or BATCH_BYTES of case bytes, whichever comes first, so memory does
+    not grow with the version. The columns are built straight from the cases' canonical
+    bytes (`_arrow_batch`), never as Python rows."""
     need("parquet")
     import pyarrow as pa
     import pyarrow.parquet as pq
     path = _required_path(out, "parquet")
-    p, rows = _table_rows(repo, pin)
+    p, first = resolve(repo, pin)
     schema = arrow_schema(pa, p)
 
     def write(f) -> ExportResult:
         n = 0
-        with pq.ParquetWriter(f, schema) as writer:
-            for batch in _batches(rows, ROW_GROUP):
-                writer.write_table(pa.Table.from_pydict(batch, schema=schema))
-                n += len(batch["case_id"])
+        # Dictionaries only where values repeat; statistics only on the short columns (the
+        # JSON ones are large, unique text: their min/max would only be truncated copies).
+        with pq.ParquetWriter(f, schema, use_dictionary=list(DICTIONARY_COLUMNS),
+                              write_statistics=["case_id", *TEXT_FIELDS]) as writer:
+            for record_batch in _record_batches(pa, schema, _encoded(repo, p, first)):
+                n += record_batch.num_rows
+                writer.write_batch(record_batch)
+                del record_batch
         return ExportResult("parquet", str(p), n)
     return _write_to(path, write)
+
+
+def _record_batches(pa, schema, pairs: Iterator[tuple[str, bytes]]) -> Iterator[Any]:
+    """Arrow record batches of ROW_GROUP cases or BATCH_BYTES of case bytes, the first met;
+    the Python bytes of a batch are let go before it is yielded (and written)."""
+    batch: list[tuple[str, bytes]] = []
+    size = 0
+    for pair in pairs:
+        batch.append(pair)
+        size += len(pair[1])
+        if len(batch) == ROW_GROUP or size >= BATCH_BYTES:
+            record_batch = _arrow_batch(pa, schema, batch)
+            batch, size = [], 0
+            yield record_batch
+    if batch:
+        record_batch = _arrow_batch(pa, schema, batch)
+        del batch
+        yield record_batch
+
+
+def _arrow_batch(pa, schema, batch: list[tuple[str, bytes]]):
+    """An arrow record batch of `arrow_schema` from cases' canonical bytes: each string column
+    is one buffer of UTF-8 (the JSON fields their raw canonical slices) and its offsets, made
+    without Python str objects (and without `pa.array`, which imports pandas: 50 MB)."""
+    columns: list[list[bytes | None]] = [[] for _ in range(len(FIELDS))]
+    withheld: list[list[bytes]] = []
+    for case_id, data in batch:
+        c = _COLUMNS.decode(data)
+        values = (case_id.encode(), _utf8(c.run_id), _utf8(c.started_at), bytes(c.input),
+                  bytes(c.output), bytes(c.steps), bytes(c.outcome), bytes(c.metadata),
+                  _utf8(c.tenant), _utf8(c.person))
+        for column, value in zip(columns, values):
+            column.append(value)
+        withheld.append([w.encode() for w in c.withheld])
+    arrays = [_string_array(pa, column) for column in columns]
+    flat = [w for ws in withheld for w in ws]
+    arrays.append(pa.ListArray.from_arrays(
+        _offsets_array(pa, itertools.accumulate((len(ws) for ws in withheld), initial=0),
+                       len(withheld)),
+        _string_array(pa, flat)))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _utf8(value: str | None) -> bytes | None:
+    return None if value is None else value.encode()
+
+
+def _string_array(pa, values: list[bytes | None]):
+    n = len(values)
+    offsets = array.array("i", [0])
+    total, valid, nulls = 0, 0, 0
+    for i, v in enumerate(values):
+        if v is None:
+            nulls += 1
+        else:
+            total += len(v)
+            valid |= 1 << i
+            if total >= 1 << 31:  # (one case of 2 GiB: a batch closes at BATCH_BYTES)
+                raise InvalidArgument("a parquet string column holds at most 2 GiB a row "
+                                      "group; a case's field is larger", reason="TOO_LARGE")
+        offsets.append(total)
+    bitmap = pa.py_buffer(valid.to_bytes((n + 7) // 8, "little")) if nulls else None
+    data = pa.py_buffer(b"".join(v for v in values if v is not None))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), data, bitmap, nulls)
+
+
+def _offsets_array(pa, offsets: Iterator[int], n: int):
+    return pa.Array.from_buffers(pa.int32(), n + 1,
+                                 [None, pa.py_buffer(array.array("i", offsets))])
 
 
 # -- Hugging Face -------------------------------------------------------------------------------
 def export_hf(repo, pin: Any, out: Any) -> ExportResult:
     """A Hugging Face dataset saved with `save_to_disk` in the new directory `out`: the
     tabular columns; `info.description` is the header JSON `{"format":1,"pin":"..."}`.
-    Built by `Dataset.from_generator` into a temporary cache, so memory stays flat."""
+    Written as an Arrow stream in a temporary directory (the record batches of
+    `export_parquet`) and mapped by `Dataset.from_file`, so memory stays flat."""
     need("hf")
     import datasets
     import pyarrow as pa  # a dependency of datasets
@@ -323,26 +387,28 @@ def export_hf(repo, pin: Any, out: Any) -> ExportResult:
     if os.path.lexists(path):
         raise AlreadyExists(f"{path} exists; an hf export makes a new directory",
                             reason="OUTPUT_EXISTS", path=path)
-    p, rows = _table_rows(repo, pin)
-    features = datasets.Features.from_arrow_schema(arrow_schema(pa, p))
+    p, first = resolve(repo, pin)
+    schema = arrow_schema(pa, p)
+    features = datasets.Features.from_arrow_schema(schema)
     info = datasets.DatasetInfo(description=encoding.encode(header(p)).decode(),
                                 features=features)
     work = tempfile.mkdtemp(prefix=".cas-hf-", dir=os.path.dirname(path))
     counted = [0]
-
-    def generate():
-        for row in rows:
-            counted[0] += 1
-            yield row
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()  # the CLI's stderr is for errors (and its own progress)
     try:
-        # A fresh fingerprint: the generator cannot be hashed (it holds the repository),
-        # and the cache is ours alone, in `work`.
-        ds = datasets.Dataset.from_generator(
-            generate, features=features, cache_dir=os.path.join(work, "cache"), info=info,
-            fingerprint=os.urandom(16).hex(), writer_batch_size=ROW_GROUP)
+        # The rows go to an Arrow stream file in `work` (the cache format of datasets) in the
+        # record batches of the parquet export, then `Dataset.from_file` maps it: no Python
+        # row per case, and the same flat memory as parquet.
+        arrow = os.path.join(work, "data.arrow")
+        with pa.OSFile(arrow, "wb") as sink, pa.ipc.new_stream(sink, schema) as stream:
+            for record_batch in _record_batches(pa, schema, _encoded(repo, p, first)):
+                counted[0] += record_batch.num_rows
+                stream.write_batch(record_batch)
+                del record_batch
+        ds = datasets.Dataset.from_file(arrow, info=info)
         ds.save_to_disk(os.path.join(work, "out"))
+        del ds
         os.rename(os.path.join(work, "out"), path)
         fsync_dir(os.path.dirname(path))
     finally:

@@ -11,7 +11,9 @@
 - `reads`: reads of an exact version: pages, cases, diffs, proofs, provenance.
 - `runs`: recorded runs: validated import, lookup by run id.
 - `reviews`: human judgments of runs.
-- `settings`: the content policy (default and per dataset) and the eligibility rule.
+- `agreement`: how much reviewers agree on a metric (kappa, alpha, the disagreeing runs).
+- `settings`: the content policy (default and per dataset), the eligibility rule, the declared
+  metrics.
 - `proposals`: staged proposals as stored: read by token, the version a token sealed, deleted.
 - `promotion`: promotion and removal: a staged proposal, its preview and confirm token, a seal.
 - `citations`: the citation logs (score batches, experiments) that cite a dataset's versions.

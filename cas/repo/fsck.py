@@ -20,13 +20,14 @@ from cas.errors import STORAGE_FAILURES, CasError
 from cas.format import encoding
 from cas.format import keys as K
 from cas.format.projection import CONTENT_CLASSES
-from cas.format.records import (ADMISSION_RULES, KIND_BY_CODE, CassetteLog, DatasetRecord,
-                                DatasetTombstone, Eligibility, Erasure, ErasurePlan, Experiment,
-                                Fence, IdempotencyRecord, Lease, PersonIndex, PersonShards,
-                                Proposal, RepoConfig, ReviewBatch, RunAdmission, RunImport,
-                                ScoreBatch, ScoreWithdrawal, Settings, TreeLeaf, VersionRecord,
-                                VersionRetirement, VersionTombstone, decode_object, exchange_key,
-                                parse_record_file, parse_record_file_of)
+from cas.format.records import (ADMISSION_RULES, COMMENT_LIMIT, ELIGIBILITY_RULES, KIND_BY_CODE,
+                                CassetteLog, DatasetRecord, DatasetTombstone, Eligibility, Erasure,
+                                ErasurePlan, Experiment, Fence, IdempotencyRecord, Lease, Metrics,
+                                PersonIndex, PersonShards, Proposal, RepoConfig, ReviewBatch,
+                                RunAdmission, RunImport, ScoreBatch, ScoreWithdrawal, Settings,
+                                TreeLeaf, VersionRecord, VersionRetirement, VersionTombstone,
+                                decode_object, exchange_key, parse_record_file,
+                                parse_record_file_of)
 from cas.repo import checks
 from cas.repo.checks import Progress
 from cas.repo.retirement import CAUSES
@@ -779,7 +780,8 @@ def _check_person_index(st: _State) -> None:
 
 # -- run imports, review batches, settings, proposals and idempotency claims ----------------------
 _LOGS = (("run.import", K.IMPORTS, RunImport), ("review.batch", K.REVIEWS, ReviewBatch),
-         ("settings", K.SETTINGS, Settings), ("eligibility", K.ELIGIBILITY, Eligibility))
+         ("settings", K.SETTINGS, Settings), ("eligibility", K.ELIGIBILITY, Eligibility),
+         ("metrics", K.METRICS, Metrics))
 
 
 _INDEXED = {"run.import": log_index.RUNS, "review.batch": log_index.REVIEWS}
@@ -810,8 +812,12 @@ def _check_logs(st: _State) -> None:
                 _check_settings(st, key, record)
             elif type_ is Eligibility:
                 _check_eligibility(st, key, record)
+            elif type_ is Metrics:
+                _check_metrics(st, key, record)
             if type_ is ReviewBatch:
                 st.seen["reviews"].extend((key, r) for r in record.reviews)
+                for review in record.reviews:
+                    _check_review(st, key, review)
             if type_ is RunImport:
                 _note_readmitted(st, key, number, record)
                 for entry in record.runs:
@@ -868,6 +874,45 @@ def _check_eligibility(st: _State, key: str, record: Eligibility) -> None:
         if problem is not None:
             st.error(key, f"the {what} {encoding.describe(text)} is not 1-256 printable "
                           f"characters: it {problem}")
+    if record.reviewers is not msgspec.UNSET and not 1 <= record.reviewers <= 100:
+        st.error(key, f"reviewers is {record.reviewers}: from 1 to 100")
+    if record.rule is not msgspec.UNSET and record.rule not in ELIGIBILITY_RULES:
+        st.error(key, f"rule {record.rule!r} is not one of {', '.join(ELIGIBILITY_RULES)}")
+    if (record.reviewers is msgspec.UNSET) != (record.rule is msgspec.UNSET) or (
+            record.reviewers == 1 and record.rule == "unanimous"):
+        st.error(key, "reviewers and rule are both present (and not 1, unanimous: that rule "
+                      "is written by leaving both out) or both absent")
+
+
+def _check_metrics(st: _State, key: str, record: Metrics) -> None:
+    """A metrics revision (docs/format.md 4.7.4.2): metrics sorted by name, each once; each
+    with at least one label, each label once; names and labels 1-256 printable characters."""
+    names = [m.name for m in record.metrics]
+    if names != sorted(set(names)):
+        st.error(key, f"declared metrics are not sorted by name, each once: {names!r}")
+    for m in record.metrics:
+        if not m.labels or len(set(m.labels)) != len(m.labels):
+            st.error(key, f"metric {m.name!r} must have at least one label, each once; it has "
+                          f"{m.labels!r}")
+        for what, text in [("metric", m.name)] + [("label", x) for x in m.labels]:
+            problem = encoding.text_problem(text, 256)
+            if problem is not None:
+                st.error(key, f"the {what} {encoding.describe(text)} is not 1-256 printable "
+                              f"characters: it {problem}")
+
+
+def _check_review(st: _State, key: str, review) -> None:
+    """A review's comment (1 to COMMENT_LIMIT characters, no control character but line
+    breaks and tabs) and correction (not null), when present (docs/format.md 4.7.2)."""
+    comment = review.comment
+    if comment is not msgspec.UNSET:
+        if not comment.strip() or len(comment) > COMMENT_LIMIT or any(
+                not (c.isprintable() or c in "\n\t") for c in comment):
+            st.error(key, f"review {review.annotation_id}'s comment is not 1 to {COMMENT_LIMIT} "
+                          "characters without control characters (but line breaks and tabs)")
+    if review.correction is None:
+        st.error(key, f"review {review.annotation_id}'s correction is null: a judgment without "
+                      "a correction has none (the field is absent)")
 
 
 def _check_log_indexes(st: _State) -> None:
@@ -1099,8 +1144,9 @@ def _check_references(st: _State) -> None:
         prov = st.provenances.get(digest)
         if prov is None:
             continue  # a missing provenance is reported where it is named
-        lost = [e for e in prov.entries if e.promoted and e.annotation_id not in saved
-                and e.annotation_id not in st.erasures["reviews"] and e.case_id not in st.erased]
+        lost = [e for e in prov.entries if e.promoted and e.case_id not in st.erased and any(
+                a not in saved and a not in st.erasures["reviews"]
+                for a in [e.annotation_id, *(e.admitted_by or ())])]
         if lost:
             more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
             # Only an active version's is damage for sure: a staged proposal may be one an

@@ -7,6 +7,7 @@ version it already sealed. An idempotency key names one request for ever.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any, Iterable, NamedTuple
 
 import msgspec
@@ -16,8 +17,8 @@ from cas.errors import FailedPrecondition, InvalidArgument, NotFound
 from cas.format import encoding, keys, times
 from cas.format.projection import freeze
 from cas.format.records import (Eligibility, IdempotencyRecord, Proposal, Provenance,
-                                ProvenanceEntry, VersionRecord, encode_object, format_record_file,
-                                parse_record_file)
+                                ProvenanceEntry, Review, VersionRecord, encode_object,
+                                format_record_file, parse_record_file)
 from cas.format.version_names import check_dataset_name
 from cas.repo import checks, datasets, reads, retirement, sealing
 from cas.repo.checks import Progress
@@ -32,6 +33,8 @@ from cas.storage.tree import EMPTY_ROOT
 
 SUBJECT_KINDS = {"agent_run": "agent_run", "SUBJECT_KIND_AGENT_RUN": "agent_run"}
 CARRIED_PAGE = 500
+PREVIEW_PAGE = 100  # changes a preview describes at once (its `page`)
+PREVIEW_MAX = 10_000  # the largest page a preview gives
 PROGRESS_EVERY = 200  # subjects (or runs, reviews) between two progress reports
 
 
@@ -40,6 +43,9 @@ class Subject(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     subject_ref: str
     review_annotation_id: str = ""
     run_id: str | None = None
+    # Under an eligibility rule of K reviewers: the other admitting judgments (one per
+    # reviewer; `review_annotation_id` is one of the K).
+    review_annotation_ids: list[str] = []
 
 
 def parse_subjects(data: bytes, source: str) -> list[Subject]:
@@ -122,38 +128,47 @@ def promote(ctx, name: str, subjects: list[Subject | dict[str, Any]], idempotenc
     request, judged = [], []
     refs = [s.subject_ref for s in subjects]
     run_index(ctx).get_many(refs)  # each subject's lookups then find what these read
-    review_index(ctx).prefetch([s.review_annotation_id for s in subjects if s.review_annotation_id],
+    review_index(ctx).prefetch([a for s in subjects for a in [s.review_annotation_id,
+                                                              *s.review_annotation_ids] if a],
                                refs)
     for i, s in enumerate(subjects):
         if progress is not None and i % PROGRESS_EVERY == 0:
             progress("checking and freezing runs", i, len(subjects))
         where = f"subject {i} ({s.subject_ref!r})"
         kind = SUBJECT_KINDS.get(s.subject_kind)
-        run, review = _subject_review(ctx, s, where, kind, rules)
+        run, review, admitting = _subject_review(ctx, s, where, kind, rules)
         judged.append({"run_id": run.run_id, "annotation_id": review.annotation_id,
                        "metric": review.metric, "label": review.label,
                        "reviewer": review.reviewer})
+        if len(admitting) > 1:
+            judged[-1]["admitted_by"] = [{"annotation_id": r.annotation_id,
+                                          "reviewer": r.reviewer, "label": r.label}
+                                         for r in admitting]
         runs[encode_object(run)[2]] = run.run_id
         _, data, case_id = encode_object(freeze(run, withheld))
         cases[case_id] = (data, run.person)
         entry = ProvenanceEntry(
             case_id=case_id, run_id=run.run_id, annotation_id=review.annotation_id,
-            reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=sorted(withheld))
+            reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=sorted(withheld),
+            admitted_by=sorted(r.annotation_id for r in admitting) if several(rules)
+            else msgspec.UNSET)
         # Runs that freeze to one case: the first by (run id, annotation id) speaks for it, so
         # the same subjects in another order stage the same proposal, as the request says.
         known = provenance.get(case_id)
         if known is None or (entry.run_id, entry.annotation_id) < (known.run_id,
                                                                    known.annotation_id):
             provenance[case_id] = entry
-        request.append([kind, s.subject_ref, s.review_annotation_id])
+        request.append([kind, s.subject_ref, s.review_annotation_id]
+                       + sorted(set(s.review_annotation_ids) - {s.review_annotation_id}))
     request = encoding.encode(
         {"operation": "promote", "subjects": sorted(request), "withheld": sorted(withheld)})
     shown = _stage(ctx, name, "promote", idempotency_key, request, cases, [],
                    Provenance(entries=[provenance[c] for c in sorted(provenance)]), author,
                    runs)
     # (in run order: the same request in another order is the same proposal, and preview)
-    return {**shown, "subjects": sorted(judged, key=lambda j: (j["run_id"],
-                                                                 j["annotation_id"]))}
+    # (the first page of them, as of the cases: `subjects_count` counts them all)
+    judged.sort(key=lambda j: (j["run_id"], j["annotation_id"]))
+    return {**shown, "subjects": judged[:PREVIEW_PAGE], "subjects_count": len(judged)}
 
 
 def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
@@ -190,24 +205,23 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
     else:
         candidates = list(run_index(ctx).all())  # import order
         judged = [review_index(ctx).all()]
-    newest: dict[str, Any] = {}
+    on_metric: dict[str, list] = {}
     for reviews_ in judged:
         for review in reviews_:
             if review.metric == rules.metric:
-                known = newest.get(review.run_id)
-                if known is None or (review.reviewed_at, review.annotation_id) > (
-                        known.reviewed_at, known.annotation_id):
-                    newest[review.run_id] = review
+                on_metric.setdefault(review.run_id, []).append(review)
     out = []
     for run_id in candidates:
-        review = newest.get(run_id)
-        problem = _not_selected(ctx, run_id, review, rules, tenant, after)
+        admitting, why = admission(rules, on_metric.get(run_id, ()))
+        problem = _not_selected(ctx, run_id, on_metric.get(run_id, ()), why, rules, tenant,
+                                after)
         if problem is not None:
             if named:
                 raise problem
             continue
         out.append(Subject(subject_kind="agent_run", subject_ref=run_id,
-                           review_annotation_id=review.annotation_id))
+                           review_annotation_id=admitting[-1].annotation_id,
+                           review_annotation_ids=[r.annotation_id for r in admitting[:-1]]))
     if not out:
         narrowed = "".join(f" {flag} {value}" for flag, value in (
             ("--tenant", tenant), ("--since", since)) if value is not None)
@@ -219,21 +233,85 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
     return out
 
 
-def _not_selected(ctx, run_id: str, review, rules: Eligibility, tenant,
-                  since: times.Instant | None):
+def several(rules: Eligibility) -> bool:
+    """Whether the rule weighs each reviewer's newest judgment (K reviewers, or a majority),
+    rather than the newest judgment by anyone (the one-reviewer rule cas always had)."""
+    return rules.quorum != 1 or rules.agreement_rule != "unanimous"
+
+
+def _order(review) -> tuple[str, str]:
+    return (review.reviewed_at, review.annotation_id)
+
+
+def newest_per_reviewer(reviews: Iterable) -> dict[str, Any]:
+    """reviewer -> that reviewer's newest of `reviews` (by time, then annotation id)."""
+    out: dict[str, Any] = {}
+    for r in reviews:
+        known = out.get(r.reviewer)
+        if known is None or _order(r) > _order(known):
+            out[r.reviewer] = r
+    return out
+
+
+def admission(rules: Eligibility, reviews: Iterable) -> tuple[list, str | None]:
+    """Whether a run's judgments on the eligibility metric (`reviews`, of that metric) admit
+    it: (the admitting judgments, oldest first, None), or ([], why not). With one reviewer
+    and the unanimous rule, the newest judgment by anyone decides. Otherwise each reviewer's
+    newest judgment counts once: at least K of them must accept (one of the accepted labels;
+    any other label rejects), and under "unanimous" none may reject, under "majority" the
+    accepting ones must outnumber the rejecting ones."""
+    reviews = list(reviews)
+    if not reviews:
+        return [], "REVIEW_REQUIRED"
+    if not several(rules):
+        newest = max(reviews, key=_order)
+        return ([newest], None) if newest.label in rules.accepted else ([], "REVIEW_NOT_ACCEPTED")
+    newest = newest_per_reviewer(reviews).values()
+    accepting = sorted((r for r in newest if r.label in rules.accepted), key=_order)
+    rejecting = len(newest) - len(accepting)
+    if rules.agreement_rule == "unanimous" and rejecting:
+        return [], "REVIEW_NOT_ACCEPTED"
+    if rules.agreement_rule == "majority" and len(accepting) <= rejecting:
+        return [], "REVIEW_NOT_ACCEPTED"
+    if len(accepting) < rules.quorum:
+        return [], "REVIEWERS_REQUIRED"
+    return accepting, None
+
+
+def rule_text(rules: Eligibility) -> str:
+    """The eligibility rule in words, for refusals."""
+    if not several(rules):
+        return (f"the newest judgment on {rules.metric!r} must accept the run "
+                f"({', '.join(rules.accepted)})")
+    tail = ("and none rejects it" if rules.agreement_rule == "unanimous" else
+            "and they outnumber the rejecting ones")
+    return (f"{rules.quorum} different reviewers' newest judgments on {rules.metric!r} must "
+            f"accept the run ({', '.join(rules.accepted)}), {tail} (rule "
+            f"{rules.agreement_rule}, `cas settings eligibility --reviewers`)")
+
+
+def _not_selected(ctx, run_id: str, reviews, why: str | None, rules: Eligibility,
+                  tenant, since: times.Instant | None):
     """Why a run is not selected for promotion (an error to raise when it was named), or
-    None when it is."""
-    if review is None:
+    None when it is. `reviews`: its judgments on the eligibility metric."""
+    if why == "REVIEW_REQUIRED":
         return FailedPrecondition(
             f"run {run_id!r} has no judgment on {rules.metric!r} yet (`cas review add`)",
             reason="REVIEW_REQUIRED", run_id=run_id)
-    if review.label not in rules.accepted:
+    if why is not None and not several(rules):
+        review = max(reviews, key=_order)
         return FailedPrecondition(
             f"run {run_id!r}: its newest judgment on {rules.metric!r}, {review.annotation_id} "
             f"({review.label!r} by {review.reviewer}), does not accept it; accepted: "
             f"{', '.join(rules.accepted)}", reason="REVIEW_NOT_ACCEPTED",
             annotation_id=review.annotation_id, label=review.label,
             accepted=list(rules.accepted), run_id=run_id)
+    if why is not None:
+        return FailedPrecondition(
+            f"run {run_id!r}: its judgments on {rules.metric!r} do not admit it: "
+            f"{rule_text(rules)}; see `cas review list {run_id}`", reason=why,
+            run_id=run_id, accepted=list(rules.accepted), reviewers=rules.quorum,
+            rule=rules.agreement_rule)
     if tenant is None and since is None:
         return None
     run = get_run(ctx, run_id)
@@ -290,8 +368,45 @@ def _subject_review(ctx, s: Subject, where: str, kind: str | None, rules: Eligib
         raise FailedPrecondition(f"{where}: review {review.annotation_id} is a review of "
                                  f"run {review.run_id!r}, not of this run",
                                  reason="REVIEW_RUN_MISMATCH")
-    _check_admits(rules, review, review_index(ctx).of_run(run.run_id), where)
-    return run, review
+    all_reviews = review_index(ctx).of_run(run.run_id)
+    if not several(rules):
+        _check_admits(rules, review, all_reviews, where)
+        return run, review, [review]
+    named = [review]
+    for extra in sorted(set(s.review_annotation_ids) - {review.annotation_id}):
+        other = review_index(ctx).get(extra) if isinstance(extra, str) else None
+        if other is None:
+            raise NotFound(f"{where}: no review {extra!r}", reason="REVIEW_NOT_FOUND")
+        if other.run_id != review.run_id or other.run != review.run:
+            raise FailedPrecondition(f"{where}: review {other.annotation_id} is a review of "
+                                     f"run {other.run_id!r}, not of this run",
+                                     reason="REVIEW_RUN_MISMATCH")
+        named.append(other)
+    newest = newest_per_reviewer(r for r in all_reviews if r.metric == rules.metric)
+    for r in named:
+        _check_admits(rules, r, [r], where)
+        if newest[r.reviewer].annotation_id != r.annotation_id:
+            n = newest[r.reviewer]
+            raise FailedPrecondition(
+                f"{where}: review {r.annotation_id} was superseded by {r.reviewer}'s newer "
+                f"{n.annotation_id} ({n.label!r})", reason="REVIEW_SUPERSEDED",
+                annotation_id=r.annotation_id, newer_annotation_id=n.annotation_id,
+                label=n.label)
+    reviewers = {r.reviewer for r in named}
+    if len(reviewers) < rules.quorum or len(reviewers) < len(named):
+        raise FailedPrecondition(
+            f"{where}: names judgments of {len(reviewers)} reviewer(s) "
+            f"({', '.join(sorted(reviewers))}); "
+            f"{rule_text(rules)}: name one judgment per reviewer in review_annotation_id and "
+            "review_annotation_ids (or promote by selection: `cas promote --reviewed`)",
+            reason="REVIEWERS_REQUIRED", reviewers=rules.quorum, rule=rules.agreement_rule,
+            named=len(named))
+    admitting, why = admission(rules, newest.values())
+    if why is not None:
+        raise FailedPrecondition(f"{where}: the run's judgments do not admit it: "
+                                 f"{rule_text(rules)}", reason=why, reviewers=rules.quorum,
+                                 rule=rules.agreement_rule)
+    return run, max(named, key=_order), sorted(named, key=_order)
 
 
 def _check_admits(rules: Eligibility, review, all_reviews: list, where: str) -> None:
@@ -416,19 +531,37 @@ def _check_same_request(prior: IdempotencyRecord, same_request: set[str], key: s
 
 
 
-def preview(ctx, p: Proposal, token: str, replayed: bool = False) -> dict[str, Any]:
-    """What a proposal would seal. `replayed`: the request was staged before (its idempotency
-    key names it), so the head may have moved since: `stale` then says sealing it will be
-    refused, and `restage` how to stage it anew."""
+def preview(ctx, p: Proposal, token: str, replayed: bool = False, after: str | None = None,
+            limit: int | None = None) -> dict[str, Any]:
+    """What a proposal would seal, one page of its changes at a time. `replayed`: the request
+    was staged before (its idempotency key names it), so the head may have moved since:
+    `stale` then says sealing it will be refused, and `restage` how to stage it anew.
+
+    The counts, digests, token and the complete id lists (`added`, `removed`) are always
+    there; the cases described (`added_cases`, `removed_cases`: at most `limit` changes in id
+    order after the case id `after`) and their `withheld` classes are a page, and
+    `next_cursor` starts the next page (None on the last): `preview_page` reads it from the
+    stored proposal. Only the page's cases are read and described (not every case added).
+    `limit`: 1 to PREVIEW_MAX (default PREVIEW_PAGE)."""
+    limit = PREVIEW_PAGE if limit is None else _check_limit(limit)
+    if after is not None:
+        after = digest.parse_digest(after, "cursor (a case id)")
     base = ctx.refs.read_version(p.dataset, p.base) if p.base else None
     stale = replayed and bool(p.add or p.remove or _recut(p)) and \
         ctx.refs.head(p.dataset) != p.base and sealed_by(ctx, p.dataset, p.base, token) is None
+    changes = _page_of_changes(p, after, limit + 1)
+    more = len(changes) > limit
+    changes = changes[:limit]
+    shown = {c for c, _ in changes}
     withheld, runs = {}, {}
-    if p.provenance:
+    if p.provenance and shown:
         for e in ctx.store.get(p.provenance, Provenance).entries:
-            withheld[e.case_id] = e.withheld
-            if e.promoted:
-                runs[e.case_id] = e.run_id
+            if e.case_id in shown:
+                withheld[e.case_id] = e.withheld
+                if e.promoted:
+                    runs[e.case_id] = e.run_id
+    added = [c for c, sign in changes if sign == "+"]
+    removed_ids = [c for c, sign in changes if sign == "-"]
     carried = []
     if base is not None:
         removed = set(p.remove).union(p.add)  # an erased case added again is not carried
@@ -447,16 +580,55 @@ def preview(ctx, p: Proposal, token: str, replayed: bool = False) -> dict[str, A
             "content_digest": base.content_digest},
         "proposed": {"item_count": p.proposed_count, "content_digest": p.proposed_root,
                      "added": p.add, "removed": p.remove,
-                     "added_cases": _described(reads.summarize(ctx, p.add, runs)),
-                     "removed_cases": _described(_removed(ctx, base, p.remove)),
+                     "added_count": len(p.add), "removed_count": len(p.remove),
+                     "added_cases": _described(reads.summarize(ctx, added, runs)),
+                     "removed_cases": _described(_removed(ctx, base, removed_ids)),
                      "carried": carried,
                      "carried_count": p.carried,
                      "carried_complete": len(carried) == p.carried},
         "withheld": withheld,
+        "page": {"after": after, "limit": limit},
+        "next_cursor": changes[-1][0] if more else None,
         "changes": bool(p.add or p.remove) or _recut(p),
         "stale": stale,
         "restage": restage(p) if stale else None,
     }
+
+
+def preview_page(ctx, name: str, confirm_token: str, after: str | None = None,
+                 limit: int | None = None) -> dict[str, Any]:
+    """The preview of a staged proposal read back by its confirm token: the page of changes
+    after the cursor `after` (a preview's `next_cursor`). Stale if the head has moved since."""
+    check_dataset_name(name)
+    if limit is not None:
+        _check_limit(limit)  # (the page asked for is checked before the proposal is read)
+    if after is not None:
+        digest.parse_digest(after, "cursor (a case id)")
+    return preview(ctx, load_proposal(ctx, name, confirm_token), confirm_token, replayed=True,
+                   after=after, limit=limit)
+
+
+def _check_limit(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= PREVIEW_MAX:
+        raise InvalidArgument(f"a preview's page limit is an integer from 1 to {PREVIEW_MAX}, "
+                              f"not {limit!r}", reason="BAD_LIMIT")
+    return limit
+
+
+def _page_of_changes(p: Proposal, after: str | None, limit: int) -> list[tuple[str, str]]:
+    """Up to `limit` of the proposal's changes after the case id `after`, in id order:
+    `(case id, "+" or "-")` (`add` and `remove` are sorted and disjoint)."""
+    a = bisect.bisect_right(p.add, after) if after is not None else 0
+    r = bisect.bisect_right(p.remove, after) if after is not None else 0
+    out: list[tuple[str, str]] = []
+    while len(out) < limit and (a < len(p.add) or r < len(p.remove)):
+        if r >= len(p.remove) or (a < len(p.add) and p.add[a] < p.remove[r]):
+            out.append((p.add[a], "+"))
+            a += 1
+        else:
+            out.append((p.remove[r], "-"))
+            r += 1
+    return out
 
 
 def _described(summaries) -> list[dict[str, Any]]:
@@ -550,3 +722,23 @@ def restage(p: Proposal) -> str:
     return (f"stage it again on the head with a new idempotency key (key "
             f"{p.idempotency_key!r} names this proposal for ever): {command} "
             "--idempotency-key NEW-KEY")
+
+
+def corrections(ctx, name: str, number: int, case_ids: Iterable[str]) -> dict[str, Review]:
+    """case id -> the Review whose correction is that case's expected answer: of the cases
+    `case_ids` of `name@number` that a promotion added, those whose admitting judgment (the
+    newest accepting one its provenance names) carries a correction. The case's bytes are
+    untouched: a correction lives in the judgment, found through the promotion's provenance
+    (docs/runs.md "Corrections")."""
+    ids = [digest.parse_digest(i, "case id") for i in checks.strings(case_ids, "case_ids",
+                                                                     "case ids")]
+    origins = reads.case_origins(ctx, name, number, ids)
+    admitting = {c: e.annotation_id for c, e in origins.items() if e.promoted}
+    found = review_index(ctx)
+    found.prefetch(admitting.values(), ())
+    out = {}
+    for case_id, annotation_id in admitting.items():
+        review = found.get(annotation_id)
+        if review is not None and review.correction is not msgspec.UNSET:
+            out[case_id] = review
+    return out

@@ -12,10 +12,12 @@ from typing import IO, Any, Callable, Iterable, TypeVar
 from cas.errors import AlreadyExists
 from cas.format.keys import CONFIG
 from cas.format.records import (Case, DatasetRecord, DatasetTombstone, Eligibility, Erasure,
-                                Experiment, Object, ProvenanceEntry, RepoConfig, Review, RunRecord,
-                                ScoreWithdrawal, Settings, SuiteResultRecord, VersionRecord,
-                                VersionRetirement, VersionTombstone, format_record_file)
+                                Experiment, Metrics, MetricSpec, Object, ProvenanceEntry,
+                                RepoConfig, Review, RunRecord, ScoreWithdrawal, Settings,
+                                SuiteResultRecord, VersionRecord, VersionRetirement,
+                                VersionTombstone, format_record_file)
 from cas.format.version_names import Pin
+from cas.repo import agreement as _agreement
 from cas.repo import comparison as _comparison
 from cas.repo import datasets as _datasets
 from cas.repo import deletion as _deletion
@@ -229,10 +231,10 @@ class Repository:
 
     # -- recorded runs and their reviews (runs.py, reviews.py) ------------------------------------
     @_writes
-    def import_runs(self, source: IO[bytes] | Iterable[bytes] | list[dict[str, Any]],
+    def import_runs(self, source: IO[bytes] | Iterable[bytes] | Iterable[dict[str, Any]],
                     author: str | None = None, allow_erased_persons: Iterable[str] = (),
                     progress: Progress | None = None) -> RunImportResult:
-        """Import runs from a JSON Lines stream (or a list of dicts): all or nothing."""
+        """Import runs from a JSON Lines stream (or any iterable of dicts): all or nothing."""
         return _runs.import_runs(self.context, source, author, allow_erased_persons, progress)
 
     def runs(self) -> list[str]:
@@ -250,9 +252,21 @@ class Repository:
 
     def review_queue(self, metric: str = "dataset_eligibility", tenant: str | None = None,
                      since: str | None = None, limit: int = 100,
-                     cursor: str | None = None) -> RunsPage:
-        """The runs with no judgment on `metric` yet, oldest first, paged."""
-        return _reviews.queue(self.context, metric, tenant, since, limit, cursor)
+                     cursor: str | None = None, mine: bool = False,
+                     reviewer: str | None = None) -> RunsPage:
+        """The runs still awaiting judgments on `metric` (the rule's K reviewers on the
+        eligibility metric), oldest first, paged; `mine`: those `reviewer` (default: the
+        configured person) has not judged yet."""
+        return _reviews.queue(self.context, metric, tenant, since, limit, cursor, mine,
+                              reviewer)
+
+    @_writes
+    def review(self, run_id: str, metric: str, label: str, comment: str | None = None,
+               correction: Any = None, reviewer: str | None = None) -> dict:
+        """One judgment, previewed and confirmed in one call (a page's keyboard judging):
+        add_reviews' answer ({"annotation_ids", "reviews", "warnings"})."""
+        return _reviews.review_with(self.context, run_id, metric, label, comment, correction,
+                                    reviewer)
 
     @_writes
     def add_reviews(self, requests: list, confirm_token: str | None = None,
@@ -284,10 +298,51 @@ class Repository:
         return _settings.eligibility(self.context)
 
     @_writes
-    def set_eligibility(self, metric: str, accepted: list[str],
-                        author: str | None = None) -> Eligibility:
-        """A new revision of the eligibility rule."""
-        return _settings.set_eligibility(self.context, metric, accepted, author)
+    def set_eligibility(self, metric: str | None = None, accepted: list[str] | None = None,
+                        author: str | None = None, reviewers: int | None = None,
+                        rule: str | None = None) -> Eligibility:
+        """A new revision of the eligibility rule (what is not given is kept)."""
+        return _settings.set_eligibility(self.context, metric, accepted, author, reviewers,
+                                         rule)
+
+    @_writes
+    def accept_label(self, label: str, author: str | None = None) -> Eligibility:
+        """`label` joins the accepted labels and the eligibility metric's declared labels."""
+        return _settings.accept_label(self.context, label, author)
+
+    def metrics(self) -> Metrics:
+        """The newest revision of the declared metrics (revision 0: none declared)."""
+        return _settings.metrics(self.context)
+
+    def declared_metrics(self) -> dict[str, MetricSpec]:
+        """name -> declared metric (labels in declared order), the eligibility metric always
+        among them."""
+        return _settings.declared_metrics(self.context)
+
+    def check_judgment(self, metric: str, label: str) -> str | None:
+        """Refuse a judgment the declared labels do not allow; the warning an undeclared
+        metric earns (naming the closest declared one), or None."""
+        return _settings.check_judgment(self.context, metric, label)
+
+    @_writes
+    def define_metric(self, name: str, labels: list[str], description: str = "",
+                      author: str | None = None) -> Metrics:
+        """Declare (or redeclare) a metric and its labels, in the order a reviewer picks them."""
+        return _settings.define_metric(self.context, name, labels, description, author)
+
+    @_writes
+    def set_declared_only(self, declared_only: bool, author: str | None = None) -> Metrics:
+        """Whether a judgment on an undeclared metric is refused (else warned about)."""
+        return _settings.set_declared_only(self.context, declared_only, author)
+
+    def corrections(self, name: str, number: int, case_ids: Iterable[str]) -> dict[str, Review]:
+        """case id -> the admitting judgment whose correction is that case's expected answer
+        (for the promoted cases of `case_ids` whose judgment carries one)."""
+        return _promotion.corrections(self.context, name, number, case_ids)
+
+    def agreement(self, metric: str | None = None) -> dict[str, Any]:
+        """How much reviewers agree on `metric` (default: the eligibility metric)."""
+        return _agreement.agreement(self.context, metric)
 
     @_writes
     def promote(self, name: str, subjects: list[Subject | dict[str, Any]], idempotency_key: str,
@@ -315,6 +370,12 @@ class Repository:
                author: str | None = None) -> dict[str, Any]:
         """Stage the removal of cases from the head and return its preview."""
         return _promotion.remove(self.context, name, item_ids, idempotency_key, author)
+
+    def preview(self, name: str, confirm_token: str, after: str | None = None,
+                limit: int | None = None) -> dict[str, Any]:
+        """A staged proposal's preview again, by its confirm token: the page of `limit` changes
+        (default 100) after the cursor `after` (a preview's `next_cursor`); stages nothing."""
+        return _promotion.preview_page(self.context, name, confirm_token, after, limit)
 
     @_writes
     def seal(self, name: str, confirm_token: str, author: str | None = None,

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import IO, Iterable
+from typing import IO, Any, Iterable
 
 import msgspec
 
 from cas import digest
 from cas.errors import FailedPrecondition, InvalidArgument, NotFound
-from cas.format import encoding
+from cas.format import encoding, redaction
 from cas.format.keys import review_batch_key
-from cas.format.records import Review, ReviewBatch, encode_object, format_record_file
-from cas.repo import checks
+from cas.format.records import COMMENT_LIMIT, Review, ReviewBatch, encode_object, format_record_file
+from cas.repo import checks, settings
 from cas.repo.checks import Progress
 from cas.repo.runs import RunsPage, get_run
 from cas.repo.runs import index as run_index
@@ -25,6 +25,8 @@ class ReviewRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     run_id: str
     metric: str
     label: str
+    comment: str | None = None  # the reviewer's reason (scrubbed when saved)
+    correction: Any = None      # the output the reviewer says was right (any JSON but null)
 
 
 _REQUEST_DECODER = msgspec.json.Decoder(ReviewRequest)
@@ -40,7 +42,7 @@ def read_review_requests(stream: IO[bytes] | Iterable[bytes], source: str) -> li
         except InvalidArgument as exc:
             if exc.reason is None:  # the decoder's own message: say what a line is
                 exc = InvalidArgument(f'{exc.message} (a line is {{"run_id", "metric", '
-                                      '"label"})')
+                                      '"label"}, optionally "comment" and "correction")')
             raise encoding.in_context(exc, f"{source} line {lineno}", line=lineno) from None
     if not out:
         raise InvalidArgument(f"{source} holds no reviews")
@@ -75,8 +77,12 @@ PROGRESS_EVERY = 200  # reviews between two progress reports
 def add_reviews(ctx, requests: list, confirm_token: str | None = None,
                 reviewer: str | None = None, progress: Progress | None = None) -> dict:
     """Preview (no token) or save (the preview's token) reviews of runs by the configured
-    person. Each request is {"run_id", "metric", "label"}. `progress(stage, done, total)`
-    hears how far the checking of the runs is."""
+    person. Each request is {"run_id", "metric", "label"}, optionally with "comment" (the
+    reason, at most 4,096 characters, scrubbed) and "correction" (the right output, any JSON
+    but null). A label outside a declared metric's labels is refused; a judgment on an
+    undeclared metric is refused under `declared_only`, else named in `warnings` (both
+    preview and save answer them). `progress(stage, done, total)` hears how far the checking
+    of the runs is."""
     checks.many(requests, "requests", 'reviews ({"run_id", "metric", "label"})',
                 (str, bytes, bytearray, dict, ReviewRequest))
     encoding.check_text(confirm_token, "confirm token", optional=True)
@@ -88,11 +94,33 @@ def add_reviews(ctx, requests: list, confirm_token: str | None = None,
     except msgspec.ValidationError as exc:
         raise InvalidArgument(f"a review is {{run_id, metric, label}}: {exc}") from None
     rows, token = plan_reviews(ctx, reqs, reviewer, progress)
+    warnings = judgment_warnings(ctx, rows)
     if not check_token(confirm_token, token):
-        return {"confirm_token": token, "reviews": rows}
+        return {"confirm_token": token, "reviews": rows, "warnings": warnings}
     saved = save_reviews(ctx, rows, ctx.clock(), token)
     return {"annotation_ids": [r.annotation_id for r in saved],
-            "reviews": [msgspec.to_builtins(r) for r in saved]}
+            "reviews": [msgspec.to_builtins(r) for r in saved], "warnings": warnings}
+
+
+def judgment_warnings(ctx, rows: list[dict]) -> list[str]:
+    """settings.check_judgment of each distinct (metric, label): refusals raised, warnings
+    (undeclared metrics) returned once each."""
+    out = []
+    for metric, label in sorted({(r["metric"], r["label"]) for r in rows}):
+        warning = settings.check_judgment(ctx, metric, label)
+        if warning is not None and warning not in out:
+            out.append(warning)
+    return out
+
+
+def review_with(ctx, run_id: str, metric: str, label: str, comment: str | None = None,
+                correction: Any = None, reviewer: str | None = None) -> dict:
+    """One judgment previewed and confirmed in one call (what a page or `--yes` does: the
+    preview's token is computed and used at once). Returns add_reviews' answer."""
+    request = ReviewRequest(run_id=run_id, metric=metric, label=label, comment=comment,
+                            correction=correction)
+    preview = add_reviews(ctx, [request], reviewer=reviewer)
+    return add_reviews(ctx, [request], preview["confirm_token"], reviewer)
 
 
 def reviews(ctx, run_id: str) -> list[Review]:
@@ -102,13 +130,35 @@ def reviews(ctx, run_id: str) -> list[Review]:
 
 
 def queue(ctx, metric: str = "dataset_eligibility", tenant: str | None = None,
-          since: str | None = None, limit: int = 100, cursor: str | None = None) -> RunsPage:
-    """The runs with no judgment on `metric` yet, oldest first (import order), paged and
-    summarised as `runs.list_runs` gives them."""
+          since: str | None = None, limit: int = 100, cursor: str | None = None,
+          mine: bool = False, reviewer: str | None = None) -> RunsPage:
+    """The runs that still await judgments on `metric`, oldest first (import order), paged
+    and summarised as `runs.list_runs` gives them: on the eligibility metric, those judged by
+    fewer different reviewers than the rule's K; on another, those nobody judged. `mine`:
+    only those the configured person (or `reviewer`) has not judged on `metric` yet."""
     encoding.check_text(metric, "metric")
-    judged = {r.run_id for r in index(ctx).all() if r.metric == metric}
+    encoding.check_text(reviewer, "reviewer", optional=True)
+    if mine:
+        reviewer = reviewer or require_person("a queue of your own")
     return page_of_runs(ctx, tenant, since, limit, cursor,
-                        keep=lambda run_id: run_id not in judged)
+                        keep=awaiting(ctx, metric, reviewer if mine else None))
+
+
+def awaiting(ctx, metric: str, reviewer: str | None = None):
+    """A predicate on run ids: the run still awaits judgments on `metric` (fewer different
+    reviewers than the eligibility rule's K on its metric, else than 1), and, with
+    `reviewer`, not from that reviewer (`queue`, `cas status`)."""
+    rules = settings.eligibility(ctx)
+    need = rules.quorum if metric == rules.metric else 1
+    judges: dict[str, set[str]] = {}
+    for r in index(ctx).all():
+        if r.metric == metric:
+            judges.setdefault(r.run_id, set()).add(r.reviewer)
+
+    def keep(run_id: str) -> bool:
+        who = judges.get(run_id, ())
+        return len(who) < need and reviewer not in who
+    return keep
 
 
 def plan_reviews(ctx, requests: list[ReviewRequest], reviewer: str,
@@ -130,9 +180,44 @@ def plan_reviews(ctx, requests: list[ReviewRequest], reviewer: str,
                 raise InvalidArgument(f"review {field} must be 1-256 printable characters; "
                                       f"it {problem}")
         run = get_run(ctx, r.run_id)
-        rows.append({"run_id": r.run_id, "run": encode_run_digest(run), "metric": r.metric,
-                     "label": r.label, "reviewer": reviewer})
+        row = {"run_id": r.run_id, "run": encode_run_digest(run), "metric": r.metric,
+               "label": r.label, "reviewer": reviewer}
+        # (present only when given, so that a plain judgment's token is what it always was)
+        if r.comment is not None:
+            row["comment"] = check_comment(r.comment)
+        if r.correction is not None:
+            row["correction"] = check_correction(r.correction)
+        rows.append(row)
     return rows, confirm_token("review", rows)
+
+
+MAX_CORRECTION = 1 << 20  # bytes of a correction's canonical JSON
+
+
+def check_comment(comment: Any) -> str:
+    """A judgment's comment as saved: text of 1 to COMMENT_LIMIT characters (line breaks and
+    tabs allowed, no other control character), scrubbed by cas.format.redaction."""
+    encoding.check_text(comment, "comment")
+    if not comment.strip() or len(comment) > COMMENT_LIMIT:
+        raise InvalidArgument(f"a comment is 1 to {COMMENT_LIMIT} characters, not "
+                              f"{len(comment)}" if comment.strip() else
+                              "a comment is not empty or blank (leave it out instead)",
+                              reason="COMMENT_INVALID")
+    bad = next((c for c in comment if not (c.isprintable() or c in "\n\t")), None)
+    if bad is not None:
+        raise InvalidArgument(f"a comment holds the control character U+{ord(bad):04X}; "
+                              "only line breaks and tabs are allowed", reason="COMMENT_INVALID")
+    return redaction.scrub_text(comment)
+
+
+def check_correction(correction: Any) -> Any:
+    """A judgment's correction as saved: any JSON value but null (canonical JSON can carry
+    it), at most MAX_CORRECTION bytes, scrubbed by cas.format.redaction."""
+    scrubbed = redaction.scrub(correction, "$.correction")
+    if len(encoding.encode(scrubbed)) > MAX_CORRECTION:
+        raise InvalidArgument(f"a correction is at most {MAX_CORRECTION} bytes of JSON",
+                              reason="CORRECTION_TOO_LARGE")
+    return scrubbed
 
 
 def encode_run_digest(run) -> str:
@@ -164,7 +249,9 @@ def _save_leased(ctx, rows: list[dict], now: str, token: str | None) -> list[Rev
             annotation_id = digest.annotation_id(encoding.encode(core))
             reviews.append(Review(annotation_id=annotation_id, run_id=row["run_id"],
                                   run=row["run"], metric=row["metric"], label=row["label"],
-                                  reviewer=row["reviewer"], reviewed_at=now))
+                                  reviewer=row["reviewer"], reviewed_at=now,
+                                  comment=row.get("comment", msgspec.UNSET),
+                                  correction=row.get("correction", msgspec.UNSET)))
         record = ReviewBatch(number=number, reviews=reviews, confirm_token=token)
         data = format_record_file(record)
         if ctx.backend.put_if_absent(review_batch_key(number), data):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import IO, Any, Iterable, NamedTuple
+import itertools
+from typing import IO, Any, Iterable, Iterator, NamedTuple
 
 from cas.errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound
 from cas.format import encoding, times
@@ -80,17 +81,27 @@ def _check_step(step: Any, where: str) -> None:
 
 def read_runs_jsonl(stream: IO[bytes] | Iterable[bytes], source: str = "input") -> list[RunRecord]:
     """Every run of a JSON Lines file, validated; the first bad line is refused by number."""
-    runs = []
-    for lineno, line in enumerate(encoding.lines_of(stream, source), 1):
+    return list(iter_runs_jsonl(stream, source))
+
+
+def iter_runs_jsonl(stream: IO[bytes] | Iterable[bytes],
+                    source: str = "input") -> Iterator[RunRecord]:
+    """`read_runs_jsonl` a line at a time: each run validated as its line is read (the first
+    bad line is refused by number when it is reached)."""
+    lines = encoding.lines_of(stream, source)  # (what is no stream is refused at once)
+    return _runs_of_lines(lines, source)
+
+
+def _runs_of_lines(lines: Iterable[Any], source: str) -> Iterator[RunRecord]:
+    for lineno, line in enumerate(lines, 1):
         if len(line) > MAX_LINE:
             raise InvalidArgument(f"{source} line {lineno}: longer than {MAX_LINE} bytes")
         if not line.strip():
             continue
         try:
-            runs.append(parse_run(encoding.parse_json(line), "$"))
+            yield parse_run(encoding.parse_json(line), "$")
         except InvalidArgument as exc:
             raise encoding.in_context(exc, f"{source} line {lineno}", line=lineno) from None
-    return runs
 
 
 class RunIndex:
@@ -172,16 +183,6 @@ def hidden_tool_calls(run: RunRecord) -> str | None:
     return None
 
 
-def _warnings(runs: list[RunRecord]) -> list[str]:
-    out = []
-    for run in runs:
-        fmt = hidden_tool_calls(run)
-        if fmt is not None:
-            out.append(f"run {run.run_id!r}: its message steps hold tool calls that are not "
-                       f"tool_call steps; import the original with --format {fmt}")
-    return out
-
-
 def index(ctx) -> RunIndex:
     """The context's run index (read once, then extended as the log grows)."""
     return ctx.derived("runs", lambda: RunIndex(ctx.backend, ctx.store.person_key))
@@ -190,49 +191,156 @@ def index(ctx) -> RunIndex:
 PROGRESS_EVERY = 500  # runs between two progress reports
 
 
-def import_runs(ctx, source: IO[bytes] | Iterable[bytes] | list[dict[str, Any]],
+def import_runs(ctx, source: IO[bytes] | Iterable[bytes] | Iterable[dict[str, Any]],
                 author: str | None = None, allow_erased_persons: Iterable[str] = (),
                 progress: Progress | None = None) -> RunImportResult:
-    """Import runs from a binary JSON Lines stream (or a list of dicts): all or nothing.
-    An identical run again is a no-op; a known run id with other content is refused.
+    """Import runs from a binary JSON Lines stream (or a list, or any other iterable, of
+    dicts): all or nothing. An identical run again is a no-op; a known run id with other
+    content is refused.
 
     A new run naming a person an erasure deleted is refused (`PERSON_ERASED_BEFORE`), unless
     the person is in `allow_erased_persons` (their new consent): then the import first records
     a `run.admission` with the author, at the number its import record takes. An admission
     holds for that import only.
 
-    Every conflict is found before anything is written; the import record that makes the
-    runs visible is written last, after the pack holding them. `progress(stage, done, total)`
-    hears how far the encoding of the runs is.
+    The runs are read, checked and packed one batch at a time (memory does not grow with the
+    file: docs/performance.md); what keeps them all is the run id -> digest of each. The
+    import record that makes the runs visible is written last, after every run was read and
+    every conflict found: a refusal, even at the last line, leaves no run visible (a pack
+    already full by then stays, unreferenced: a notice of fsck that gc removes).
+    `progress(stage, done, total)` hears how far the encoding of the runs is (total 0: not
+    known ahead, as of a stream).
     """
     author = checks.author(author)
     allowed = admitted_persons(ctx, allow_erased_persons)
+    position = None  # how far into the file, when the runs are a file's lines
     if isinstance(source, (list, tuple)):
-        runs = [parse_run(obj, f"$[{i}]") for i, obj in enumerate(source)]
+        total = len(source)
+        runs: Iterable[RunRecord] = (parse_run(obj, f"$[{i}]") for i, obj in enumerate(source))
     else:
-        name = getattr(source, "name", "input")
-        runs = read_runs_jsonl(source, name if isinstance(name, str) else "input")
+        total, source = 0, _lines_or_dicts(source)
+        if isinstance(source, _Dicts):  # runs as dicts, e.g. converted as a file is read
+            runs = (parse_run(obj, f"$[{i}]") for i, obj in enumerate(source.items))
+        else:
+            name = getattr(source, "name", "input")
+            runs = iter_runs_jsonl(source, name if isinstance(name, str) else "input")
+            total, position = _extent(source)
     runs_index = index(ctx)
     runs_index.refresh()
-    seen: dict[str, tuple[str, RunRecord]] = {}
-    for i, run in enumerate(runs):
-        if progress is not None and i % PROGRESS_EVERY == 0:
-            progress("encoding runs", i, len(runs))
-        digest = encode_object(run)[2]
-        prior = seen.get(run.run_id)
-        if prior is not None and prior[0] != digest:
-            raise InvalidArgument(f"run {run.run_id!r} appears twice with different content",
-                                  run_id=run.run_id)
-        seen[run.run_id] = (digest, run)
     with leases.writing(ctx, "import") as lease:
         # Read under the lease: an erasure that started earlier has finished by now (writers
         # wait for it), and one that starts later erases what this import stores.
         erased = erased_persons(ctx)
-        new, unchanged = _import_leased(ctx, lease, runs_index, seen, author, ctx.clock(),
-                                        _Admitting(ctx, erased, allowed))
+        staged = _Staged(ctx, runs_index, _Admitting(ctx, erased, allowed))
+        with ctx.store.writer(lease) as writer:
+            staged.read(runs, writer, progress, total, position)
+        new, unchanged = _import_leased(ctx, lease, runs_index, staged, author, ctx.clock())
     result = RunImportResult(new, unchanged)
-    result.warnings = _warnings(runs)
+    result.warnings = staged.warnings
     return result
+
+
+class _Dicts(NamedTuple):
+    items: Iterable[Any]
+
+
+def _lines_or_dicts(source: Any) -> Any:
+    """`source` as given when it is a stream of JSON Lines (a file, or what `lines_of`
+    refuses), else its items: `_Dicts` when they are not lines (runs as dicts)."""
+    if hasattr(source, "read") or isinstance(source, (str, bytes, bytearray, memoryview, dict)) \
+            or not hasattr(source, "__iter__"):
+        return source
+    items = iter(source)
+    first = next(items, None)
+    if first is None:
+        return _Dicts(())
+    rest = itertools.chain([first], items)
+    return rest if isinstance(first, (bytes, bytearray, str)) else _Dicts(rest)
+
+
+def _extent(stream: Any) -> tuple[int, Any]:
+    """(size, a function of how far reading is) of a regular file; (0, None) of a stream
+    whose size is not known ahead (a pipe)."""
+    try:
+        if not stream.seekable():
+            return 0, None
+        here = stream.tell()
+        size = stream.seek(0, 2)
+        stream.seek(here)
+        return size, stream.tell
+    except (AttributeError, OSError, ValueError):
+        return 0, None
+
+
+BATCH = 512  # runs checked against the stored index with one lookup
+
+
+class _Staged:
+    """What an import keeps of its runs once they are packed: each run id's digest, the
+    erased persons its new runs bring back (by run id), and the warnings."""
+
+    def __init__(self, ctx, runs_index: RunIndex, admitting: "_Admitting") -> None:
+        self.ctx, self.runs_index, self.admitting = ctx, runs_index, admitting
+        self.seen: dict[str, str] = {}          # run id -> digest, in the order first read
+        self.admitted: dict[str, str] = {}      # run id -> the keyed erased person it admits
+        self.warnings: list[str] = []
+
+    def read(self, runs: Iterable[RunRecord], writer, progress, total: int,
+             position=None) -> None:
+        """Pack `runs` as they come; progress counts runs, or bytes of the file when
+        `position()` says how far into it the reading is (its size: `total`)."""
+        batch: list[tuple[RunRecord, tuple[str, bytes, str]]] = []
+        done = 0
+        for run in runs:
+            if progress is not None and done % PROGRESS_EVERY == 0:
+                if position is None:
+                    progress("encoding runs", done, total)
+                else:
+                    progress("encoding runs, bytes read", position(), total)
+            done += 1
+            encoded = encode_object(run)
+            digest = encoded[2]
+            prior = self.seen.get(run.run_id)
+            if prior is not None:
+                if prior != digest:
+                    raise InvalidArgument(f"run {run.run_id!r} appears twice with different "
+                                          "content", run_id=run.run_id)
+                continue
+            self.seen[run.run_id] = digest
+            fmt = hidden_tool_calls(run)
+            if fmt is not None:
+                self.warnings.append(f"run {run.run_id!r}: its message steps hold tool calls "
+                                     "that are not tool_call steps; import the original with "
+                                     f"--format {fmt}")
+            batch.append((run, encoded))
+            if len(batch) >= BATCH:
+                self._stage(batch, writer)
+                batch = []
+        self._stage(batch, writer)
+
+    def _stage(self, batch, writer) -> None:
+        """Pack the runs of `batch` not stored yet, after refusing a conflict or an erased
+        person among them (the check is made again, on every run, before the record)."""
+        if not batch:
+            return
+        known = self.runs_index.get_many(run.run_id for run, _ in batch)
+        new: dict[str, tuple[str, RunRecord]] = {}
+        for run, (_, _, digest) in batch:
+            stored = known.get(run.run_id)
+            if stored is None:
+                new[run.run_id] = (digest, run)
+            elif stored != digest:
+                raise _conflict(run.run_id)
+        self.admitted.update(self.admitting.persons(new))
+        for run, (kind, data, digest) in batch:
+            if run.run_id in new:
+                writer.add_encoded(kind, data, digest, run.person)
+
+
+def _conflict(run_id: str) -> FailedPrecondition:
+    return FailedPrecondition(f"run {run_id!r} was already imported with different content; a "
+                              "run id names one recording", reason="RUN_ID_CONFLICT",
+                              run_id=run_id)
 
 
 class _Admitting(NamedTuple):
@@ -240,21 +348,22 @@ class _Admitting(NamedTuple):
     erased: dict        # keyed person digest -> Erased
     allowed: set[str]   # keyed digests the caller admits again
 
-    def persons(self, new: dict[str, tuple[str, RunRecord]]) -> list[str]:
-        """The erased persons the runs `new` bring back (all admitted, or refused)."""
-        admitted = set()
+    def persons(self, new: dict[str, tuple[str, RunRecord]]) -> dict[str, str]:
+        """Run id -> the erased person it brings back, of the runs `new` (all admitted, or
+        refused)."""
+        admitted: dict[str, str] = {}
         if not self.erased:
-            return []
+            return admitted
         for run_id, (_, run) in sorted(new.items()):
             if run.person is None:
                 continue
             keyed = self.ctx.store.person_digest(run.person)
             if keyed in self.allowed and keyed in self.erased:
-                admitted.add(keyed)
+                admitted[run_id] = keyed
             else:
                 refuse_erased(self.erased, keyed, run.person, f"run {run_id!r}",
                                       run_id=run_id)
-        return sorted(admitted)
+        return admitted
 
 
 def _admit(ctx, number: int, persons: list[str], author: str, now: str) -> bool:
@@ -272,32 +381,30 @@ def _admit(ctx, number: int, persons: list[str], author: str, now: str) -> bool:
     return (found.persons, found.author) == (persons, author)
 
 
-def _import_leased(ctx, lease, runs_index, seen, author, now,
-                   admitting: _Admitting) -> tuple[list[str], int]:
+def _import_leased(ctx, lease, runs_index, staged: _Staged, author,
+                   now) -> tuple[list[str], int]:
+    seen = staged.seen
     for _ in claims.attempts("a run import number"):
         checked = runs_index.refresh()  # every import up to this number is checked below
         new = {}
         known = runs_index.get_many(seen)
-        for run_id, (digest, run) in seen.items():
+        for run_id, digest in seen.items():
             stored = known.get(run_id)
             if stored is None:
-                new[run_id] = (digest, run)
+                new[run_id] = digest
             elif stored != digest:
-                raise FailedPrecondition(
-                    f"run {run_id!r} was already imported with different content; a run id "
-                    "names one recording", reason="RUN_ID_CONFLICT", run_id=run_id)
+                raise _conflict(run_id)
         if not new:
             return [], len(seen)
         # Only new runs count: a run already stored (admitted before) brings nobody back.
-        admitted = admitting.persons(new)
-        with ctx.store.writer(lease) as writer:
-            for digest, run in new.values():
-                writer.add(run)
+        # (Every new run is packed: one stored when its batch was read is still stored, as
+        # an erasure waits for this import's lease.)
+        admitted = sorted({p for r, p in staged.admitted.items() if r in new})
         if runs_index.refresh() != checked:
             continue  # an import landed since the check (or during it): check against it too
         number = checked + 1
         record = RunImport(number=number, author=author, imported_at=now,
-                           runs=[RunEntry(run_id=r, run=d) for r, (d, _) in sorted(new.items())])
+                           runs=[RunEntry(run_id=r, run=d) for r, d in sorted(new.items())])
         lease.check()
         # The admission comes first, naming the number the import record then claims.
         if admitted and not _admit(ctx, number, admitted, author, now):

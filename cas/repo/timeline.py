@@ -140,8 +140,8 @@ def _citation_entries(ctx, name: str) -> list[dict]:
 
 
 def status(ctx, metric: str = "dataset_eligibility") -> dict[str, Any]:
-    """What is waiting: staged proposals nobody sealed, runs with no judgment on `metric`
-    yet, and erasures recorded but not finished."""
+    """What is waiting: staged proposals nobody sealed, runs still awaiting judgments on
+    `metric` (as `cas review queue` keeps them), and erasures recorded but not finished."""
     encoding.check_text(metric, "metric")
     staged = []
     for name in ctx.refs.dataset_names():
@@ -156,8 +156,7 @@ def status(ctx, metric: str = "dataset_eligibility") -> dict[str, Any]:
             staged.append({"dataset": name, "confirm_token": parsed[1],
                            "operation": p.operation, "base": p.base, "author": p.author,
                            "created_at": p.created_at, "changes": len(p.add) + len(p.remove)})
-    judged = {r.run_id for r in reviews.index(ctx).all() if r.metric == metric}
-    waiting = sorted(set(runs.runs(ctx)) - judged)
+    waiting = sorted(filter(reviews.awaiting(ctx, metric), runs.runs(ctx)))
     pending = sorted(found[0] for found in map(keys.parse_pending_key,
                                                ctx.backend.list(keys.PENDING)) if found)
     return {"staged_proposals": staged, "metric": metric, "runs_awaiting_review": len(waiting),

@@ -16,7 +16,8 @@ from cas.interop import exports
 from cas_cli.main import EXIT_CODES, cli
 from support import recordings
 from support.cli import (ADA, EXAMPLE, ITEMS_FORMS, add_review, commit_example, error_line, files,
-                         ids, no_latest, ok_json, promote, refused, seal, subject, subjects_file)
+                         ids, no_latest, ok_json, promote, refused, seal, subject, subjects_file,
+                         write_jsonl)
 from support.lifecycle import jsonl, keys, pending_erasure, run_obj, snapshot
 from support.promoted import case_of, make_gold
 from support.recordings import (PLAN, C, R, S, call, expected_detail, keys_and_bytes,
@@ -386,13 +387,13 @@ def test_promote_and_seal_shapes_and_output(run, reviewed, tmp_path):
                  "base_version": None,
                  "proposed": {"item_count": 2, "content_digest": p["proposed"]["content_digest"],
                               "added": added, "removed": [], "carried": [], "carried_count": 0,
-                              "carried_complete": True,
+                              "carried_complete": True, "added_count": 2, "removed_count": 0,
                               "added_cases": p["proposed"]["added_cases"], "removed_cases": []},
                  "withheld": {a: [] for a in added}, "changes": True, "stale": False,
-                 "restage": None,
+                 "restage": None, "page": {"after": None, "limit": 100}, "next_cursor": None,
                  "subjects": [{"run_id": r, "annotation_id": reviewed[r],
                                "metric": "dataset_eligibility", "label": "reviewed",
-                               "reviewer": ADA} for r in ("r-0", "r-1")]}
+                               "reviewer": ADA} for r in ("r-0", "r-1")], "subjects_count": 2}
     assert len(added) == 2 and added == sorted(added)
     assert not any(f.startswith(".cas/datasets/evals/versions/") for f, _ in files(tmp_path))
     assert len(files(tmp_path)) > len(before)
@@ -439,6 +440,38 @@ def test_promote_and_seal_shapes_and_output(run, reviewed, tmp_path):
     assert (v2["message"], v2["proposal"], v2["operation"]) == ("more", p2["confirm_token"],
                                                                 "promote")
 
+
+
+def test_preview_pages_a_staged_proposal(run, reviewed, tmp_path):
+    """`cas preview` reads a staged proposal back a page at a time; the pages' cases are the
+    proposal's, each once, and the last page says `next_cursor: null`."""
+    path = subjects_file(tmp_path, *(subject(f"r-{i}", reviewed[f"r-{i}"]) for i in range(4)))
+    p = ok_json(run("--json", "promote", "evals", "--file", path, "--idempotency-key", "k1"))
+    token, added = p["confirm_token"], p["proposed"]["added"]
+    before = files(tmp_path)
+    pages, cursor = [], None
+    while True:
+        args = ["--json", "preview", "evals", "--confirm-token", token, "--limit", "3"]
+        page = ok_json(run(*args, *(["--cursor", cursor] if cursor else [])))
+        pages.append(page)
+        if (cursor := page["next_cursor"]) is None:
+            break
+    assert [len(q["proposed"]["added_cases"]) for q in pages] == [3, 1]
+    assert [c["id"] for q in pages for c in q["proposed"]["added_cases"]] == added
+    assert pages[0]["proposed"]["added_cases"] == p["proposed"]["added_cases"][:3]
+    assert all(q["proposed"]["added_count"] == 4 and q["confirm_token"] == token for q in pages)
+    assert files(tmp_path) == before  # reads only
+    r = run("preview", "evals", "--confirm-token", token, "--limit", "3")
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert r.stdout.splitlines()[-1] == f"# more: --cursor {added[2]}"
+    assert sum(line.startswith("+ ") for line in r.stdout.splitlines()) == 3
+    r = run("preview", "evals", "--confirm-token", token, "--after", added[2])
+    assert [line for line in r.stdout.splitlines() if line.startswith("+ ")] == [
+        line for line in r.stdout.splitlines() if added[3] in line]
+    assert "# more" not in r.stdout
+    bad = run("--json", "preview", "evals", "--confirm-token", token, "--limit", "0")
+    assert bad.exit_code == 2 and json.loads(bad.stdout or bad.stderr)["error"]["reason"] == \
+        "BAD_LIMIT"
 
 def test_promotion_refusals(run, reviewed, tmp_path):
     anns = reviewed
@@ -536,8 +569,10 @@ def test_remove_shapes_and_refusals(run, reviewed, tmp_path):
                   "proposed": {"item_count": 2, "content_digest": rm["proposed"]["content_digest"],
                                "added": [], "removed": [ids[1]], "carried": [ids[0], ids[2]],
                                "carried_count": 2, "carried_complete": True, "added_cases": [],
+                               "added_count": 0, "removed_count": 1,
                                "removed_cases": rm["proposed"]["removed_cases"]},
-                  "withheld": {}, "changes": True, "stale": False, "restage": None}
+                  "withheld": {}, "changes": True, "stale": False, "restage": None,
+                  "page": {"after": None, "limit": 100}, "next_cursor": None}
     [gone] = rm["proposed"]["removed_cases"]
     assert (gone["id"], gone["tenant"]) == (ids[1], "acme") and gone["run_id"] is not None
     r = run("remove", "evals", ids[1], "--idempotency-key", "r")
@@ -989,3 +1024,63 @@ def test_cli_plan_from_stdin(cli_case):
     r = CliRunner().invoke(cli, ["--json", "replay", "raw", "1", cli_case, "--plan", "-"],
                            input='{"default_effect": "none"}')
     assert json.loads(r.stdout)["record"]["replayed"] == 1
+
+
+# -- issue 36: --yes, --list, K reviewers on the command line --------------------------------------
+def test_promote_and_remove_yes_preview_and_seal_in_one_call(run, reviewed, tmp_path):
+    r = run("promote", "evals", "--reviewed", "--idempotency-key", "k-1", "--yes", "-m", "first")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "promote into evals: base none (first version)"
+    assert not any(line.startswith("nothing is sealed yet") for line in lines)
+    assert lines[-1].startswith("sealed evals@1: 4 cases (+4 -0) b3:")
+    assert "first" in run("log", "evals").stdout  # the message of the version --yes sealed
+    case = ok_json(run("--json", "items", "evals", "1"))["items"][0]["id"]
+    out = ok_json(run("--json", "remove", "evals", case, "--idempotency-key", "k-2", "--yes"))
+    assert out["sealed"] is True and out["version"]["number"] == 2
+    assert out["preview"]["operation"] == "remove"
+    again = ok_json(run("--json", "remove", "evals", case, "--idempotency-key", "k-2", "--yes"))
+    assert again["already_sealed"] is True  # a retried command seals nothing new
+
+
+def test_a_promotion_preview_of_more_than_50_runs_is_summarised(run, tmp_path):
+    assert run("init").exit_code == 0
+    many = [run_obj(f"r-{i:03d}", i) for i in range(60)]
+    assert run("runs", "import", write_jsonl(tmp_path / "m.jsonl", *many)).exit_code == 0
+    assert run("dataset", "create", "evals").exit_code == 0
+    batch = write_jsonl(tmp_path / "b.jsonl", *({"run_id": f"r-{i:03d}",
+                                                 "metric": "dataset_eligibility",
+                                                 "label": "reviewed"} for i in range(60)))
+    assert run("review", "add", "--file", batch, "--yes").exit_code == 0
+    args = ("promote", "evals", "--reviewed", "--idempotency-key", "k-1")
+    lines = run(*args).stdout.splitlines()
+    assert lines[1] == "60 cases added, 0 removed; 60 runs judged"
+    assert lines[2].split() == ["CASE", "RUN", "TENANT", "OUTCOME"]
+    assert lines[13] == "... and 110 more: add --list to promote to see all"  # (JSON pages)
+    assert lines[-1].startswith("nothing is sealed yet") and len(lines) == 16
+    assert len(run(*args, "--list").stdout.splitlines()) == 2 + 120 + 2
+
+
+def test_a_subjects_file_naming_one_judgment_under_two_reviewers_is_refused(
+        run, reviewed, tmp_path):
+    assert run("settings", "eligibility", "--reviewers", "2").exit_code == 0
+    path = subjects_file(tmp_path, subject("r-0", reviewed["r-0"]))
+    r = run("promote", "evals", "--file", path, "--idempotency-key", "k-1")
+    assert r.exit_code == 5
+    assert "names judgments of 1 reviewer(s) (Ada <ada@example.com>); 2 different reviewers' " \
+           "newest judgments on 'dataset_eligibility' must accept the run" in r.stderr
+    assert "(rule unanimous, `cas settings eligibility --reviewers`)" in r.stderr
+
+
+def test_a_preview_of_one_page_of_many_changes_says_how_to_read_the_next():
+    from cas_cli.datasets_and_versions import _preview_text
+    case = {"id": "b3:" + "1" * 64, "run_id": "r-1", "tenant": "acme", "outcome": None}
+    preview = {"operation": "promote", "dataset": "evals", "base_version": None,
+               "confirm_token": "ct-" + "a" * 32, "changes": True, "stale": False,
+               "withheld": {}, "subjects": [], "subjects_count": 250, "next_cursor": case["id"],
+               "proposed": {"added_cases": [case], "removed_cases": [], "added_count": 250,
+                            "removed_count": 0, "item_count": 250, "added": [case["id"]] * 250,
+                            "carried_count": 0, "content_digest": "b3:" + "2" * 64}}
+    text = _preview_text(preview)
+    assert ("this preview shows the first 1 of 250 changes; the next page: cas preview evals "
+            f"--confirm-token ct-{'a' * 32} --cursor b3:{'1' * 64}") in text

@@ -169,3 +169,20 @@ def test_cli_erase_of_nothing_warns_and_writes_nothing(run, cli_repo):
         "message": "nothing matched who@example.com: no case, run or review names this person "
                    "id; nothing was erased and no erasure was recorded"}
     assert everything(cli_repo) == before
+
+
+def test_erase_yes_previews_and_erases_in_one_call(run, repo):
+    preview = json.loads(run("--json", "erase", "--person", "p-2").stdout)
+    r = run("erase", "--person", "p-2", "--yes")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == ("erasing p-2 will delete 2 cases, 0 runs and 0 reviews, and will "
+                        "retire 2 versions:")
+    assert not any(line.startswith("confirm with:") for line in lines)
+    assert lines[-1].startswith("erased ") and "2 cases" in lines[-1]
+    assert repo.erasures()[0].id == preview["confirm_token"]
+    again = json.loads(run("--json", "erase", "--person", "p-1", "--yes").stdout)
+    assert again["preview"]["matched"] is True and again["id"] == again["preview"][
+        "confirm_token"]
+    r = run("erase", "--person", "nobody", "--yes")  # nothing matched: nothing to confirm
+    assert r.exit_code == 0 and r.stdout.startswith("nothing to erase")

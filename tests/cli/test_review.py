@@ -143,3 +143,128 @@ def test_review_add_judges_several_runs_and_names_each_saved_review(run, tmp_pat
     assert [s["run_id"] for s in saved["saved"]] == ["r-1", "r-2"]
     queue = run("review", "queue")
     assert queue.stdout == "no run awaits dataset_eligibility\n"
+
+
+# -- issue 36: comments and corrections, --yes, label sets, agreement, summaries -------------------
+def test_review_with_comment_and_correction_in_one_call(run, runs_file, tmp_path):
+    assert run("runs", "import", runs_file).exit_code == 0
+    (tmp_path / "right.json").write_text('{"answer": "refund within 30 days"}')
+    args = ("review", "add", "r-1", "--metric", "dataset_eligibility", "--label", "needs-work",
+            "--comment", "cites the old policy; call +44 20 7946 0958", "--correction",
+            "@right.json")
+    r = run(*args, "--yes")
+    assert r.exit_code == 0, r.stderr
+    preview, saved = r.stdout.splitlines()
+    assert preview == (f"review of r-1: dataset_eligibility = needs-work by {ADA} - cites the "
+                       "old policy; call [REDACTED:phone] (with a correction)")
+    assert saved.startswith("saved review ann-") and saved.endswith(" of r-1")
+    [rev] = ok_json(run("--json", "review", "list", "r-1"))["reviews"]
+    assert rev["comment"] == "cites the old policy; call [REDACTED:phone]"
+    assert rev["correction"] == {"answer": "refund within 30 days"}
+    listed = run("review", "list", "r-1").stdout.splitlines()
+    assert listed[1:] == ["    comment: cites the old policy; call [REDACTED:phone]",
+                          '    correction: {"answer": "refund within 30 days"}']
+    again = ok_json(run("--json", "review", "add", "r-2", "--metric", "dataset_eligibility",
+                        "--label", "reviewed", "--correction", "[1, 2]", "--yes"))
+    assert again["preview"]["reviews"][0]["correction"] == [1, 2]
+    assert again["annotation_ids"] == [again["annotation_id"]]
+    before = files(tmp_path)
+    for bad, message in (("{nope", "--correction (JSON, or @FILE)"),
+                         ("null", "a correction is a JSON value other than null"),
+                         ("@missing.json", "cannot read 'missing.json'")):
+        r = run("review", "add", "r-3", "--metric", "dataset_eligibility", "--label",
+                "reviewed", "--correction", bad, "--yes")
+        assert r.exit_code == 2 and message in r.stderr, r.stderr
+    assert files(tmp_path) == before
+
+
+def test_label_sets_and_the_undeclared_metric_warning(run, runs_file, tmp_path):
+    assert run("runs", "import", runs_file).exit_code == 0
+    r = run("review", "metric", "define", "tone", "--labels", "calm, curt,rude",
+            "--description", "How the agent sounds")
+    assert r.stdout == "metrics revision 1: tone = calm, curt, rude\n"
+    assert run("review", "metric", "list").stdout == (
+        "dataset_eligibility: accepted, reviewed, rejected, needs-work  (whether a run may "
+        "become a dataset case)\ntone: calm, curt, rude  (How the agent sounds)\n")
+    listed = ok_json(run("--json", "review", "metric", "list"))
+    assert listed["revision"] == 1 and listed["declared_only"] is False
+    assert [m["name"] for m in listed["metrics"]] == ["dataset_eligibility", "tone"]
+    refused(run, tmp_path, ("review", "add", "r-1", "--metric", "tone", "--label", "polite",
+                            "--yes"), 2, "INVALID_ARGUMENT", "LABEL_NOT_DECLARED",
+            "label 'polite' is not one of metric 'tone''s labels; accepted: calm, curt, rude "
+            "(`cas review metric define` declares others); nothing was saved",
+            metric="tone", label="polite", accepted=["calm", "curt", "rude"])
+    r = run("review", "add", "r-1", "--metric", "dataset_eligibilty", "--label", "reviewed",
+            "--yes")
+    assert r.exit_code == 0
+    assert r.stderr == ("cas: warning: metric 'dataset_eligibilty' is not declared; did you "
+                        "mean 'dataset_eligibility'? (`cas review metric define` declares it)\n")
+    assert run("settings", "metrics", "--declared-only").stdout == (
+        "metrics revision 2: a judgment on an undeclared metric is refused\n")
+    r = run("review", "add", "r-2", "--metric", "dataset_eligibilty", "--label", "reviewed")
+    assert r.exit_code == 5 and "did you mean 'dataset_eligibility'?" in r.stderr
+    assert run("settings", "eligibility", "--accept", "gold").stdout == (
+        "eligibility revision 1: dataset_eligibility = accepted or gold or reviewed\n")
+    assert ok_json(run("--json", "review", "add", "r-2", "--metric", "dataset_eligibility",
+                       "--label", "gold", "--yes"))["annotation_ids"]
+
+
+def test_queue_mine_and_the_rule_of_two_reviewers(run, runs_file, monkeypatch):
+    assert run("runs", "import", runs_file).exit_code == 0
+    assert run("settings", "eligibility", "--reviewers", "2", "--rule", "majority").stdout == (
+        "eligibility revision 1: 2 reviewers (majority): dataset_eligibility = accepted or "
+        "reviewed\n")
+    assert ok_json(run("--json", "settings", "show"))["eligibility"] == {
+        "revision": 1, "metric": "dataset_eligibility", "accepted": ["accepted", "reviewed"],
+        "reviewers": 2, "rule": "majority"}
+    assert run("review", "add", "r-0", "--metric", "dataset_eligibility", "--label",
+               "reviewed", "--yes").exit_code == 0
+
+    def queue(*more):
+        return ok_json(run("--json", "review", "queue", *more))["runs"]
+    assert queue() == ["r-0", "r-1", "r-2", "r-3"] and queue("--mine") == ["r-1", "r-2", "r-3"]
+    monkeypatch.setenv("CAS_USER", "Grace <grace@example.com>")
+    assert queue("--mine") == ["r-0", "r-1", "r-2", "r-3"]
+    assert run("review", "add", "r-0", "--metric", "dataset_eligibility", "--label",
+               "accepted", "--yes").exit_code == 0
+    assert queue() == ["r-1", "r-2", "r-3"]
+
+
+def test_agreement_report_human_and_json(run, runs_file, monkeypatch):
+    assert run("runs", "import", runs_file).exit_code == 0
+    plan = {"Ada <ada@example.com>": ["accepted", "rejected", "accepted", "accepted"],
+            "Bob <bob@example.com>": ["accepted", "rejected", "rejected", "accepted"]}
+    for who, labels in plan.items():
+        monkeypatch.setenv("CAS_USER", who)
+        for i, label in enumerate(labels):
+            assert run("review", "add", f"r-{i}", "--metric", "dataset_eligibility",
+                       "--label", label, "--yes").exit_code == 0
+    report = ok_json(run("--json", "review", "agreement"))
+    [pair] = report["pairs"]
+    assert (pair["runs"], pair["observed"]) == (4, 0.75) and report["overall"] is None
+    assert pair["cohens_kappa"] == 0.5  # po 0.75, pe 0.5: (0.75 - 0.5) / 0.5
+    assert run("review", "agreement").stdout == (
+        "agreement on dataset_eligibility: 2 reviewers, 4 runs judged\n"
+        "  Ada <ada@example.com> / Bob <bob@example.com>: 4 runs in common, observed 0.750, "
+        "Cohen's kappa 0.500\n"
+        "disagreements: 1\n"
+        "  r-2: Ada <ada@example.com> accepted, Bob <bob@example.com> rejected\n")
+
+
+def test_a_preview_of_more_than_50_reviews_is_summarised(run, runs_file, tmp_path):
+    many = [run_obj(f"r-{i:03d}", i) for i in range(60)]
+    assert run("runs", "import", write_jsonl(tmp_path / "many.jsonl", *many)).exit_code == 0
+    batch = write_jsonl(tmp_path / "b.jsonl", *({"run_id": f"r-{i:03d}",
+                                                 "metric": "dataset_eligibility",
+                                                 "label": "reviewed" if i % 3 else "rejected"}
+                                                for i in range(60)))
+    lines = run("review", "add", "--file", batch).stdout.splitlines()
+    assert lines[0] == ("60 reviews of 60 runs: 20 dataset_eligibility = rejected, "
+                        "40 dataset_eligibility = reviewed")
+    assert lines[1].startswith("review of r-000: ") and len(lines) == 13
+    assert lines[11] == ("... and 50 more: add --list to review add to see all (--json always "
+                         "lists all)")
+    assert len(run("review", "add", "--file", batch, "--list").stdout.splitlines()) == 61
+    assert len(ok_json(run("--json", "review", "add", "--file", batch))["reviews"]) == 60
+    lines = run("review", "add", "--file", batch, "--yes").stdout.splitlines()
+    assert len(lines) == 24 and lines[12] == "saved 60 reviews"

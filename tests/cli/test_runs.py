@@ -309,6 +309,23 @@ def _chat_doc(tag: str) -> dict:
                 "role": "assistant", "content": f"hi {tag}"}, "finish_reason": "stop"}]}}
 
 
+def test_a_converted_file_is_read_a_line_at_a_time_and_a_bad_last_line_imports_none(
+        run, tmp_path):
+    assert run("init").exit_code == 0
+    docs = [_chat_doc(f"s{i}") for i in range(40)]
+    path = tmp_path / "chats.jsonl"
+    path.write_bytes(b"".join(json.dumps(d).encode() + b"\n" for d in docs) + b'{"messages": [\n')
+    for fmt in ("openai-chat", "auto"):  # (auto: read twice, to detect, then to convert)
+        refused(run, tmp_path, ("runs", "import", "--format", fmt, "--tenant", "acme",
+                                str(path)), 2, "INVALID_ARGUMENT", None,
+                f"{path} line 41: Input data was truncated", line=41, source=str(path))
+        assert ok_json(run("--json", "runs", "list"))["runs"] == []
+    path.write_bytes(b"".join(json.dumps(d).encode() + b"\n" for d in docs))
+    r = ok_json(run("--json", "runs", "import", "--format", "openai-chat", "--tenant", "acme",
+                    str(path)))
+    assert r["imported"] == sorted(f"openai-chat:chatcmpl-s{i}" for i in range(40))
+
+
 def test_several_files_are_one_import_all_or_nothing(run, tmp_path):
     assert run("init").exit_code == 0
     a = write_jsonl(tmp_path / "a.jsonl", _chat_doc("a"), _chat_doc("b"))

@@ -69,3 +69,31 @@ def test_cli_per_dataset_policy(run):
         "a", False, [], 0)
     shown = json.loads(run("--json", "dataset", "show", "a").stdout)
     assert shown["content_policy"] == {"withheld": [], "overridden": False, "revision": 0}
+
+
+def test_settings_eligibility_accept_adds_only_replaces_and_reviewers(run, tmp_path):
+    assert run("init").exit_code == 0
+    assert run("settings", "eligibility", "--accept", "gold").stdout == (
+        "eligibility revision 1: dataset_eligibility = accepted or gold or reviewed\n")
+    assert run("settings", "eligibility", "--accept", "gold", "--only").stdout == (
+        "eligibility revision 2: dataset_eligibility = gold\n")
+    assert run("settings", "eligibility", "--metric", "triage", "--accept", "keep").stdout == (
+        "eligibility revision 3: triage = keep\n")
+    assert run("settings", "eligibility", "--reviewers", "3", "--rule", "majority").stdout == (
+        "eligibility revision 4: 3 reviewers (majority): triage = keep\n")
+    assert run("settings", "show").stdout.splitlines()[-1] == (
+        "promotion needs: triage = keep from 3 reviewers (majority)")
+    refused(run, tmp_path, ("settings", "eligibility"), 2, "INVALID_ARGUMENT", None,
+            "give --accept LABEL, --metric, --reviewers K or --rule (see `cas settings show` "
+            "for the rule in force)")
+    refused(run, tmp_path, ("settings", "eligibility", "--metric", "tone"), 2,
+            "INVALID_ARGUMENT", None,
+            "a new metric needs its accepted labels: --metric tone --accept LABEL ...")
+    r = run("settings", "eligibility", "--reviewers", "0")
+    assert r.exit_code == 2 and "0 is not in the range 1<=x<=100" in r.stderr
+    assert ok_json(run("--json", "settings", "metrics")) == {"revision": 0,
+                                                              "declared_only": False}
+    assert ok_json(run("--json", "settings", "metrics", "--declared-only"))["declared_only"]
+    assert run("settings", "metrics", "--any-metric").stdout == (
+        "metrics revision 2: a judgment on an undeclared metric is saved with a warning naming "
+        "the closest declared metric\n")

@@ -41,6 +41,7 @@ PARTS = {
         lambda t: t[1] < t[2]),
     "settings": st.tuples(NUMBER),
     "eligibility": st.tuples(NUMBER),
+    "metrics": st.tuples(NUMBER),
     "erasure": st.tuples(SEGMENT),
     "dataset.tombstone": st.tuples(NAME),
     "dataset": st.tuples(NAME, NUMBER),
@@ -141,6 +142,7 @@ def test_every_key_of_a_lived_in_repository_belongs_to_a_family(tmp_path, monkey
     repo = cas.init(str(tmp_path / "repo"))
     repo.set_content_policy([], author="ops")
     repo.set_eligibility("dataset_eligibility", ["good", "reviewed"], author="ops")
+    repo.define_metric("tone", ["calm", "curt"], author="ops")                   # metrics
     repo.create_dataset("evals", admission="direct")
     repo.commit("evals", base=None, add=[{"input": f"case {i}", "output": "x" * 200}
                                          for i in range(20)])

@@ -156,7 +156,9 @@ _TABLE_ROWS = {"`case`": "Case", "`version`": "VersionRecord", "`dataset`": "Dat
                "`proposal`": "Proposal", "score (in `score.batch`)": "Score",
                "`version.retirement`": "VersionRetirement", "`lease`": "Lease",
                "`cassette`": "CassetteRecord", "cassette exchange (in `cassette`)":
-               "CassetteExchange", "`score.batch`": "ScoreBatch"}
+               "CassetteExchange", "`score.batch`": "ScoreBatch", "`metrics`": "Metrics",
+               "metric (in `metrics`)": "MetricSpec", "review (in `review.batch`)": "Review",
+               "`eligibility`": "Eligibility"}
 
 
 def _section4_table(head: str) -> dict[str, str]:

@@ -7,6 +7,8 @@ import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import cas
 from cas.interop import exports
@@ -180,6 +182,76 @@ def test_parquet_schema_pin_row_groups_and_round_trip(small, tmp_path, monkeypat
                 for k, v in r.items() if k != "case_id"}
         assert cas.encode_case(case).case_id == r["case_id"]
         assert exports.case_from_row(r) == case
+
+
+_TEXT = st.one_of(st.none(), st.text(max_size=12))
+_CASES = st.lists(st.fixed_dictionaries({
+    "input": st.one_of(st.text(max_size=30), st.dictionaries(st.text(max_size=5),
+                                                             st.integers(), max_size=3)),
+    "output": st.text(max_size=200), "run_id": _TEXT, "tenant": _TEXT, "person": _TEXT,
+    "started_at": st.sampled_from([None, "2026-01-02T03:04:05Z"]),
+    "withheld": st.lists(st.sampled_from(["tool_results", "pii", "secrets"]), unique=True),
+    "steps": st.lists(st.fixed_dictionaries({"type": st.just("message"),
+                                             "role": st.just("user"),
+                                             "content": st.text(max_size=40)}), max_size=3)}),
+    min_size=1, max_size=12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases=_CASES, batch_bytes=st.integers(1, 2000), row_group=st.integers(1, 5))
+def test_parquet_rows_are_the_tabular_rows_whatever_the_batches(cases, batch_bytes, row_group,
+                                                                 tmp_path_factory):
+    """The columns built from the cases' bytes (nulls, non-ASCII text, withheld lists) read
+    back as `table_row` gives them, cut into row groups by cases and by bytes."""
+    import pyarrow.parquet as pq
+    repo = cas.Repository.create(MemoryBackend())
+    repo.create_dataset("evals", admission="direct")
+    repo.commit("evals", base=None, add=[cas.encode_case(c) for c in cases])
+    out = tmp_path_factory.mktemp("pq") / "v.parquet"
+    old = exports.ROW_GROUP, exports.BATCH_BYTES
+    exports.ROW_GROUP, exports.BATCH_BYTES = row_group, batch_bytes
+    try:
+        result = exports.export_parquet(repo, ("evals", 1), out)
+    finally:
+        exports.ROW_GROUP, exports.BATCH_BYTES = old
+    expected = [exports.table_row(i, data) for i, data in exports.case_bytes(repo, ("evals", 1))]
+    f = pq.ParquetFile(out)
+    assert result.cases == len(expected) == f.metadata.num_rows
+    assert f.read().to_pylist() == expected
+    sizes, n, size = [], 0, 0  # the groups: ROW_GROUP rows, or fewer at BATCH_BYTES
+    for _, data in exports.case_bytes(repo, ("evals", 1)):
+        n, size = n + 1, size + len(data)
+        if n == row_group or size >= batch_bytes:
+            sizes.append(n)
+            n, size = 0, 0
+    sizes += [n] if n else []
+    assert [f.metadata.row_group(g).num_rows for g in range(f.metadata.num_row_groups)] == sizes
+
+
+def test_hf_rows_are_the_tabular_rows_across_batches(small, tmp_path, monkeypatch):
+    import datasets
+    repo, pin = small
+    monkeypatch.setattr(exports, "BATCH_BYTES", 1)  # a record batch per case
+    result = exports.export_hf(repo, pin, tmp_path / "hf")
+    expected = [exports.table_row(i, data) for i, data in exports.case_bytes(repo, pin)]
+    assert result.cases == len(expected) == 6
+    assert datasets.load_from_disk(str(tmp_path / "hf")).to_list() == expected
+    assert os.listdir(tmp_path) == ["hf"]  # the Arrow stream's directory is gone
+
+def test_a_parquet_export_does_not_import_pandas(tmp_path):
+    """pyarrow's `pa.array` and `Table.from_pydict` import pandas (about 50 MB and seconds);
+    the export builds its columns from buffers and never does."""
+    code = ("import sys, cas\nfrom cas.interop import exports\n"
+            "from cas.storage.backends.memory import MemoryBackend\n"
+            "r = cas.Repository.create(MemoryBackend())\n"
+            "r.create_dataset('d', admission='direct')\n"
+            "r.commit('d', base=None, add=[cas.encode_case({'input': 1, 'output': 2})])\n"
+            f"exports.export_parquet(r, ('d', 1), {str(tmp_path / 'v.parquet')!r})\n"
+            "print('pandas' in sys.modules)\n")
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(ROOT), check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_hf_dataset_holds_the_columns_and_the_pin_in_its_info(small, tmp_path):

@@ -5,6 +5,8 @@ tests/cli/test_runs.py)."""
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 
 import pytest
@@ -187,3 +189,62 @@ def test_a_cassette_without_the_container_is_refused_saying_so():
     assert cas.interop.importers.looks_like(cassette) == (
         "it looks like a vcr cassette: give --format auto --container vcr")
     assert cas.interop.importers.looks_like(b'{"hello": 1}') is None
+
+
+# -- converted as the file is read ----------------------------------------------------------
+class _Pipe(io.BytesIO):
+    """A stream that cannot seek back (stdin)."""
+
+    def seekable(self) -> bool:
+        return False
+
+
+def _as_json_lines(data: bytes) -> bytes:
+    """A JSON sample as JSON Lines: an array's members a line each, else the document twice."""
+    value = json.loads(data)
+    members = value if isinstance(value, list) and len(value) > 1 else [value, value]
+    return b"".join(json.dumps(m).encode() + b"\n" for m in members)
+
+
+def test_a_stream_converts_to_what_the_whole_file_converts_to(traces):
+    """Every real JSON sample, as JSON Lines: `convert_stream` gives the runs and warnings
+    `convert_files` gives, named or detected, from a file or a pipe (read whole then)."""
+    seen = set()
+    for folder, fmt in FOLDERS.items():
+        for path in sorted((traces / folder).iterdir()):
+            if path.suffix not in (".json", ".jsonl"):
+                continue
+            data = _as_json_lines(path.read_bytes())
+            whole = cas.interop.importers.convert_files([(path.name, data)], fmt, tenant="t")
+            for name, stream in ((fmt, io.BytesIO), ("auto", io.BytesIO), ("auto", _Pipe)):
+                said = []
+                runs = list(cas.interop.importers.convert_stream(
+                    [(path.name, stream(data))], name, tenant="t", warnings=said))
+                assert (runs, said) == (whole.runs, whole.warnings), (path.name, name)
+            seen.add(fmt)
+    assert seen >= {"openai-chat", "anthropic", "openai-responses", "otel-genai", "langsmith"}
+
+
+def test_a_stream_yields_runs_before_a_bad_line_is_read_and_names_the_file(traces):
+    entries = json.loads((traces / "openai-chat" / "tau-bench__gpt-4o-airline.first50.json")
+                         .read_bytes())
+    good = b"".join(json.dumps(e).encode() + b"\n" for e in entries[:5])
+    runs = cas.interop.importers.convert_stream(
+        [("a.jsonl", io.BytesIO(good)), ("b.jsonl", io.BytesIO(good + b'{"task_id": \n'))],
+        "openai-chat", tenant="t")
+    first = next(runs)  # converted before the rest of the files is read
+    assert first["metadata"]["import"] == {"format": "openai-chat", "container": None}
+    assert len([first, *itertools.islice(runs, 9)]) == 10
+    with pytest.raises(cas.InvalidArgument) as info:
+        next(runs)
+    assert info.value.message.startswith("b.jsonl line 6: ")
+    assert info.value.fields["source"] == "b.jsonl" and info.value.fields["line"] == 6
+    # a line that is JSON but not the format: refused as `convert` refuses its document
+    other = good + json.dumps({"hello": "world"}).encode() + b"\n"
+    with pytest.raises(cas.InvalidArgument) as info:
+        list(cas.interop.importers.convert_stream([("c.jsonl", io.BytesIO(other))],
+                                                  "openai-chat", tenant="t"))
+    assert info.value.message.startswith("c.jsonl document 6: not an openai-chat document")
+    with pytest.raises(cas.InvalidArgument) as whole:
+        cas.interop.importers.convert_files([("c.jsonl", other)], "openai-chat", tenant="t")
+    assert whole.value.message == info.value.message

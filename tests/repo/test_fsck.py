@@ -241,7 +241,7 @@ def test_a_key_of_every_family_is_expected(tmp_path):
                 "person.table": ("a" * 64, {"0f"}),
                 "pack": ("b" * 64,), "pack.index": ("b" * 64,), "multi.index": ("c" * 64,),
                 "run.admission": (1,), "run.import": (1,), "review.batch": (1,),
-                "settings": (1,), "eligibility": (1,),
+                "settings": (1,), "eligibility": (1,), "metrics": (1,),
                 "dataset.tombstone": ("d",), "proposal": ("d", "ct-" + "e" * 32),
                 "idempotency": ("d", "f" * 64), "lease": ("gc", "0123"),
                 "erasure": ("ct-" + "1" * 32,), "erasure.plan": ("ct-" + "2" * 32,),
@@ -758,7 +758,8 @@ _T0, _T1 = "2026-11-30T12:00:00.000000Z", "2026-11-30T12:05:00.000000Z"
 
 @pytest.mark.parametrize("fields, message", [
     (dict(operation="test"), "a writer lease's operation is one of 'commit', 'promote', "
-     "'remove', 'seal', 'import', 'review', 'record cassettes', not 'test'"),
+     "'remove', 'seal', 'import', 'review', 'record cassettes', 'record a suite result', "
+     "not 'test'"),
     (dict(role="gc", operation="commit"), "a gc lease's operation is one of 'gc', "
      "'merge small packs', not 'commit'"),
     (dict(role="erasure", operation="gc", erasure="e1"),
@@ -975,3 +976,44 @@ def test_a_retirement_an_erasure_names_and_lost_is_an_error(erased_world):
     assert retired[0] in {p.where for p in errors}
     [message] = [p.message for p in errors if p.where == retired[0]]
     assert message.startswith("is missing: ") and "was retired by erasure ct-" in message
+
+
+# -- issue 36: comments, corrections, declared metrics, K reviewers --------------------------------
+def test_fsck_names_a_comment_out_of_limits_and_a_null_correction(mem, monkeypatch, tmp_path):
+    from cas.format.keys import review_batch_key
+    from cas.format.records import ReviewBatch
+    from support.lifecycle import run_obj
+    monkeypatch.setenv("CAS_CONFIG", str(tmp_path / "c.json"))
+    mem.import_runs([run_obj("r-1")])
+    saved = mem.review("r-1", "m", "x", comment="fine", correction=[1], reviewer="a")
+    assert [p for p in mem.fsck().problems if p.severity == "error"] == []
+    [honest] = mem.reviews("r-1")
+    bad = [msgspec.structs.replace(honest, annotation_id=f"ann-{i:032x}", **change)
+           for i, change in enumerate(({"comment": "x" * 4097}, {"comment": "a\x00b"},
+                                       {"correction": None}))]
+    _forge(mem, review_batch_key(2), ReviewBatch(number=2, reviews=bad))
+    about = _about(mem, review_batch_key(2))
+    assert sum("comment is not 1 to 4096 characters" in m for m in about) == 2
+    assert any("correction is null" in m for m in about)
+    assert saved["annotation_ids"]
+
+
+def test_fsck_names_metrics_and_eligibility_rules_outside_the_format(mem):
+    from cas.format.keys import metrics_key
+    from cas.format.records import Metrics, MetricSpec
+    mem.define_metric("tone", ["calm", "curt"], author="a")
+    mem.set_eligibility(reviewers=2, rule="majority", author="a")
+    assert mem.fsck().problems == []
+    _forge(mem, metrics_key(2), Metrics(revision=2, author="a", edited_at="t", metrics=[
+        MetricSpec(name="z", labels=["a", "a"]), MetricSpec(name="b", labels=[])]))
+    about = _about(mem, metrics_key(2))
+    assert any("not sorted by name" in m for m in about)
+    assert sum("must have at least one label, each once" in m for m in about) == 2
+    _forge(mem, eligibility_key(2), Eligibility(revision=2, metric="m", accepted=["ok"],
+                                                author="a", edited_at="t", reviewers=0,
+                                                rule="plurality"))
+    about = _about(mem, eligibility_key(2))
+    assert any("reviewers is 0" in m for m in about) and any("'plurality'" in m for m in about)
+    _forge(mem, eligibility_key(3), Eligibility(revision=3, metric="m", accepted=["ok"],
+                                                author="a", edited_at="t", reviewers=2))
+    assert any("both present" in m for m in _about(mem, eligibility_key(3)))

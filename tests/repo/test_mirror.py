@@ -68,7 +68,7 @@ def build(repo) -> None:
     and (small packs) a multi-pack index."""
     repo.import_runs([run("alice-run-0", ALICE, ALICE_MARKERS[0]),
                       run("bob-run-0", BOB, "order arrived damaged")])
-    req = [{"run_id": "alice-run-0", "metric": "dataset_eligibility", "label": "good"}]
+    req = [{"run_id": "alice-run-0", "metric": "dataset_eligibility", "label": "rejected"}]
     repo.add_reviews(req, confirm_token=repo.add_reviews(req)["confirm_token"])
     for name in ("support", "billing", "gone"):
         repo.create_dataset(name, admission="direct")

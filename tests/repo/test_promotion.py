@@ -587,3 +587,185 @@ def test_since_selects_by_time_whatever_the_offset_and_refuses_what_is_not_a_tim
     assert err.message == ("run 'ny' started at '2025-05-12T20:27:36-04:00', not since "
                            "2025-05-13T00:30:00Z")
     refused(lambda: mem.reviewed_subjects(since="yesterday"), "INVALID_ARGUMENT", "INVALID_TIME")
+
+
+# -- previews in pages ----------------------------------------------------------------------------
+class _Changes(msgspec.Struct):
+    add: list[str]
+    remove: list[str]
+
+
+_IDS = st.lists(st.integers(0, 2**20), unique=True, max_size=40).map(
+    lambda xs: sorted(f"b3:{x:064x}" for x in xs))
+
+
+@given(ids=_IDS, removed=st.data(), limit=st.integers(1, 7))
+def test_the_pages_of_changes_are_every_change_once_in_id_order(ids, removed, limit):
+    remove = sorted(removed.draw(st.sets(st.sampled_from(ids))) if ids else [])
+    p = _Changes(add=[i for i in ids if i not in remove], remove=remove)
+    pages, after = [], None
+    while True:
+        page = promotion._page_of_changes(p, after, limit + 1)
+        more, page = len(page) > limit, page[:limit]
+        pages.append(page)
+        if not more:
+            break
+        after = page[-1][0]
+    assert all(len(page) <= limit for page in pages) and all(pages[:-1])
+    assert [c for page in pages for c in page] == [
+        (i, "-" if i in remove else "+") for i in ids]
+
+
+def test_a_preview_describes_a_page_and_preview_reads_the_next_ones(staged, monkeypatch):
+    repo, anns = staged
+    monkeypatch.setattr(promotion, "PREVIEW_PAGE", 3)
+    runs = ["r-0", "r-1", "r-2", "r-3"]
+    p = repo.promote("evals", [subject(r, anns[r]) for r in runs], "k-page")
+    added = p["proposed"]["added"]
+    assert len(added) == p["proposed"]["added_count"] == 4 and p["proposed"]["removed_count"] == 0
+    assert [c["id"] for c in p["proposed"]["added_cases"]] == added[:3]
+    assert set(p["withheld"]) == set(added[:3])
+    assert (len(p["subjects"]), p["subjects_count"]) == (3, 4)
+    assert (p["next_cursor"], p["page"]) == (added[2], {"after": None, "limit": 3})
+    rest = repo.preview("evals", p["confirm_token"], after=p["next_cursor"])
+    assert [c["id"] for c in rest["proposed"]["added_cases"]] == added[3:]
+    assert rest["next_cursor"] is None and rest["stale"] is False
+    # what stays the same on every page: token, counts, digests, the id lists
+    same = ("confirm_token", "base_version", "changes")
+    assert {k: rest[k] for k in same} == {k: p[k] for k in same}
+    assert {k: v for k, v in rest["proposed"].items() if not k.endswith("_cases")} == {
+        k: v for k, v in p["proposed"].items() if not k.endswith("_cases")}
+    # pages of one walk the cases the full page describes, each once
+    one, after, walked = None, None, []
+    while one is None or one["next_cursor"] is not None:
+        one = repo.preview("evals", p["confirm_token"], after=after, limit=1)
+        walked += one["proposed"]["added_cases"]
+        after = one["next_cursor"]
+    assert walked == repo.preview("evals", p["confirm_token"], limit=10)["proposed"]["added_cases"]
+    assert [c["run_id"] for c in walked] and {c["run_id"] for c in walked} == set(runs)
+
+
+def test_a_preview_read_back_after_the_head_moved_is_stale(staged):
+    repo, anns = staged
+    old = repo.promote("evals", [subject("r-0", anns["r-0"])], "k-old")
+    promote_and_seal(repo, anns, ["r-1"], "k-new")
+    p = repo.preview("evals", old["confirm_token"])
+    assert p["stale"] is True and "new idempotency key" in p["restage"]
+    removal = repo.remove("evals", repo.items("evals", 1).items, "k-rm")
+    shown = repo.preview("evals", removal["confirm_token"])
+    assert [c["id"] for c in shown["proposed"]["removed_cases"]] == removal["proposed"]["removed"]
+    assert shown["proposed"]["removed_cases"][0]["run_id"] == "r-1"
+
+
+@pytest.mark.parametrize("kwargs, error, reason", [
+    ({"limit": 0}, cas.InvalidArgument, "BAD_LIMIT"),
+    ({"limit": 10_001}, cas.InvalidArgument, "BAD_LIMIT"),
+    ({"limit": True}, cas.InvalidArgument, "BAD_LIMIT"),
+    ({"after": "r-0"}, cas.InvalidArgument, None),
+    ({"token": "ct-" + "0" * 32}, cas.NotFound, "PROPOSAL_NOT_FOUND"),
+])
+def test_preview_refuses_a_bad_page_or_token_and_stores_nothing(staged, kwargs, error, reason):
+    repo, anns = staged
+    p = repo.promote("evals", [subject("r-0", anns["r-0"])], "k")
+    before = keys(repo)
+    kwargs = dict(kwargs)  # (the parameters are shared by both backends' runs)
+    token = kwargs.pop("token", p["confirm_token"])
+    with pytest.raises(error) as info:
+        repo.preview("evals", token, **kwargs)
+    assert reason is None or info.value.reason == reason
+    assert keys(repo) == before
+
+
+# -- more than one reviewer (issue 36) ----------------------------------------------------------
+GRACE, HAL = "Grace <grace@example.com>", "Hal <hal@example.com>"
+
+
+def _as(monkeypatch, who):
+    monkeypatch.setenv("CAS_USER", who)
+
+
+def test_two_reviewers_unanimous_admit_a_run_and_the_provenance_names_both(
+        mem, monkeypatch):
+    mem.import_runs(io.BytesIO(jsonl(*(run_obj(f"r-{i}", i) for i in range(3)))))
+    mem.create_dataset("evals")
+    mem.set_eligibility(reviewers=2, rule="unanimous")
+    one = mem.review("r-0", "dataset_eligibility", "reviewed")["annotation_ids"][0]
+    mem.review("r-1", "dataset_eligibility", "reviewed")
+    mem.review("r-2", "dataset_eligibility", "reviewed")
+    _as(monkeypatch, GRACE)
+    two = mem.review("r-0", "dataset_eligibility", "accepted")["annotation_ids"][0]
+    mem.review("r-1", "dataset_eligibility", "rejected")  # unanimous: r-1 is out
+    _as(monkeypatch, REVIEWER)
+    before = keys(mem)
+    with pytest.raises(cas.FailedPrecondition) as info:  # a subject naming one judgment
+        mem.promote("evals", [subject("r-0", one)], "k-1")
+    assert info.value.reason == "REVIEWERS_REQUIRED"
+    assert "2 different reviewers' newest judgments" in info.value.message
+    assert "rule unanimous" in info.value.message
+    assert keys(mem) == before
+    with pytest.raises(cas.FailedPrecondition) as info:  # r-1: Grace rejects it
+        mem.promote_reviewed("evals", "k-2", run_ids=["r-1"])
+    assert info.value.reason == "REVIEW_NOT_ACCEPTED" and info.value.fields["reviewers"] == 2
+    with pytest.raises(cas.FailedPrecondition) as info:  # r-2: one reviewer so far
+        mem.promote_reviewed("evals", "k-3", run_ids=["r-2"])
+    assert info.value.reason == "REVIEWERS_REQUIRED"
+    staged = mem.promote_reviewed("evals", "k-4")
+    [judged] = staged["subjects"]
+    assert judged["run_id"] == "r-0" and judged["annotation_id"] == two  # the newest
+    assert {a["annotation_id"] for a in judged["admitted_by"]} == {one, two}
+    by_file = mem.promote("evals", [dict(subject("r-0", one), review_annotation_ids=[two])],
+                          "k-5")
+    assert by_file["proposed"]["content_digest"] == staged["proposed"]["content_digest"]
+    mem.seal("evals", staged["confirm_token"])
+    [entry] = mem.provenance("evals", 1)
+    assert entry.annotation_id == two and entry.admitted_by == sorted([one, two])
+    assert [p for p in mem.fsck().problems if p.severity == "error"] == []
+
+
+def test_majority_counts_each_reviewers_newest_judgment_once(mem, monkeypatch):
+    mem.import_runs(io.BytesIO(jsonl(run_obj("r-0"))))
+    mem.create_dataset("evals")
+    mem.set_eligibility(reviewers=2, rule="majority")
+    for who, label in ((REVIEWER, "reviewed"), (GRACE, "rejected"), (HAL, "accepted")):
+        _as(monkeypatch, who)
+        mem.review("r-0", "dataset_eligibility", label)
+    assert [s.subject_ref for s in promotion.reviewed_subjects(mem.context)] == ["r-0"]
+    _as(monkeypatch, HAL)
+    mem.review("r-0", "dataset_eligibility", "needs-work")  # Hal changes his mind: 1 against 2
+    with pytest.raises(cas.FailedPrecondition) as info:
+        promotion.reviewed_subjects(mem.context)
+    assert info.value.reason == "NO_ACCEPTED_RUNS"
+
+
+class _R(msgspec.Struct, frozen=True):
+    reviewer: str
+    label: str
+    reviewed_at: str
+    annotation_id: str
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from(["ok", "no", "meh"])),
+                max_size=10),
+       st.integers(1, 4), st.sampled_from(["unanimous", "majority"]))
+def test_admission_follows_the_rules_definition(judgments, k, rule):
+    """admission() against a brute-force reading of the rule: each reviewer's last judgment;
+    K accepting ones, and none against (unanimous) or more for than against (majority)."""
+    from cas.format.records import Eligibility
+    rules = Eligibility(revision=1, metric="m", accepted=["ok"], author="", edited_at="",
+                        reviewers=k, rule=rule)
+    reviews = [_R(who, label, f"2026-01-01T00:00:{i:02d}Z", f"ann-{i:032x}")
+               for i, (who, label) in enumerate(judgments)]
+    last = {}
+    for who, label in judgments:
+        last[who] = label
+    yes = sum(1 for x in last.values() if x == "ok")
+    no = len(last) - yes
+    eligible = yes >= k and (no == 0 if rule == "unanimous" else yes > no)
+    if k == 1 and rule == "unanimous":  # one reviewer: the newest judgment by anyone decides
+        eligible = bool(judgments) and judgments[-1][1] == "ok"
+    admitting, why = promotion.admission(rules, reversed(reviews))  # (order does not matter)
+    assert (why is None) == eligible
+    if eligible and not (k == 1 and rule == "unanimous"):
+        assert sorted(r.reviewer for r in admitting) == sorted(
+            w for w, x in last.items() if x == "ok")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 
+import msgspec
 import pytest
 
 import cas
@@ -213,3 +214,119 @@ def test_the_reviews_of_a_run_are_found_by_run_not_by_scanning():
                            key=lambda r: (r.reviewed_at, r.annotation_id))
             assert repo.reviews(f"r-{i}") == brute
             assert len(brute) == sum((i + k) % 2 == 0 for k in range(rnd + 1))
+
+
+# -- comments, corrections, declared labels, K reviewers' queues (issue 36) ----------------------
+GRACE = "Grace <grace@example.com>"
+
+
+def test_a_comment_and_a_correction_are_part_of_the_judgment(mem):
+    mem.import_runs(io.BytesIO(jsonl(run_obj("r-1"), run_obj("r-2"))))
+    plain = mem.add_reviews([{"run_id": "r-1", "metric": "dataset_eligibility",
+                              "label": "needs-work"}])
+    assert "comment" not in plain["reviews"][0]  # a plain judgment's token is unchanged
+    req = {"run_id": "r-1", "metric": "dataset_eligibility", "label": "needs-work",
+           "comment": "wrong policy; mail ada@example.com\nsecond line",
+           "correction": {"answer": "refund within 30 days"}}
+    preview = mem.add_reviews([req])
+    assert preview["confirm_token"] != plain["confirm_token"]
+    assert preview["reviews"][0]["comment"] == ("wrong policy; mail [REDACTED:email]\n"
+                                                "second line")  # scrubbed before it is shown
+    mem.add_reviews([req], preview["confirm_token"])
+    [r] = mem.reviews("r-1")
+    assert r.comment == "wrong policy; mail [REDACTED:email]\nsecond line"
+    assert r.correction == {"answer": "refund within 30 days"}
+    plain_saved = mem.review("r-2", "dataset_eligibility", "reviewed")["reviews"][0]
+    assert "comment" not in plain_saved and "correction" not in plain_saved
+    assert mem.reviews("r-2")[0].comment is msgspec.UNSET
+
+
+@pytest.mark.parametrize("comment, problem", [
+    ("x" * 4097, "1 to 4096 characters, not 4097"), ("   ", "not empty or blank"),
+    ("bell\x07", "control character U+0007")])
+def test_a_comment_outside_its_limits_is_refused_and_nothing_saved(mem, comment, problem):
+    mem.import_runs(io.BytesIO(jsonl(run_obj("r-1"))))
+    before = keys(mem)
+    with pytest.raises(cas.InvalidArgument) as info:
+        mem.review("r-1", "dataset_eligibility", "reviewed", comment=comment)
+    assert problem in info.value.message and info.value.reason == "COMMENT_INVALID"
+    assert keys(mem) == before
+    mem.review("r-1", "dataset_eligibility", "reviewed", comment="y" * 4096)  # the limit holds
+
+
+def test_a_label_outside_a_declared_metric_is_refused_naming_the_labels(mem):
+    mem.import_runs(io.BytesIO(jsonl(run_obj("r-1"))))
+    mem.define_metric("tone", ["calm", "curt", "rude"], "How the agent sounds")
+    before = keys(mem)
+    for metric, label, accepted in (("tone", "polite", ["calm", "curt", "rude"]),
+                                    ("dataset_eligibility", "good",
+                                     ["accepted", "reviewed", "rejected", "needs-work"])):
+        with pytest.raises(cas.InvalidArgument) as info:
+            mem.add_reviews([{"run_id": "r-1", "metric": metric, "label": label}])
+        assert info.value.reason == "LABEL_NOT_DECLARED"
+        assert info.value.fields["accepted"] == accepted
+        assert ", ".join(accepted) in info.value.message
+    assert keys(mem) == before
+
+
+def test_an_undeclared_metric_is_warned_about_or_refused_when_declared_only(mem):
+    mem.import_runs(io.BytesIO(jsonl(run_obj("r-1"))))
+    mem.define_metric("tone", ["calm", "curt"])
+    saved = mem.review("r-1", "dataset_eligibilty", "reviewed")
+    assert saved["warnings"] == ["metric 'dataset_eligibilty' is not declared; did you mean "
+                                 "'dataset_eligibility'? (`cas review metric define` declares "
+                                 "it)"]
+    assert mem.add_reviews([{"run_id": "r-1", "metric": "tones", "label": "x"}])[
+        "warnings"][0].startswith("metric 'tones' is not declared; did you mean 'tone'?")
+    mem.set_declared_only(True)
+    before = keys(mem)
+    with pytest.raises(cas.FailedPrecondition) as info:
+        mem.add_reviews([{"run_id": "r-1", "metric": "tones", "label": "x"}])
+    assert info.value.reason == "METRIC_NOT_DECLARED" and info.value.fields["closest"] == "tone"
+    assert keys(mem) == before
+    mem.set_declared_only(False)
+    assert mem.review("r-1", "tones", "x")["warnings"]
+
+
+def test_the_queue_keeps_a_run_until_its_k_judgments_and_mine_hides_what_i_judged(
+        mem, monkeypatch):
+    mem.import_runs(io.BytesIO(jsonl(*(run_obj(f"r-{i}", i) for i in range(3)))))
+    mem.set_eligibility(reviewers=2)
+
+    def queue(**kw):
+        return [s["run_id"] for s in mem.review_queue(**kw).runs]
+    mem.review("r-0", "dataset_eligibility", "reviewed")
+    assert queue() == ["r-0", "r-1", "r-2"]  # one judgment of two
+    assert queue(mine=True) == ["r-1", "r-2"]
+    monkeypatch.setenv("CAS_USER", GRACE)
+    assert queue(mine=True) == ["r-0", "r-1", "r-2"]
+    mem.review("r-0", "dataset_eligibility", "rejected")
+    assert queue() == queue(mine=True) == ["r-1", "r-2"]
+    assert queue(metric="tone") == ["r-0", "r-1", "r-2"]  # another metric needs one judgment
+    mem.review("r-1", "tone", "calm")
+    assert queue(metric="tone") == ["r-0", "r-2"]
+
+
+def test_a_correction_becomes_the_expected_answer_and_keeps_the_case_id(mem, monkeypatch):
+    from cas.evals.suites.files import from_version
+    from support.lifecycle import subject
+    mem.import_runs(io.BytesIO(jsonl(run_obj("r-1", 1), run_obj("r-2", 2))))
+    mem.create_dataset("plain")
+    mem.create_dataset("fixed")
+    ann = mem.review("r-1", "dataset_eligibility", "reviewed")["annotation_ids"][0]
+    plain = mem.promote("plain", [subject("r-1", ann)], "k-1")
+    mem.seal("plain", plain["confirm_token"])
+    fixed_ann = mem.review("r-1", "dataset_eligibility", "accepted",
+                           correction={"answer": "42"}, comment="the answer is 42")[
+        "annotation_ids"][0]
+    ann2 = mem.review("r-2", "dataset_eligibility", "reviewed")["annotation_ids"][0]
+    fixed = mem.promote("fixed", [subject("r-1", fixed_ann), subject("r-2", ann2)], "k-2")
+    mem.seal("fixed", fixed["confirm_token"])
+    [plain_case] = from_version(mem, "plain", 1).cases
+    by_run = {c.metadata["cas"]["run_id"]: c for c in from_version(mem, "fixed", 1).cases}
+    assert by_run["r-1"].id == plain_case.id  # the same case, with or without a correction
+    assert plain_case.expected == mem.run("r-1").output
+    assert by_run["r-1"].expected == {"answer": "42"}
+    assert by_run["r-1"].metadata["cas"]["expected_from"] == fixed_ann
+    assert by_run["r-2"].expected == mem.run("r-2").output
+    assert "expected_from" not in by_run["r-2"].metadata["cas"]

@@ -350,3 +350,66 @@ def test_since_that_is_not_a_time_is_refused_naming_the_accepted_forms(mem, sinc
             call(since=since)
         assert info.value.reason == "INVALID_TIME"
         assert info.value.message.startswith(f"since: {since!r} is not a time; accepted: ")
+
+
+# -- a file read as it is imported ----------------------------------------------------------
+def test_a_file_larger_than_a_pack_streams_and_a_bad_last_line_makes_no_run_visible(
+        repo, monkeypatch):
+    import cas.storage.pack
+    monkeypatch.setattr(cas.storage.pack, "PACK_MAX_BYTES", 32 << 10)  # packs flush mid-file
+    monkeypatch.setattr(runs_mod, "BATCH", 16)  # (runs checked and packed 16 at a time)
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-old"))))
+    packs = len([k for k in keys(repo) if k.startswith("packs/")])
+    lines = [dict(run_obj(f"r-{i}", i), input=f"{i}:" + os.urandom(1500).hex())
+             for i in range(300)]  # ~1 MB: over 30 packs' worth
+    bad = b'{"run_id": "r-last", "tenant": "acme"}\n'
+    with pytest.raises(cas.InvalidArgument) as info:
+        repo.import_runs(io.BytesIO(jsonl(*lines) + bad))
+    assert info.value.message == "input line 301: $.steps: required field is missing"
+    assert info.value.fields == {"line": 301}
+    assert repo.runs() == ["r-old"]  # nothing visible: no import record was written
+    assert not [k for k in keys(repo) if k.startswith("runs/imports/0000000002")]
+    # the packs filled before the last line stay, unreferenced: a notice, not damage
+    assert len([k for k in keys(repo) if k.startswith("packs/")]) > packs + 2
+    report = repo.fsck()
+    assert report.ok and report.unreferenced > 0
+    # the same file without its bad line: every run, one import record, fsck clean
+    result = repo.import_runs(io.BytesIO(jsonl(*lines)))
+    assert result == (sorted(r["run_id"] for r in lines), 0)
+    assert repo.run("r-299").input == lines[299]["input"]
+    assert repo.fsck().ok
+
+
+def test_runs_from_any_iterable_of_dicts_are_imported_as_they_come(mem):
+    seen = []
+
+    def runs():
+        for i in range(3):
+            seen.append(i)
+            yield run_obj(f"g-{i}", i)
+
+    heard = []
+    result = mem.import_runs(runs(), progress=lambda *a: heard.append(a))
+    assert result == (["g-0", "g-1", "g-2"], 0) and seen == [0, 1, 2]
+    assert heard == [("encoding runs", 0, 0)]  # (how many is not known ahead)
+    # a refusal in the middle of the iterable stores none of them
+    bad = (dict(run_obj(f"h-{i}", i), steps=None if i == 2 else []) for i in range(4))
+    with pytest.raises(cas.InvalidArgument) as info:
+        mem.import_runs(bad)
+    assert info.value.message == "$[2].steps: must be a list of steps"
+    assert mem.runs() == ["g-0", "g-1", "g-2"]
+    # lines as bytes from an iterable are JSON Lines, as before
+    assert mem.import_runs(iter(jsonl(run_obj("l-1")).splitlines(True))) == (["l-1"], 0)
+
+
+def test_a_run_conflicting_in_a_later_batch_is_refused_before_the_record(mem):
+    mem.import_runs([run_obj("c-700")])
+    runs = [run_obj(f"c-{i}") for i in range(runs_mod.BATCH + 300)]
+    runs[700] = dict(runs[700], input="other")
+    with pytest.raises(cas.FailedPrecondition) as info:
+        mem.import_runs(iter(runs))
+    assert info.value.reason == "RUN_ID_CONFLICT"
+    assert mem.runs() == ["c-700"]
+    runs[1] = dict(runs[1], input="twice")
+    with pytest.raises(cas.InvalidArgument, match="'c-3' appears twice"):
+        mem.import_runs(iter(runs[:5] + [dict(runs[3], input="again")]))

@@ -153,3 +153,54 @@ def test_the_default_policy_and_its_source(mem):
     assert "only a dataset's override can follow it" in info.value.message
     with pytest.raises(cas.NotFound):  # an override is of a dataset that exists
         mem.set_content_policy(["input"], dataset="nope")
+
+
+# -- declared metrics and the rule of K reviewers (issue 36) -----------------------------------
+def test_metrics_are_declared_in_revisions_and_the_eligibility_metric_from_the_start(
+        as_reviewer, mem):
+    assert mem.metrics().revision == 0
+    [eligibility] = mem.declared_metrics().values()
+    assert (eligibility.name, eligibility.labels) == (
+        "dataset_eligibility", ["accepted", "reviewed", "rejected", "needs-work"])
+    first = mem.define_metric("tone", ["calm", "curt", "rude"], "How the agent sounds",
+                              author="ops")
+    assert (first.revision, [m.name for m in first.metrics], first.declared_only) == (
+        1, ["tone"], False)
+    second = mem.define_metric("accuracy", ["right", "wrong"])
+    assert second.revision == 2 and [m.name for m in second.metrics] == ["accuracy", "tone"]
+    assert list(mem.declared_metrics()) == ["accuracy", "dataset_eligibility", "tone"]
+    assert mem.declared_metrics()["tone"].labels == ["calm", "curt", "rude"]  # declared order
+    assert mem.set_declared_only(True).metrics == second.metrics
+    before = keys(mem)
+    for bad in (("tone", []), ("tone", ["a", "a"]), ("", ["a"]), ("tone", ["a\nb"])):
+        with pytest.raises(cas.InvalidArgument):
+            mem.define_metric(*bad)
+    assert keys(mem) == before
+
+
+def test_accept_adds_the_label_to_the_rule_and_to_the_declared_labels(as_reviewer, mem):
+    rule = mem.accept_label("gold")
+    assert rule.accepted == ["accepted", "gold", "reviewed"]
+    assert mem.declared_metrics()["dataset_eligibility"].labels == [
+        "accepted", "gold", "reviewed", "rejected", "needs-work"]
+    mem.define_metric("dataset_eligibility", ["yes", "no"])  # keeps the accepted labels
+    assert mem.declared_metrics()["dataset_eligibility"].labels == [
+        "yes", "no", "accepted", "gold", "reviewed"]
+    mem.accept_label("platinum")
+    assert mem.declared_metrics()["dataset_eligibility"].labels[-1] == "platinum"
+    assert "platinum" in mem.eligibility().accepted
+
+
+def test_reviewers_and_rule_are_kept_absent_for_the_one_reviewer_rule(as_reviewer, mem):
+    rule = mem.set_eligibility(reviewers=2, rule="majority")
+    assert (rule.reviewers, rule.rule, rule.quorum, rule.agreement_rule) == (
+        2, "majority", 2, "majority")
+    assert mem.set_eligibility(metric="quality", accepted=["good"]).reviewers == 2  # kept
+    back = mem.set_eligibility(reviewers=1, rule="unanimous")
+    assert back.reviewers is msgspec.UNSET and back.rule is msgspec.UNSET
+    before = keys(mem)
+    for bad in ({"reviewers": 0}, {"reviewers": 101}, {"reviewers": True},
+                {"rule": "plurality"}):
+        with pytest.raises(cas.InvalidArgument):
+            mem.set_eligibility(**bad)
+    assert keys(mem) == before

@@ -304,7 +304,9 @@ class ErasureMachine(RuleBasedStateMachine):
             person_, i = self.review_run[a].rsplit("-run-", 1)
             c = run_case_id(person_run(person_, int(i)))
             self.owner[c] = person_
-            review_of.setdefault(c, a)
+            # one run named with two judgments: the smaller annotation id speaks for its case
+            # (whatever the subjects' order, as the request digest says)
+            review_of[c] = min(a, review_of.get(c, a))
         subjects = [subject(self.review_run[a], a) for a in anns]
         token = self.stage(name, lambda: self.repo.promote(name, subjects, self.key()),
                            adds=frozenset(review_of), review_of=review_of)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import re
 from html.parser import HTMLParser
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 from markupsafe import escape
@@ -291,7 +291,7 @@ def test_the_old_run_address_opens_the_run_its_decoded_path_names(odd):
 
 def _listed(html: str) -> str:
     """The queue's table of runs (a run named elsewhere on the page is not listed)."""
-    return re.findall(r'<table id="queue">.*?</table>', html, re.DOTALL)[0]
+    return re.findall(r'<table id="queue"[^>]*>.*?</table>', html, re.DOTALL)[0]
 
 
 def test_the_queue_filter_since_compares_times_and_names_runs_it_cannot_place(as_reviewer):
@@ -326,3 +326,221 @@ def test_a_store_that_refuses_or_is_away_is_said_with_its_own_status(scene, monk
     monkeypatch.setattr(type(repo), "review_queue", failing)
     page = client.get("/queue")
     assert page.status_code == status and error.code in page.text
+
+
+# -- keyboard and bulk judging (issue 36) ----------------------------------------------------
+def _keyed(text: str) -> list[tuple[str, ...]]:
+    return re.findall(r'<button type="submit" name="label" value="([^"]+)" class="label" '
+                      r'id="label-(\d)" data-key="(\d)" aria-keyshortcuts="(\d)">', text)
+
+
+def test_the_run_page_offers_each_label_on_a_digit_in_declared_order_with_a_legend(scene):
+    repo, client = scene
+    text = client.get("/run", params={"id": "r-1"}).text
+    # the eligibility metric, declared from the start: accepted labels, rejected, needs-work
+    assert _keyed(text) == [("accepted", "1", "1", "1"), ("reviewed", "2", "2", "2"),
+                            ("rejected", "3", "3", "3"), ("needs-work", "4", "4", "4")]
+    assert 'aria-keyshortcuts="c"' in text
+    assert "<kbd>1</kbd>–<kbd>4</kbd>" in text and "<kbd>c</kbd>" in text
+    assert 'id="next"' not in text and 'id="no-next"' in text  # r-2 is judged: none waits
+    repo.define_metric("tone", ["polite", "curt", "rude"])
+    text = client.get("/run", params={"id": "r-1", "metric": "tone"}).text
+    assert _keyed(text) == [("polite", "1", "1", "1"), ("curt", "2", "2", "2"),
+                            ("rude", "3", "3", "3")]
+    # an undeclared metric offers the labels given on it before, or none
+    text = client.get("/run", params={"id": "r-2", "metric": "style"}).text
+    assert _keyed(text) == [] and "no label is known for this metric yet" in text
+
+
+def test_a_judgment_on_an_undeclared_metric_says_so_on_the_next_page(scene):
+    repo, client = scene
+    page = client.get("/run", params={"id": "r-1"}).text
+    r = client.post("/run/judge", data={
+        "id": "r-1", "metric": "dataset_eligibilty", "label": "ok", "quick": "1",
+        "csrf": token_of(page)})
+    assert r.status_code == 200
+    warning = re.search(r'<p class="notice" id="warning">(.*?)</p>', r.text).group(1)
+    assert "dataset_eligibilty" in warning and "dataset_eligibility" in warning  # the closest
+    [saved] = repo.reviews("r-1")
+    assert saved.metric == "dataset_eligibilty"
+
+
+def test_a_keyboard_judgment_is_saved_by_one_post_and_opens_the_next_run(scene):
+    repo, client = scene
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-3", 3), run_obj("r-4", 4))))
+    page = client.get("/run", params={"id": "r-1"}).text
+    assert 'id="next" href="/run?id=r-3" aria-keyshortcuts="n ArrowRight"' in page
+    form = {"id": "r-1", "metric": "dataset_eligibility", "label": "rejected", "quick": "1",
+            "tenant": "", "since": ""}
+    before = keys(repo)
+    assert client.post("/run/judge", data=form).status_code == 403  # no token
+    assert client.post("/run/judge", data={**form, "csrf": "forged"}).status_code == 403
+    assert keys(repo) == before
+    r = client.post("/run/judge", data={**form, "csrf": token_of(page)},
+                    follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/run?id=r-3&")
+    [saved] = repo.reviews("r-1")
+    assert (saved.label, saved.reviewer) == ("rejected", REVIEWER)
+    shown = client.get(r.headers["location"]).text
+    assert "Run <code>r-3</code>" in shown and saved.annotation_id in shown
+    # the last run of the queue: judged, the page stays on it and says nothing else waits
+    for run_id in ("r-3", "r-4"):
+        r = client.post("/run/judge", data={**form, "id": run_id, "csrf": token_of(page)},
+                        follow_redirects=False)
+    assert r.headers["location"].startswith("/run?id=r-4&")
+    assert "Nothing else waits in the queue" in client.get(r.headers["location"]).text
+    assert client.get("/queue").text.count('class="run"') == 0
+
+
+def test_bulk_judging_applies_one_label_to_every_ticked_run(scene):
+    repo, client = scene
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-3", 3), run_obj("r-4", 4))))
+    page = client.get("/queue").text
+    assert page.count('type="checkbox" name="run"') == 3  # r-1, r-3, r-4 wait
+    form = {"metric": "dataset_eligibility", "label": "reviewed", "run": ["r-1", "r-4"]}
+    before = keys(repo)
+    assert client.post("/queue/judge", data=form).status_code == 403
+    assert keys(repo) == before
+    r = client.post("/queue/judge", data={**form, "csrf": token_of(page)},
+                    follow_redirects=False)
+    assert r.status_code == 303
+    assert [x.label for x in repo.reviews("r-1") + repo.reviews("r-4")] == ["reviewed"] * 2
+    assert repo.reviews("r-3") == []
+    after = client.get(r.headers["location"]).text
+    assert "Saved 2 judgments" in after and _listed(after).count('class="run"') == 1
+    r = client.post("/queue/judge", data={**form, "run": [], "csrf": token_of(page)})
+    assert r.status_code == 400  # nothing ticked: refused, nothing saved
+
+
+def test_a_comment_is_saved_with_the_judgment_and_shown_as_text(scene):
+    repo, client = scene
+    page = client.get("/run", params={"id": "r-1"}).text
+    form = {"id": "r-1", "metric": "dataset_eligibility", "label": "rejected", "quick": "1",
+            "comment": "<script>alert(2)</script> wrong tool", "csrf": token_of(page)}
+    r = client.post("/run/judge", data=form, follow_redirects=False)
+    assert r.status_code == 303
+    [saved] = repo.reviews("r-1")
+    assert saved.comment == "<script>alert(2)</script> wrong tool"
+    shown = client.get("/run", params={"id": "r-1"}).text
+    assert "&lt;script&gt;alert(2)&lt;/script&gt; wrong tool" in shown
+    assert "<script>alert(2)" not in shown
+    # too long: refused by the library, nothing saved
+    r = client.post("/run/judge", data={**form, "id": "r-2", "comment": "x" * 5000})
+    assert r.status_code == 400 and len(repo.reviews("r-2")) == 1
+
+
+def test_the_promote_page_shows_each_runs_judgment_and_first_message(scene):
+    repo, client = scene
+    page = client.get("/datasets/evals/promote").text
+    [judgment] = repo.reviews("r-2")
+    row = re.search(r'<table id="accepted".*?</table>', page, re.DOTALL).group(0)
+    assert judgment.label in row and escape(REVIEWER) in row and judgment.reviewed_at in row
+    assert "task 2" in row  # its first user message
+    assert judgment.annotation_id not in row
+
+
+def test_a_version_of_long_outcomes_shows_summaries_that_open_in_pages_of_100(as_reviewer):
+    repo = cas.Repository.create(MemoryBackend())
+    repo.create_dataset("wide", admission="direct")
+    long = "x" * 5000
+    repo.commit("wide", base=None, add=[
+        {"run_id": f"r-{i}", "output": "o", "outcome": {"status": "ok", "log": long, "i": i,
+                                                         "more": [1, 2]},
+         "metadata": {"model": "m-1", "trace": long}} for i in range(150)])
+    client = TestClient(create_app(repo, REVIEWER, "127.0.0.1", 8300), base_url=BASE)
+    page = client.get("/datasets/wide/versions/1").text
+    rows = re.findall(r'<td class="outcome"><details><summary>([^<]*)</summary>', page)
+    assert len(rows) == 100
+    assert "log: xxx" in rows[0] and "… (+1 more)" in rows[0]  # 3 of 4 fields, cut
+    assert len(rows[0]) < 200 and long in page  # the whole value is in its box
+    assert page.count('<td class="metadata"><details>') == 100
+    more = re.search(r'id="more" href="([^"]+)"', page).group(1).replace("&amp;", "&")
+    second = client.get(more).text
+    assert second.count('<td class="outcome">') == 50 and 'id="more"' not in second
+
+
+def test_the_experiments_page_shows_two_experiments_in_charts_and_differences(as_reviewer):
+    from support.experiments import WORSE, scored_repo
+    repo, ids = scored_repo()
+    client = TestClient(create_app(repo, REVIEWER, "127.0.0.1", 8300), base_url=BASE)
+    listing = client.get("/datasets/evals/versions/1/experiments").text
+    assert "baseline" in listing and "candidate" in listing and "later" not in listing
+    assert "datasets/evals/scores/0000000001" in listing and "<svg" not in listing
+    page = client.get("/datasets/evals/versions/1/experiments",
+                      params={"a": "baseline", "b": "candidate"}).text
+    assert page.count("<svg") == 2 and "<script" not in page.split("</main>")[0]
+    assert 'data-metric="exact"' in page and 'data-metric="quality"' in page
+    assert "Verdict: " in page
+    diffs = re.search(r'<table id="differences".*?</table>', page, re.DOTALL).group(0)
+    worse = ids[WORSE[0]]
+    assert f"/datasets/evals/versions/1/cases/{quote(worse, safe='')}" in diffs
+    assert f'href="/run?id=r-{WORSE[0]}"' in diffs and f"answer {WORSE[0]} wrong" in diffs
+    assert client.get("/datasets/evals/versions/1/experiments",
+                      params={"a": "baseline"}).status_code == 400
+    assert client.get("/datasets/evals/versions/1/experiments",
+                      params={"a": "baseline", "b": "nope"}).status_code == 404
+    r = client.get("/datasets/evals/versions/1/experiments",
+                   params={"a": "baseline", "b": "later"})  # over evals@2
+    assert r.status_code == 400 and "EXPERIMENT_VERSION_MISMATCH" in r.text
+    case = client.get(f"/datasets/evals/versions/2/cases/{quote(worse, safe='')}").text
+    scores = re.search(r'<table id="scores".*?</table>', case, re.DOTALL).group(0)
+    assert "evals@1" in scores and "evals@2" in scores and "later" in scores
+    assert "candidate" in scores and "baseline" in scores
+
+
+def test_under_two_reviewers_the_keyboard_goes_to_the_runs_still_needing_my_judgment(scene):
+    repo, client = scene
+    repo.import_runs(io.BytesIO(jsonl(run_obj("r-3", 3))))
+    repo.set_eligibility(reviewers=2)
+    # r-2 holds my judgment (the scene's), r-1 another reviewer's: both still wait
+    request = [{"run_id": "r-1", "metric": "dataset_eligibility", "label": "reviewed"}]
+    other = "Bo <bo@example.com>"
+    repo.add_reviews(request, reviewer=other, confirm_token=repo.add_reviews(
+        request, reviewer=other)["confirm_token"])
+    assert _listed(client.get("/queue").text).count('class="run"') == 3  # each needs two
+    mine = _listed(client.get("/queue", params={"mine": "1"}).text)
+    assert ">r-1</a>" in mine and ">r-2</a>" not in mine and ">r-3</a>" in mine
+    page = client.get("/run", params={"id": "r-1"}).text
+    assert 'id="next" href="/run?id=r-3"' in page
+    r = client.post("/run/judge", data={"id": "r-3", "metric": "dataset_eligibility",
+                                        "label": "reviewed", "quick": "1",
+                                        "csrf": token_of(page)}, follow_redirects=False)
+    assert r.headers["location"].startswith("/run?id=r-1&")  # not r-2: I judged it
+
+
+def test_under_two_reviewers_the_promote_page_shows_both_admitting_judgments(scene):
+    repo, client = scene
+    repo.set_eligibility(reviewers=2)
+    request = [{"run_id": "r-2", "metric": "dataset_eligibility", "label": "accepted"}]
+    other = "Bo <bo@example.com>"
+    repo.add_reviews(request, reviewer=other, confirm_token=repo.add_reviews(
+        request, reviewer=other)["confirm_token"])
+    row = re.search(r'<table id="accepted".*?</table>', client.get(
+        "/datasets/evals/promote").text, re.DOTALL).group(0)
+    assert "reviewed<br>accepted" in row and f"{escape(REVIEWER)}<br>{escape(other)}" in row
+
+
+def test_a_correction_is_saved_with_the_judgment_and_shown_beside_the_run(scene):
+    repo, client = scene
+    page = client.get("/run", params={"id": "r-1"}).text
+    form = {"id": "r-1", "metric": "dataset_eligibility", "label": "accepted", "quick": "1",
+            "correction": '{"answer": "<b>40 EUR</b>"}', "csrf": token_of(page)}
+    r = client.post("/run/judge", data={**form, "correction": "{not json"})
+    assert r.status_code == 400 and "INVALID_CORRECTION" in r.text and repo.reviews("r-1") == []
+    assert client.post("/run/judge", data={**form, "correction": "null"}).status_code == 400
+    assert client.post("/run/judge", data=form, follow_redirects=False).status_code == 303
+    [saved] = repo.reviews("r-1")
+    assert saved.correction == {"answer": "<b>40 EUR</b>"}
+    shown = client.get("/run", params={"id": "r-1"}).text
+    cell = re.search(r'<td class="correction">(.*?)</td>', shown, re.DOTALL).group(1)
+    assert "answer: &lt;b&gt;40 EUR&lt;/b&gt;" in cell and "<b>40" not in cell
+
+
+def test_a_warning_is_never_text_a_link_carries(scene):
+    """The page says a judgment's warning again from the library: a crafted link cannot put
+    words on it."""
+    _, client = scene
+    page = client.get("/run", params={"id": "r-1", "warned": "1", "label": "reviewed",
+                                      "warning": "Your session expired: log in at evil.test"})
+    assert page.status_code == 200 and "evil.test" not in page.text
+    assert 'id="warning"' not in page.text  # a declared metric and label earn no warning

@@ -451,7 +451,31 @@ def _version_cases(repo, dataset: str, number: int) -> tuple[str, Iterator[Suite
     time. A retired, deleted or missing version is refused here, before any case is read."""
     pin = repo.pin(dataset, number)  # EVALUATION_DATASET_VERSION_RETIRED for a retired one
     stream = exports.cases(repo, pin)
-    return str(pin), (case_of(case, case_id) for case_id, case in stream)
+    return str(pin), _corrected(repo, dataset, number,
+                                (case_of(case, case_id) for case_id, case in stream))
+
+
+CORRECTION_PAGE = 2000  # suite cases whose corrections are looked up together
+
+
+def _corrected(repo, dataset: str, number: int,
+               cases: Iterator[SuiteCase]) -> Iterator[SuiteCase]:
+    """`cases` with `expected` replaced by the correction of the judgment that admitted each
+    promoted case, where it carries one (metadata `cas.expected_from` names that judgment);
+    the case, and so its id, is unchanged (Repository.corrections)."""
+    while True:
+        page = [c for _, c in zip(range(CORRECTION_PAGE), cases)]
+        if not page:
+            return
+        found = repo.corrections(dataset, number, [c.id for c in page])
+        for c in page:
+            review = found.get(c.id)
+            if review is None:
+                yield c
+                continue
+            source = dict(c.metadata[SOURCE_KEY], expected_from=review.annotation_id)
+            yield msgspec.structs.replace(c, expected=review.correction,
+                                          metadata={**c.metadata, SOURCE_KEY: source})
 
 
 def from_version(repo, dataset: str, number: int) -> Suite:

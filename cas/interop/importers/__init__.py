@@ -6,7 +6,10 @@ in cas's own schema, of a file's parsed JSON values); a format that HTTP recordi
 has `detect_exchange(exchange) -> bool` and `convert_exchanges(exchanges, options, source)` for
 the vcr container, and a format whose files are archives rather than JSON has
 `detect_bytes(data) -> bool` and `convert_bytes(data, options, source)`. All are pure: they
-read documents and return runs, and `Repository.import_runs` stores them.
+read documents and return runs, and `Repository.import_runs` stores them. `convert_stream`
+hands the runs of a JSON Lines file over as its lines are read, for the formats whose
+documents convert one at a time (`PER_DOCUMENT`): an import's memory then does not grow with
+the file (docs/performance.md).
 
 - `common`: what every importer shares: options, documents, tool arguments, run ids, tenant.
 - `vcr`: the vcr container: recorded API traffic in vcrpy cassettes, read as exchanges.
@@ -23,13 +26,14 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from cas.errors import InvalidArgument
 from cas.format import encoding
 from cas.format.projection import IMPORT_KEY
 from cas.interop.importers import vcr
-from cas.interop.importers.common import Options, Warning, collecting, parse_documents, warn
+from cas.interop.importers.common import (Options, Warning, checked_on_import, collecting,
+                                          lines_or_whole, parse_documents, warn)
 
 # Each format's module, imported when a format is first used (a `cas` command that imports
 # nothing does not pay for seven parsers).
@@ -99,14 +103,111 @@ def convert_files(files, format: str = "auto", *, container: str | None = None, 
     return Converted(runs, said)
 
 
-def _convert(data, format, source, container, tenant, person, tenant_from,  # noqa: A002
-             person_from) -> list[dict]:
+# The formats whose documents are each converted on their own (no run spans two documents):
+# their JSON Lines files are read a line at a time by `convert_stream`.
+PER_DOCUMENT = ("openai-chat", "openai-responses", "anthropic", "bedrock-converse", "inspect")
+
+
+def convert_stream(files, format: str = "auto", *,  # noqa: A002
+                   container: str | None = None, tenant: str | None = None,
+                   person: str | None = None, tenant_from: str | None = None,
+                   person_from: str | None = None,
+                   warnings: list | None = None) -> Iterator[dict]:
+    """`convert_files` a run at a time, for `repo.import_runs` to store as they come: `files`
+    are `(source, binary file)` pairs (or `(source, bytes)`). A JSON Lines file of a format in
+    `PER_DOCUMENT` is converted as its lines are read, so memory does not grow with it (with
+    `auto`, a file that can seek is read twice: once to detect the format, line by line);
+    any other file is read whole and converted as `convert` does (one JSON document, a
+    cassette, an archive, spans grouped into traces, LangSmith runs grouped by trace).
+
+    The same runs, refusals and warnings as `convert_files`, in order; a refusal is raised when
+    its line is reached, named by its source (`source` field): the import consuming the runs
+    then stores none of them. Warnings are appended to `warnings` as they are said. The runs
+    are for `repo.import_runs`, which makes the `check_json` of every run the importers then
+    leave to it (a caller keeping them otherwise uses `convert_files`)."""
+    said = warnings if warnings is not None else []
+    for source, file in files:
+        try:
+            yield from _stream_file(file, format, source, container, tenant, person,
+                                    tenant_from, person_from, said)
+        except InvalidArgument as exc:
+            exc.fields.setdefault("source", source)
+            raise
+
+
+def _stream_file(file, format, source, container, tenant, person, tenant_from,  # noqa: A002
+                 person_from, said: list) -> Iterator[dict]:
+    whole = container is not None or not hasattr(file, "read") or \
+        (format != "auto" and format not in PER_DOCUMENT) or \
+        (format == "auto" and not _seekable(file))
+    values = iter(())
+    if not whole:
+        options = _options(source, tenant, person, tenant_from, person_from)
+        data, values = lines_or_whole(file, source)
+    else:
+        data = file if not hasattr(file, "read") else file.read()
+    if data is None and format == "auto":
+        name = _detect_lines(values)
+        file.seek(0)
+        if name is None:  # refused, ambiguous or read whole: as `convert` says it
+            data = file.read()
+        else:
+            data, values = lines_or_whole(file, source)
+            format = name  # noqa: A001
+    if data is not None:
+        yield from convert(data, format, source=source, container=container, tenant=tenant,
+                           person=person, tenant_from=tenant_from, person_from=person_from,
+                           warnings=said)
+        return
+    module = module_of(format)
+    for k, (_, value) in enumerate(values, 1):
+        with collecting() as got, checked_on_import():
+            try:
+                runs = module.convert([value], options, f"{source} document {k}")
+            finally:
+                said.extend(got)
+        for run in runs:
+            run.setdefault("metadata", {})[IMPORT_KEY] = {"format": module.NAME,
+                                                          "container": None}
+            yield run
+
+
+def _seekable(file) -> bool:
+    try:
+        return bool(file.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _detect_lines(values) -> str | None:
+    """The one format of `PER_DOCUMENT` that detects every value, else None (no format, more
+    than one, one read whole, or a line that is not JSON: `convert` of the whole file then
+    says which)."""
+    candidates = list(map(module_of, FORMATS))
+    try:
+        for _, value in values:
+            candidates = [m for m in candidates if m.detect(value)]
+            if not candidates:
+                return None
+    except InvalidArgument:
+        return None
+    if len(candidates) != 1 or candidates[0].NAME not in PER_DOCUMENT:
+        return None
+    return candidates[0].NAME
+
+
+def _options(source, tenant, person, tenant_from, person_from) -> Options:
     if not isinstance(source, str):
         raise InvalidArgument(f"source names the input: a string, not {encoding.describe(source)}")
     for name, value in (("tenant", tenant), ("person", person), ("tenant_from", tenant_from),
                         ("person_from", person_from)):
         encoding.check_text(value, name, optional=True)
-    options = Options(tenant, person, tenant_from, person_from)
+    return Options(tenant, person, tenant_from, person_from)
+
+
+def _convert(data, format, source, container, tenant, person, tenant_from,  # noqa: A002
+             person_from) -> list[dict]:
+    options = _options(source, tenant, person, tenant_from, person_from)
     if container is not None and container not in CONTAINERS:
         raise InvalidArgument(f"unknown container {encoding.describe(container)}; accepted: "
                               + ", ".join(CONTAINERS), reason="UNKNOWN_CONTAINER",
@@ -255,5 +356,5 @@ def _module(name: str, fits, source: str):
                           "--format", reason="FORMAT_AMBIGUOUS", candidates=names)
 
 
-__all__ = ["CONTAINERS", "FORMATS", "Converted", "Options", "Warning", "convert", "convert_files",
-           "detect", "formats", "looks_like", "module_of"]
+__all__ = ["CONTAINERS", "FORMATS", "PER_DOCUMENT", "Converted", "Options", "Warning", "convert",
+           "convert_files", "convert_stream", "detect", "formats", "looks_like", "module_of"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import json
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
@@ -90,6 +91,49 @@ def parse_documents(data: bytes, source: str) -> list[Any]:
         except InvalidArgument as exc:
             raise encoding.in_context(exc, f"{source} line {lineno}", line=lineno) from None
     return out
+
+
+def lines_or_whole(stream: Any, source: str) -> tuple[bytes | None, Iterator[tuple[int, Any]]]:
+    """A binary file read as `parse_documents` would, without reading it whole when it is
+    JSON Lines: `(None, values)` when its first non-blank line is a JSON value on its own and
+    another non-blank line follows (then the whole text cannot be one document), `values`
+    yielding `(line number, parsed value)` as the lines are read (a line that is not JSON is
+    refused when it is reached, named by its number); else `(data, empty)`: the file's bytes,
+    to read whole (one document, or not JSON)."""
+    head: list[bytes] = []
+    lines = iter(stream)
+    first = None
+    for lineno, line in enumerate(lines, 1):
+        head.append(line)
+        if line.strip():
+            first = lineno
+            break
+    if first is None:
+        return b"".join(head), iter(())
+    try:
+        value = encoding.parse_json(head[-1])
+    except InvalidArgument:
+        return b"".join(head) + stream.read(), iter(())
+    for line in lines:
+        head.append(line)
+        if line.strip():
+            break
+    else:
+        return b"".join(head), iter(())
+
+    def values() -> Iterator[tuple[int, Any]]:
+        yield first, value
+        rest = head[first:]
+        head.clear()  # (nothing of the file is kept as it is read)
+        for lineno, line in enumerate(itertools.chain(rest, lines), first + 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, encoding.parse_json(line)
+            except InvalidArgument as exc:
+                raise encoding.in_context(exc, f"{source} line {lineno}", line=lineno) from None
+
+    return None, values()
 
 
 def each_document(values: list[Any], is_one: Callable[[Any], bool]) -> list[Any]:
@@ -206,6 +250,24 @@ def finish_run(run: dict, options: Options, *where: Any, source: str) -> dict:
     return run
 
 
+# Set while `convert_stream` hands runs straight to an import, whose `parse_run` makes the
+# same `check_json` of every run: a run is then walked once, not twice (the refusal then names
+# the run by its place among the import's runs, `$[N]`).
+_CHECKED_ON_IMPORT: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "cas_import_checks_json", default=False)
+
+
+@contextlib.contextmanager
+def checked_on_import() -> Iterator[None]:
+    """Inside the block, `check_run` leaves `check_json` to the import that stores the runs
+    (`convert_stream`: never around a `convert` whose runs a caller may keep)."""
+    token = _CHECKED_ON_IMPORT.set(True)
+    try:
+        yield
+    finally:
+        _CHECKED_ON_IMPORT.reset(token)
+
+
 def check_run(run: dict, source: str) -> None:
     """Refuse a converted run a native runs file could not hold: a value JSON cannot carry or
     nested deeper than MAX_DEPTH (`encoding.check_json`), or more than MAX_LINE bytes of JSON
@@ -213,10 +275,11 @@ def check_run(run: dict, source: str) -> None:
     from cas.repo.runs import MAX_LINE  # the one cap, where the native reader keeps it
 
     where = f"{source}: run {encoding.describe(run.get('run_id'))}"
-    try:
-        encoding.check_json(run)
-    except InvalidArgument as exc:
-        raise encoding.in_context(exc, where, run_id=run.get("run_id")) from None
+    if not _CHECKED_ON_IMPORT.get():
+        try:
+            encoding.check_json(run)
+        except InvalidArgument as exc:
+            raise encoding.in_context(exc, where, run_id=run.get("run_id")) from None
     size = len(encoding.encode(run))
     if size > MAX_LINE:
         raise InvalidArgument(f"{where} is {size} bytes of JSON; a run is at most {MAX_LINE} "

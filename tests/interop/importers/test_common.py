@@ -4,6 +4,7 @@ and person."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -12,13 +13,53 @@ from hypothesis import strategies as st
 
 import cas
 from cas.interop.importers.common import (CallJoiner, Options, derived_run_id, each_document,
-                                          finish_run, lookup, parse_documents, tool_arguments)
+                                          finish_run, lines_or_whole, lookup, parse_documents,
+                                          tool_arguments)
 
 FAST = settings(max_examples=60, deadline=None)
 json_values = st.recursive(st.none() | st.booleans() | st.integers(-10, 10) | st.text(max_size=5),
                            lambda inner: st.lists(inner, max_size=3)
                            | st.dictionaries(st.text(max_size=3), inner, max_size=3),
                            max_leaves=8)
+
+
+@FAST
+@given(st.lists(json_values, min_size=1, max_size=6), st.lists(st.sampled_from(
+    [b"", b"\n", b"  \n", b"\t\n"]), min_size=7, max_size=7), st.booleans(), st.booleans())
+def test_lines_read_one_at_a_time_give_what_the_whole_file_gives(values, blanks, indent, end):
+    """`lines_or_whole` streams exactly the files `parse_documents` reads as JSON Lines, with
+    the same values; every other file comes back whole, byte for byte."""
+    dump = (lambda v: json.dumps(v, indent=1)) if indent else json.dumps
+    data = b"".join(blanks[i] + dump(v).encode() + b"\n" for i, v in enumerate(values))
+    data = data + blanks[-1] if end else data.rstrip(b"\n")
+    whole, lines = lines_or_whole(io.BytesIO(data), "f")
+
+    def outcome(read):
+        try:
+            return read()
+        except cas.InvalidArgument as exc:
+            return ("refused", exc.fields.get("line"))
+
+    if whole is not None:  # (read whole, as before)
+        assert whole == data and list(lines) == []
+    else:  # the same values, or the same line refused
+        assert len(values) > 1
+        assert outcome(lambda: [v for _, v in lines]) == outcome(lambda: parse_documents(data,
+                                                                                          "f"))
+    if not indent:
+        assert (whole is None) == (len(values) > 1)
+
+
+def test_lines_are_refused_when_reached_naming_their_number():
+    whole, lines = lines_or_whole(io.BytesIO(b'{"a": 1}\n\n{"b": 2}\n{"c": \n'), "f.jsonl")
+    assert whole is None
+    assert next(lines) == (1, {"a": 1}) and next(lines) == (3, {"b": 2})
+    with pytest.raises(cas.InvalidArgument) as info:
+        next(lines)
+    assert info.value.message.startswith("f.jsonl line 4: ") and info.value.fields["line"] == 4
+    # one document over several lines, one line, or no JSON: the bytes, to read whole
+    for data in (b'{\n "a": 1\n}\n', b'{"a": 1}\n\n', b"PK\x03\x04zip\n{}\n", b""):
+        assert lines_or_whole(io.BytesIO(data), "f")[0] == data
 
 
 def test_a_file_is_one_document_or_json_lines_of_them():
