@@ -1144,16 +1144,19 @@ def _check_references(st: _State) -> None:
         prov = st.provenances.get(digest)
         if prov is None:
             continue  # a missing provenance is reported where it is named
-        lost = [e for e in prov.entries if e.promoted and e.case_id not in st.erased and any(
-                a not in saved and a not in st.erasures["reviews"]
-                for a in [e.annotation_id, *(e.admitted_by or ())])]
+        # (entry, a judgment it names that no batch holds): the admitting one, or another of
+        # the K reviewers' (admitted_by)
+        lost = [(e, a) for e in prov.entries if e.promoted and e.case_id not in st.erased
+                for a in [e.annotation_id, *(e.admitted_by or ())]
+                if a not in saved and a not in st.erasures["reviews"]]
         if lost:
             more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+            entry, annotation = lost[0]
             # Only an active version's is damage for sure: a staged proposal may be one an
             # erasure is about to delete (a mirror deletes it last); sealing it would tell.
             st.problems.append(Problem(severity, where, (
-                f"provenance {digest} names review {lost[0].annotation_id} of run "
-                f"{lost[0].run_id!r}{more}, which no review batch holds")))
+                f"provenance {digest} names review {annotation} of run {entry.run_id!r}{more}, "
+                "which no review batch holds")))
     for key, proposal in st.seen["proposals"]:
         _check_claimed(st, key, proposal)
 

@@ -1017,3 +1017,28 @@ def test_fsck_names_metrics_and_eligibility_rules_outside_the_format(mem):
     _forge(mem, eligibility_key(3), Eligibility(revision=3, metric="m", accepted=["ok"],
                                                 author="a", edited_at="t", reviewers=2))
     assert any("both present" in m for m in _about(mem, eligibility_key(3)))
+
+
+def test_a_lost_judgment_of_one_of_k_reviewers_is_named_by_the_provenance(mem):
+    """Under a rule of two reviewers a promoted case's provenance names both admitting
+    judgments: losing the newest review batch (no gap in the log) is damage fsck names, with
+    the judgment that is gone (issue 36)."""
+    import io
+
+    from support.lifecycle import jsonl, run_obj
+    mem.import_runs(io.BytesIO(jsonl(run_obj("r-1", 1))), author=OPERATOR)
+    mem.set_eligibility(reviewers=2, author=OPERATOR)
+    mem.review("r-1", "dataset_eligibility", "reviewed", reviewer="Ada <ada@example.com>")
+    second = mem.review("r-1", "dataset_eligibility", "reviewed",
+                        reviewer="Grace <grace@example.com>")["annotation_ids"][0]
+    mem.create_dataset("evals", author=OPERATOR)
+    preview = mem.promote_reviewed("evals", "k-1", author=OPERATOR)
+    mem.seal("evals", preview["confirm_token"], author=OPERATOR)
+    assert mem.fsck().ok
+    [newest] = sorted(mem.backend.list("reviews/"))[-1:]
+    assert mem.backend.delete(newest)
+    for key in list(mem.backend.list("indexes/reviews/")):  # the segment would name it too
+        mem.backend.delete(key)
+    errors = [p for p in mem.fsck().problems if p.severity == "error"]
+    assert [p.where for p in errors] == ["datasets/evals/versions/0000000001"], errors
+    assert f"names review {second} of run 'r-1'" in errors[0].message
