@@ -8,6 +8,7 @@ import io
 import time
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -145,8 +146,16 @@ def press(driver, keys: str) -> None:
 
 
 def next_page(driver, old) -> None:
-    """Wait until the page that held `old` (an element) has been replaced."""
-    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(old))
+    """Wait until the page that held `old` (an element) has been replaced. (Asked while the
+    browser is between two documents, Chromium may answer with an inspector error instead of
+    "stale": that is asked again, not a failure.)"""
+    def replaced(_driver) -> bool:
+        try:
+            old.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        return False
+    WebDriverWait(driver, 10, ignored_exceptions=(WebDriverException,)).until(replaced)
 
 
 def test_judging_100_runs_from_the_keyboard(as_reviewer, capsys):
