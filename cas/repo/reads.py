@@ -195,30 +195,26 @@ def case_origins(ctx, name: str, number: int, ids: list[str]) -> dict[str, Prove
     promotion, or `committed_by` of a commit), for the `ids` of the ACTIVE `name@number`
     found along its parent chain. Ancestors are read whatever their state (a renewal's parent
     is retired), and a provenance an erasure deleted is passed over: those ids are missing."""
-    record = active(ctx, name, number, "reading its provenance")
-    rest, found, seen = set(ids), {}, set()
-    while rest:
-        if record.provenance is not None:
-            try:
-                prov = ctx.store.get(record.provenance, Provenance)
-            except NotFound:
-                prov = None  # deleted with the erased case it named
-            if prov is not None and prov.committed_by is not msgspec.UNSET:
-                # a first version's compact form: it committed every case it holds
-                found.update({c: ProvenanceEntry(case_id=c, committed_by=prov.committed_by)
-                              for c in rest})
-                break
-            for entry in prov.entries if prov is not None else ():
-                if entry.case_id in rest:
-                    found[entry.case_id] = entry
-                    rest.discard(entry.case_id)
-        if record.parent is None or record.parent in seen:
+    rest: set[str] = set(ids)
+    found: dict[str, ProvenanceEntry] = {}
+    for record in _lineage(ctx, active(ctx, name, number, "reading its provenance")):
+        if not rest:
             break
-        seen.add(record.parent)
+        if record.provenance is None:
+            continue
         try:
-            record = ctx.refs.read_version(record.dataset, record.parent)
+            prov = ctx.store.get(record.provenance, Provenance)
         except NotFound:
-            break  # a deleted ancestor cuts the chain
+            continue  # deleted with the erased case it named
+        if prov.committed_by is not msgspec.UNSET:
+            # a first version's compact form: it committed every case it holds
+            found.update({c: ProvenanceEntry(case_id=c, committed_by=prov.committed_by)
+                          for c in rest})
+            break
+        for entry in prov.entries:
+            if entry.case_id in rest:
+                found[entry.case_id] = entry
+                rest.discard(entry.case_id)
     return found
 
 
@@ -267,20 +263,27 @@ def _provenances(ctx, record) -> Iterator[ProvenanceRuns]:
     is described by the version that added it. (A commit's names no run, only each case's
     author: it is never read for run ids, and a commit of a million cases is not decoded for
     a page of a hundred.)"""
-    seen: set[int] = set()
-    while True:
+    for record in _lineage(ctx, record):
         if record.provenance is not None and record.operation != "commit":
             try:
                 yield _provenance_runs(ctx, record.provenance)
             except NotFound:
                 pass  # an erasure deleted it with the erased case it named: those show no run
+
+
+def _lineage(ctx, record) -> Iterator[VersionRecord]:
+    """`record`, then each ancestor along its parent chain, whatever its state. A deleted
+    ancestor cuts the chain (what it added shows no origin); a loop is followed once."""
+    seen: set[int] = set()
+    while True:
+        yield record
         if record.parent is None or record.parent in seen:
             return
         seen.add(record.parent)
         try:
             record = ctx.refs.read_version(record.dataset, record.parent)
         except NotFound:
-            return  # a deleted ancestor cuts the chain: what it added shows no run
+            return
 
 
 def _provenance_runs(ctx, digest: str) -> ProvenanceRuns:
