@@ -195,9 +195,10 @@ def case_origins(ctx, name: str, number: int, ids: list[str]) -> dict[str, Prove
     promotion, or `committed_by` of a commit), for the `ids` of the ACTIVE `name@number`
     found along its parent chain. Ancestors are read whatever their state (a renewal's parent
     is retired), and a provenance an erasure deleted is passed over: those ids are missing."""
-    rest: set[str] = set(ids)
+    record = active(ctx, name, number, "reading its provenance")  # (name and number checked)
+    rest: set[str] = set(checks.strings(ids, "ids", "case ids"))
     found: dict[str, ProvenanceEntry] = {}
-    for record in _lineage(ctx, active(ctx, name, number, "reading its provenance")):
+    for record in _lineage(ctx, record):
         if not rest:
             break
         if record.provenance is None:
