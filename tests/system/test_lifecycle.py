@@ -292,8 +292,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         if any(r not in base_set for r in removes):
             self.refused(call, "NOT_FOUND", "ITEM_NOT_IN_VERSION")
             return
+        # runs that freeze to one case: the first by (run id, annotation id) speaks for it,
+        # whatever the order the subjects were listed in
         provenance = {}
-        for run_id, ann in adds:
+        for run_id, ann in sorted(adds):
             provenance.setdefault(self.case_id(run_id), (run_id, ann))
         added = sorted(set(provenance) - base_set)
         result = (base_set - set(removes)) | set(provenance)
