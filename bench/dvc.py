@@ -17,7 +17,13 @@ dependency of cas. The cases are bench/engine.py's (seed 1), one JSON Lines file
   the case to the file, `dvc add`, `git commit -a`: DVC hashes and stores the whole file again.
 
 Each measure is the median of the rounds, each round on fresh copies; the ratio is DVC's time
-over cas's (above 1: cas is faster).
+over cas's (above 1: cas is faster). The cas ingest is also shown process by process.
+
+    python bench/dvc.py --baseline /work/base  # also another checkout's cas, in the same rounds
+
+With `--baseline`, each round also times that checkout's cas (its `cas_cli` and `cas` first on
+PYTHONPATH, so its own library, and the process that stores half of a large file, are used)
+right after this tree's, and the table gains its column and this tree / baseline.
 """
 
 from __future__ import annotations
@@ -51,17 +57,36 @@ def dvc_venv(path: str) -> str:
     return exe
 
 
-def run(argv: list[str], cwd: str) -> None:
-    p = subprocess.run(argv, cwd=cwd, env=GIT_ENV, capture_output=True)
+def run(argv: list[str], cwd: str, env: dict[str, str] | None = None) -> None:
+    p = subprocess.run(argv, cwd=cwd, env=env or GIT_ENV, capture_output=True)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {p.stderr.decode()[-2000:]}")
 
 
-def timed(steps: list[list[str]], cwd: str) -> float:
+def timed(steps: list[list[str]], cwd: str, env: dict[str, str] | None = None,
+          each: list[float] | None = None) -> float:
     t0 = time.perf_counter()
     for argv in steps:
-        run(argv, cwd)
+        t = time.perf_counter()
+        run(argv, cwd, env)
+        if each is not None:
+            each.append(time.perf_counter() - t)
     return time.perf_counter() - t0
+
+
+def cas_of(tree: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of a checkout's own `cas` (its library first on the
+    path, whatever is installed)."""
+    env = dict(GIT_ENV, PYTHONPATH=os.pathsep.join(
+        [tree] + [p for p in GIT_ENV.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    return [sys.executable, "-c", "import sys; sys.argv[0] = 'cas'\n"
+            "from cas_cli.main import main; main()"], env
+
+
+def cas_ingest(cas: list[str], env: dict[str, str], jsonl: str, cwd: str,
+               each: list[float]) -> float:
+    return timed([cas + ["init"], cas + ["dataset", "create", "bench", "--admission", "direct"],
+                  cas + ["commit", "bench", "--add", jsonl, "-m", "ingest"]], cwd, env, each)
 
 
 def main() -> int:
@@ -70,8 +95,21 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--venv", default=os.path.join(tempfile.gettempdir(), "cas-bench-dvc-venv"))
     p.add_argument("--out", default=None, help="work directory (default: a new one in /tmp)")
+    p.add_argument("--baseline", default=None,
+                   help="a checkout of cas to time in the same rounds (e.g. the commit before)")
     args = p.parse_args()
-    cas = os.path.join(os.path.dirname(sys.executable), "cas")
+    here = os.path.dirname(HERE)
+    cas, env = cas_of(here)
+    base = cas_of(os.path.abspath(args.baseline)) if args.baseline else None
+    if args.baseline and not os.path.exists(os.path.join(args.baseline, "cas_cli", "main.py")):
+        p.error(f"{args.baseline} has no cas_cli/main.py: give a checkout of cas")
+    # Where PYTHONDONTWRITEBYTECODE is set (this VM sets it), a checkout never gets its
+    # bytecode written and each cas process compiles it (about 0.1 s): compile it once, as
+    # pip does for an installed package.
+    import compileall
+    for tree in (here, args.baseline) if args.baseline else (here,):
+        for package in ("cas", "cas_cli"):
+            compileall.compile_dir(os.path.join(tree, package), quiet=1)
     dvc = dvc_venv(args.venv)
     out = args.out or tempfile.mkdtemp(prefix="cas-bench-dvc-")
     os.makedirs(out, exist_ok=True)
@@ -80,38 +118,52 @@ def main() -> int:
     with open(one, "w") as f:
         f.write('{"input": "one more case", "output": "x", "tenant": "bench"}\n')
     version = subprocess.run([dvc, "--version"], capture_output=True, text=True).stdout.strip()
-    times: dict[str, list[float]] = {k: [] for k in ("cas ingest", "dvc ingest", "cas one",
-                                                     "dvc one")}
+    sides = ("cas", "baseline") if base else ("cas",)
+    times: dict[str, list[float]] = {f"{k} {m}": [] for k in sides + ("dvc",)
+                                     for m in ("ingest", "one")}
+    steps: dict[str, list[list[float]]] = {k: [] for k in sides}  # init, create, commit
+    one_step = ["commit", "bench", "--base", "1", "--add", one, "-m", "one more"]
     for r in range(args.rounds):
         work = os.path.join(out, f"r{r}")
         shutil.rmtree(work, ignore_errors=True)
-        c, d = os.path.join(work, "cas"), os.path.join(work, "dvc")
-        os.makedirs(c)
+        d = os.path.join(work, "dvc")
         os.makedirs(d)
         shutil.copy(jsonl, os.path.join(d, "cases.jsonl"))
-        times["cas ingest"].append(timed([
-            [cas, "init"], [cas, "dataset", "create", "bench", "--admission", "direct"],
-            [cas, "commit", "bench", "--add", jsonl, "-m", "ingest"]], c))
+        for side, (argv, side_env) in zip(sides, ((cas, env), base)):
+            c = os.path.join(work, side)
+            os.makedirs(c)
+            subprocess.run(["sync"], check=False)  # the last round's pages, not this one's
+            steps[side].append([])
+            times[f"{side} ingest"].append(cas_ingest(argv, side_env, jsonl, c, steps[side][-1]))
+            times[f"{side} one"].append(timed([argv + one_step], c, side_env))
+        subprocess.run(["sync"], check=False)
         times["dvc ingest"].append(timed([
             ["git", "init", "-q"], [dvc, "init", "-q"], [dvc, "add", "-q", "cases.jsonl"],
             ["git", "add", "cases.jsonl.dvc", ".gitignore", ".dvc"],
             ["git", "commit", "-q", "-m", "ingest"]], d))
-        times["cas one"].append(timed([
-            [cas, "commit", "bench", "--base", "1", "--add", one, "-m", "one more"]], c))
         with open(os.path.join(d, "cases.jsonl"), "ab") as f, open(one, "rb") as src:
             f.write(src.read())
         times["dvc one"].append(timed([
             [dvc, "add", "-q", "cases.jsonl"], ["git", "commit", "-q", "-a", "-m", "one more"]],
             d))
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
+              flush=True)
         shutil.rmtree(work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"{args.n} cases ({os.path.getsize(jsonl) / 2**20:.0f} MiB of JSON Lines), "
           f"{args.rounds} rounds (medians), whole processes; {version and 'DVC ' + version}")
-    print("| measure | cas | DVC + git | DVC / cas |")
-    print("|---|---|---|---|")
-    for what, a, b in (("ingest", "cas ingest", "dvc ingest"), ("one-case version", "cas one",
-                                                                  "dvc one")):
-        print(f"| {what} | {med[a]:.2f} s | {med[b]:.2f} s | {med[b] / med[a]:.1f}x |")
+    cols = " | ".join(f"{s} ({args.baseline})" if s == "baseline" else s for s in sides)
+    print(f"| measure | {cols} | DVC + git | DVC / cas |" + (" cas / baseline |" if base else ""))
+    print("|---|" + "---|" * (len(sides) + 2 + bool(base)))
+    for what, m in (("ingest", "ingest"), ("one-case version", "one")):
+        row = " | ".join(f"{med[f'{s} {m}']:.2f} s" for s in sides)
+        ratio = f" {med[f'cas {m}'] / med[f'baseline {m}']:.2f}x |" if base else ""
+        print(f"| {what} | {row} | {med[f'dvc {m}']:.2f} s | "
+              f"{med[f'dvc {m}'] / med[f'cas {m}']:.1f}x |{ratio}")
+    for side in sides:
+        init, create, commit = (statistics.median(s[i] for s in steps[side]) for i in range(3))
+        print(f"{side} ingest by process (medians): init {init:.2f} s, dataset create "
+              f"{create:.2f} s, commit {commit:.2f} s")
     return 0
 
 

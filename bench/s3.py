@@ -6,7 +6,8 @@ Starts a private SeaweedFS (`weed` from tests/requirements-seaweedfs.txt) on 127
 AWS_ENDPOINT_URL is set (then `--bucket` names an existing bucket). Prints times, request counts
 and bytes, with the targets: S3 ingest within 3x of local; one-case seals at a constant request
 count whatever the dataset size; and the requests of each read command (a detailed page, a
-case, the head, a diff) from a fresh open with an empty local cache, at both sizes.
+case, the head, a diff) from a fresh open with an empty local cache, at both sizes, each
+also by key family ("GET packs/*.midx": where its requests go).
 """
 
 from __future__ import annotations
@@ -63,6 +64,17 @@ def seal_ones(location: str, base: int, seals: int, seed: int, writer_bytes: lis
     return times, counts
 
 
+def families(trace: list[tuple[str, str]]) -> Counter:
+    """Requests by kind and key family ("GET packs/*.pack", "HEAD datasets"): where a cold
+    read's requests go."""
+    out: Counter = Counter()
+    for kind, key in trace:
+        parts = key.split("/")
+        ext = os.path.splitext(parts[-1])[1] if len(parts) > 1 else ""
+        out[f"{kind} {parts[0]}{'/*' + ext if ext else ''}"] += 1
+    return out
+
+
 def read_requests(location: str, n_seals: int) -> dict[str, tuple[Counter, int, float]]:
     """Requests, bytes read and seconds of each read command from a freshly opened
     repository with an empty local cache (a new process on a new machine): a detailed page of
@@ -82,9 +94,15 @@ def read_requests(location: str, n_seals: int) -> dict[str, tuple[Counter, int, 
             t = time.perf_counter()
             repo = cas.open(location)
             before, bytes_before = Counter(requests(repo)), received(repo)
+            s3 = getattr(repo.backend, "inner", repo.backend)
+            if hasattr(s3, "trace"):  # (a tree from before it could)
+                s3.trace = []
             read(repo)
             out[name] = (requests(repo) - before, received(repo) - bytes_before,
                          time.perf_counter() - t)
+            if getattr(s3, "trace", None) is not None:
+                print(f"  ({name}: {dict(sorted(families(s3.trace).items()))})", flush=True)
+                s3.trace = None
     return out
 
 
@@ -97,12 +115,15 @@ def index_bytes(local: str) -> int:
 
 
 def import_cas_seconds(rounds: int = 7) -> float:
-    """The median time of `python -c "import cas"`: the floor a cold command is compared to
-    (the cold reads above run in this process, so their time plus this is a command's)."""
+    """The median time of `python -c "import cas; cas.Repository"`: the floor a cold command
+    is compared to (the cold reads above run in this process, so their time plus this is a
+    command's). `import cas` alone imports its names on first use: the library loaded is
+    what it loaded before, and what every command loads."""
     times = []
     for _ in range(rounds):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import cas"], check=True, cwd=ROOT)
+        subprocess.run([sys.executable, "-c", "import cas; cas.Repository"], check=True,
+                       cwd=ROOT)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 

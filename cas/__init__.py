@@ -15,27 +15,35 @@ The layers, from the ground up (each folder's `__init__` lists its files):
 """
 
 import importlib as _importlib
-import importlib.abc as _importlib_abc
-import importlib.util as _importlib_util
+import importlib.machinery as _machinery
 import sys as _sys
 
 from cas.errors import (Aborted, AlreadyExists, CasError, DataLoss, DigestMismatch,
                         FailedPrecondition, InvalidArgument, InvalidJSONValue, NotFound,
                         PermissionDenied, Unavailable, UnsupportedFormat, VersionConflict)
-from cas.evals.replay import (Plan, ReplayRecord, ReplayResult, RunDiff, StepDetail, ToolEffect,
-                              diff_runs, format_plan, parse_plan, plan_digest, replay_case,
-                              replay_item)
-from cas.format.cases import EncodedCase, encode_case, read_cases_jsonl
-from cas.format.encoding import MAX_DEPTH
-from cas.format.records import Case, DatasetRecord, VersionRecord
-from cas.format.version_names import Pin
-from cas.repo.checks import MAX_PAGE
-from cas.repo.datasets import VersionsPage
-from cas.repo.opening import find, init, open
-from cas.repo.reads import Diff, DiffPage, ItemsPage
-from cas.repo.repository import Repository
-from cas.repo.scores import RecordedScore
-from cas.storage.tree import Proof, check_proof, verify_proof
+
+# Every other name of `import cas` is imported on first use, from the module that owns it: a
+# process imports what it runs (the second process of an ingest, cas/repo/ingest.py, needs
+# the case codec and the pack writer, not the Repository facade and replay: about half of
+# `import cas`).
+_EXPORTS = {
+    "cas.evals.replay": ("Plan", "ReplayRecord", "ReplayResult", "RunDiff", "StepDetail",
+                         "ToolEffect", "diff_runs", "format_plan", "parse_plan", "plan_digest",
+                         "replay_case", "replay_item"),
+    "cas.format.cases": ("EncodedCase", "encode_case", "read_cases_jsonl"),
+    "cas.format.encoding": ("MAX_DEPTH",),
+    "cas.format.records": ("Case", "DatasetRecord", "VersionRecord"),
+    "cas.format.version_names": ("Pin",),
+    "cas.interop.exports": ("ExportResult", "cases", "to_pandas"),
+    "cas.repo.checks": ("MAX_PAGE",),
+    "cas.repo.datasets": ("VersionsPage",),
+    "cas.repo.opening": ("find", "init", "open"),
+    "cas.repo.reads": ("Diff", "DiffPage", "ItemsPage"),
+    "cas.repo.repository": ("Repository",),
+    "cas.repo.scores": ("RecordedScore",),
+    "cas.storage.tree": ("Proof", "check_proof", "verify_proof"),
+}
+_OWNER = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "Aborted", "AlreadyExists", "CasError", "DataLoss", "DigestMismatch", "FailedPrecondition",
@@ -51,13 +59,15 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """The exports load on first use: they need shutil and tempfile, which a command that
-    reads or seals never does, and every `cas` process would pay for at start-up."""
-    if name not in ("ExportResult", "cases", "to_pandas"):
+    module = _OWNER.get(name)
+    if module is None:
         raise AttributeError(f"module 'cas' has no attribute {name!r}")
-    from cas.interop import exports
-    value = globals()[name] = getattr(exports, name)
+    value = globals()[name] = getattr(_importlib.import_module(module), name)
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 # Public module names (docs/api.md) and the modules that own them: `import cas.capture` and
@@ -88,13 +98,15 @@ PUBLIC_MODULES = {
 }
 
 
-class _PublicModules(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
+class _PublicModules:
     """Imports a public module name as the very module that owns it (one module object, so
-    state and monkeypatches are shared): the module keeps its own name and spec."""
+    state and monkeypatches are shared): the module keeps its own name and spec. (A finder
+    and loader by their methods: the importlib.abc classes cost every process importlib's
+    resources and inspect.)"""
 
     def find_spec(self, name, path=None, target=None):
         if name in PUBLIC_MODULES:
-            return _importlib_util.spec_from_loader(name, self)
+            return _machinery.ModuleSpec(name, self)
         return None
 
     def create_module(self, spec):

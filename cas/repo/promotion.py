@@ -8,7 +8,7 @@ version it already sealed. An idempotency key names one request for ever.
 from __future__ import annotations
 
 import bisect
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import msgspec
 
@@ -17,7 +17,7 @@ from cas.errors import FailedPrecondition, InvalidArgument, NotFound
 from cas.format import encoding, keys, times
 from cas.format.projection import freeze
 from cas.format.records import (Eligibility, IdempotencyRecord, Proposal, Provenance,
-                                ProvenanceEntry, Review, VersionRecord, encode_object,
+                                ProvenanceEntry, Review, RunRecord, VersionRecord, encode_object,
                                 format_record_file, parse_record_file)
 from cas.format.version_names import check_dataset_name
 from cas.repo import checks, datasets, reads, retirement, sealing
@@ -112,63 +112,94 @@ class SealResult(NamedTuple):
     already_sealed: bool            # the token was sealed before; this is that version
 
 
+class _Selection(NamedTuple):
+    """What a selection read (`_select`): `promote` checks its subjects against it instead of
+    looking each one up again in the logs' keyed indexes (a second copy of every review)."""
+    runs: dict[str, str] | None  # run id -> digest, of every run recorded (None: not read)
+    judgments: dict[str, list[Review]]  # run id -> its judgments on the eligibility metric
+
+
 def promote(ctx, name: str, subjects: list[Subject | dict[str, Any]], idempotency_key: str,
             author: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Stage a promotion of reviewed runs and return its preview (with `confirm_token`);
     seals nothing. `progress(stage, done, total)` hears how far the freezing is."""
+    return _promote(ctx, name, subjects, None, idempotency_key, author, progress)
+
+
+def _promote(ctx, name, subjects, known: _Selection | None, idempotency_key, author,
+             progress) -> dict[str, Any]:
     author = checks.author(author)
-    subjects = convert_subjects(subjects, "subjects")
+    if known is None:  # (a selection's subjects are its own, built from the logs)
+        subjects = convert_subjects(subjects, "subjects")
     datasets.dataset(ctx, name)
     _check_key(idempotency_key)
-    withheld = content_policy(ctx, name).withheld
+    withheld = sorted(content_policy(ctx, name).withheld)
     rules = eligibility(ctx)
-    cases: dict[str, tuple[bytes, str | None]] = {}  # id -> (bytes, person)
-    provenance: dict[str, ProvenanceEntry] = {}
-    runs: dict[str, str] = {}  # digest -> run id of every run promoted
-    request, judged = [], []
     refs = [s.subject_ref for s in subjects]
-    run_index(ctx).get_many(refs)  # each subject's lookups then find what these read
-    review_index(ctx).prefetch([a for s in subjects for a in [s.review_annotation_id,
-                                                              *s.review_annotation_ids] if a],
-                               refs)
+    # (each subject's lookups then find what these read)
+    digests = known.runs if known is not None and known.runs is not None else \
+        run_index(ctx).get_many(refs)
+    if known is None:
+        review_index(ctx).prefetch([a for s in subjects for a in [s.review_annotation_id,
+                                                                  *s.review_annotation_ids]
+                                    if a], refs)
+    # Every subject is checked before anything is stored or any run read whole: a refusal
+    # stores nothing, and the runs are then frozen one at a time, straight into the pack.
+    admitted: list[tuple[str, str, Review, list[Review]]] = []  # run id, digest, judgments
+    runs: dict[str, str] = {}  # digest -> run id of every run promoted
+    judged: list[dict[str, Any]] = []  # the first page of them, by (run id, annotation id)
+    request = []
     for i, s in enumerate(subjects):
         if progress is not None and i % PROGRESS_EVERY == 0:
-            progress("checking and freezing runs", i, len(subjects))
+            progress("checking and freezing runs", i, 2 * len(subjects))
         where = f"subject {i} ({s.subject_ref!r})"
         kind = SUBJECT_KINDS.get(s.subject_kind)
-        run, review, admitting = _subject_review(ctx, s, where, kind, rules)
-        judged.append({"run_id": run.run_id, "annotation_id": review.annotation_id,
+        run_digest, review, admitting = _subject_review(
+            ctx, s, where, kind, rules, digests.get(s.subject_ref),
+            None if known is None else known.judgments)
+        admitted.append((s.subject_ref, run_digest, review, admitting))
+        runs[run_digest] = s.subject_ref
+        judged.append({"run_id": s.subject_ref, "annotation_id": review.annotation_id,
                        "metric": review.metric, "label": review.label,
                        "reviewer": review.reviewer})
         if len(admitting) > 1:
             judged[-1]["admitted_by"] = [{"annotation_id": r.annotation_id,
                                           "reviewer": r.reviewer, "label": r.label}
                                          for r in admitting]
-        runs[encode_object(run)[2]] = run.run_id
-        _, data, case_id = encode_object(freeze(run, withheld))
-        cases[case_id] = (data, run.person)
-        entry = ProvenanceEntry(
-            case_id=case_id, run_id=run.run_id, annotation_id=review.annotation_id,
-            reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=sorted(withheld),
-            admitted_by=sorted(r.annotation_id for r in admitting) if several(rules)
-            else msgspec.UNSET)
-        # Runs that freeze to one case: the first by (run id, annotation id) speaks for it, so
-        # the same subjects in another order stage the same proposal, as the request says.
-        known = provenance.get(case_id)
-        if known is None or (entry.run_id, entry.annotation_id) < (known.run_id,
-                                                                   known.annotation_id):
-            provenance[case_id] = entry
+        if len(judged) >= 2 * PREVIEW_PAGE:  # only the first page is kept (a stable sort:
+            judged.sort(key=_judged_order)     # the same page as one sort of them all)
+            del judged[PREVIEW_PAGE:]
         request.append([kind, s.subject_ref, s.review_annotation_id]
                        + sorted(set(s.review_annotation_ids) - {s.review_annotation_id}))
     request = encoding.encode(
-        {"operation": "promote", "subjects": sorted(request), "withheld": sorted(withheld)})
-    shown = _stage(ctx, name, "promote", idempotency_key, request, cases, [],
-                   Provenance(entries=[provenance[c] for c in sorted(provenance)]), author,
-                   runs)
+        {"operation": "promote", "subjects": sorted(request), "withheld": withheld})
+
+    def frozen() -> Iterator[tuple[str, bytes, str | None, ProvenanceEntry]]:
+        """Each run frozen into its case, under the staging's lease: (case id, canonical
+        bytes, person, provenance entry)."""
+        for i, (run_id, run_digest, review, admitting) in enumerate(admitted):
+            if progress is not None and i % PROGRESS_EVERY == 0:
+                progress("checking and freezing runs", len(admitted) + i, 2 * len(admitted))
+            try:  # (the run the review names, read once, now under the lease)
+                run = ctx.store.get(run_digest, RunRecord)
+            except NotFound:
+                require_runs(ctx, {run_digest: run_id})  # an erasure removed it since
+                run = ctx.store.get(run_digest, RunRecord)  # (a pack replaced meanwhile)
+            _, data, case_id = encode_object(freeze(run, withheld))
+            yield case_id, data, run.person, ProvenanceEntry(
+                case_id=case_id, run_id=run_id, annotation_id=review.annotation_id,
+                reviewer=review.reviewer, reviewed_at=review.reviewed_at, withheld=withheld,
+                admitted_by=sorted(r.annotation_id for r in admitting) if several(rules)
+                else msgspec.UNSET)
+    shown = _stage(ctx, name, "promote", idempotency_key, request, [], author, runs, frozen)
     # (in run order: the same request in another order is the same proposal, and preview)
     # (the first page of them, as of the cases: `subjects_count` counts them all)
-    judged.sort(key=lambda j: (j["run_id"], j["annotation_id"]))
-    return {**shown, "subjects": judged[:PREVIEW_PAGE], "subjects_count": len(judged)}
+    judged.sort(key=_judged_order)
+    return {**shown, "subjects": judged[:PREVIEW_PAGE], "subjects_count": len(subjects)}
+
+
+def _judged_order(j: dict[str, Any]) -> tuple[str, str]:
+    return (j["run_id"], j["annotation_id"])
 
 
 def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
@@ -181,6 +212,11 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
     a run whose `started_at` is absent or not a time does not match) narrow the selection;
     `run_ids` restricts it to those runs, each of which must then be selected (else refused,
     naming why). `metric`, if given, must be the rule's."""
+    return _select(ctx, metric, tenant, since, run_ids)[0]
+
+
+def _select(ctx, metric, tenant, since, run_ids) -> tuple[list[Subject], _Selection]:
+    """`reviewed_subjects`, and what it read to choose them."""
     rules = eligibility(ctx)
     for value, what in ((tenant, "tenant"), (since, "since")):
         encoding.check_text(value, what, optional=True)
@@ -202,8 +238,9 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
                 get_run(ctx, run_id)  # RUN_NOT_FOUND (or a refusal naming a pending erasure)
         candidates = sorted(set(named), key=lambda r: (numbers[r], r))
         judged = review_index(ctx).of_runs(candidates).values()
+        recorded = None
     else:
-        candidates = list(run_index(ctx).all())  # import order
+        recorded = candidates = run_index(ctx).all()  # import order
         judged = [review_index(ctx).all()]
     on_metric: dict[str, list] = {}
     for reviews_ in judged:
@@ -230,7 +267,7 @@ def reviewed_subjects(ctx, metric: str | None = None, tenant: str | None = None,
             f"judgment on {rules.metric!r} that accepts it ({', '.join(rules.accepted)}); "
             "see `cas review queue`", reason="NO_ACCEPTED_RUNS", metric=rules.metric,
             accepted=list(rules.accepted))
-    return out
+    return out, _Selection(recorded, on_metric)
 
 
 def several(rules: Eligibility) -> bool:
@@ -340,14 +377,16 @@ def promote_reviewed(ctx, name: str, idempotency_key: str, metric: str | None = 
     """`promote` of the runs `reviewed_subjects` selects: nobody assembles subjects by hand."""
     datasets.dataset(ctx, name)
     _check_key(idempotency_key)
-    return promote(ctx, name, reviewed_subjects(ctx, metric, tenant, since, run_ids),
-                   idempotency_key, author, progress)
+    return _promote(ctx, name, *_select(ctx, metric, tenant, since, run_ids), idempotency_key,
+                    author, progress)
 
 
-def _subject_review(ctx, s: Subject, where: str, kind: str | None, rules: Eligibility):
-    """The run a subject names and the judgment that admits it: a saved review of that very
-    run, on the eligibility metric, with an accepted label, and not superseded by a newer
-    judgment on that metric (by anyone) that does not accept it."""
+def _subject_review(ctx, s: Subject, where: str, kind: str | None, rules: Eligibility,
+                    run_digest: str | None, known: dict[str, list[Review]] | None):
+    """The digest of the run a subject names (`run_digest`: as the run index has it) and the
+    judgment that admits it: a saved review of that very run, on the eligibility metric, with
+    an accepted label, and not superseded by a newer judgment on that metric (by anyone) that
+    does not accept it. `known`: see `promote`."""
     if kind is None:
         raise InvalidArgument(f"{where}: subject_kind {s.subject_kind!r} is not a run; "
                               "accepted: agent_run, SUBJECT_KIND_AGENT_RUN",
@@ -359,22 +398,34 @@ def _subject_review(ctx, s: Subject, where: str, kind: str | None, rules: Eligib
         raise FailedPrecondition(f"{where}: a promotion needs a saved review: give its "
                                  "review_annotation_id (see `cas review add`)",
                                  reason="REVIEW_REQUIRED")
-    run = get_run(ctx, s.subject_ref)
-    review = review_index(ctx).get(s.review_annotation_id)
+    if run_digest is None:
+        get_run(ctx, s.subject_ref)  # RUN_NOT_FOUND (or a run imported since the lookup)
+        run_digest = run_index(ctx).get(s.subject_ref)
+    ctx.refuse_erasing(run_digest, f"run {s.subject_ref!r}")
+    # (the run's own bytes are read once, when it is frozen: its digest is the index's)
+    if known is None:
+        get, all_reviews = review_index(ctx).get, review_index(ctx).of_run(s.subject_ref)
+    else:
+        all_reviews = sorted(known.get(s.subject_ref, ()), key=_order)
+        mine = {r.annotation_id: r for r in all_reviews}
+
+        def get(annotation_id: str) -> Review | None:
+            found = mine.get(annotation_id)
+            return found if found is not None else review_index(ctx).get(annotation_id)
+    review = get(s.review_annotation_id)
     if review is None:
         raise NotFound(f"{where}: no review {s.review_annotation_id!r}",
                        reason="REVIEW_NOT_FOUND")
-    if review.run_id != s.subject_ref or review.run != encode_object(run)[2]:
+    if review.run_id != s.subject_ref or review.run != run_digest:
         raise FailedPrecondition(f"{where}: review {review.annotation_id} is a review of "
                                  f"run {review.run_id!r}, not of this run",
                                  reason="REVIEW_RUN_MISMATCH")
-    all_reviews = review_index(ctx).of_run(run.run_id)
     if not several(rules):
         _check_admits(rules, review, all_reviews, where)
-        return run, review, [review]
+        return run_digest, review, [review]
     named = [review]
     for extra in sorted(set(s.review_annotation_ids) - {review.annotation_id}):
-        other = review_index(ctx).get(extra) if isinstance(extra, str) else None
+        other = get(extra) if isinstance(extra, str) else None
         if other is None:
             raise NotFound(f"{where}: no review {extra!r}", reason="REVIEW_NOT_FOUND")
         if other.run_id != review.run_id or other.run != review.run:
@@ -406,7 +457,7 @@ def _subject_review(ctx, s: Subject, where: str, kind: str | None, rules: Eligib
         raise FailedPrecondition(f"{where}: the run's judgments do not admit it: "
                                  f"{rule_text(rules)}", reason=why, reviewers=rules.quorum,
                                  rule=rules.agreement_rule)
-    return run, max(named, key=_order), sorted(named, key=_order)
+    return run_digest, max(named, key=_order), sorted(named, key=_order)
 
 
 def _check_admits(rules: Eligibility, review, all_reviews: list, where: str) -> None:
@@ -446,20 +497,22 @@ def remove(ctx, name: str, item_ids: list[str], idempotency_key: str,
                                  "accepted only when the current version is retired",
                                  reason="EMPTY_REMOVAL")
     request = encoding.encode({"operation": "remove", "ids": sorted(set(ids))})
-    return _stage(ctx, name, "remove", idempotency_key, request, {}, sorted(set(ids)),
-                  None, author)
+    return _stage(ctx, name, "remove", idempotency_key, request, sorted(set(ids)), author)
 
 
-def _stage(ctx, name, operation, key, request: bytes, cases, removes, provenance, author,
-           runs: dict[str, str] | None = None) -> dict[str, Any]:
+def _stage(ctx, name, operation, key, request: bytes, removes, author,
+           runs: dict[str, str] | None = None,
+           cases: Callable[[], Iterable[tuple]] | None = None) -> dict[str, Any]:
+    """Stage a proposal under a writer's lease. `cases`: a promotion's, frozen as they are
+    stored (see `promote`'s `frozen`, which reads each run under the lease); `runs`:
+    digest -> run id of the runs they are of."""
     with leases.writing(ctx, operation) as lease:
-        require_runs(ctx, runs or {})  # the runs promoted were not erased since they were read
         return _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
-                             provenance, author, ctx.clock())
+                             author, ctx.clock(), runs or {})
 
 
 def _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
-                  provenance, author, now) -> dict[str, Any]:
+                  author, now, runs) -> dict[str, Any]:
     ikey = keys.idempotency_key(name, key)
     request_digest = digest.request_digest(request)
     # A claim stored before request digests had their own domain names the request in the
@@ -470,6 +523,7 @@ def _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
     except NotFound:
         prior = None
     if prior is not None:
+        require_runs(ctx, runs)  # the runs promoted were not erased since they were read
         _check_same_request(prior, same_request, key)
         return preview(ctx, load_proposal(ctx, name, prior.token), prior.token, replayed=True)
     head = ctx.refs.head(name)
@@ -481,7 +535,7 @@ def _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
         else []
     with ctx.store.writer(lease) as writer:
         added, removes, prov_digest, root, count = _stage_tree(
-            ctx, writer, name, head, base_root, cases, removes, lost, provenance)
+            ctx, writer, name, head, base_root, cases() if cases else (), removes, lost)
     carried = (base.item_count if base else 0) - len(removes) - len(set(added) & set(lost))
     core = dict(dataset=name, operation=operation, base=head, idempotency_key=key,
                 request=request_digest, add=added, carried=carried, remove=removes,
@@ -499,26 +553,38 @@ def _stage_leased(ctx, lease, name, operation, key, request, cases, removes,
     return preview(ctx, record, token)
 
 
-def _stage_tree(ctx, writer, name, head, base_root, cases, removes, lost, provenance):
-    """Store the proposed tree: the cases added (new to the base, or lost from it), their
-    provenance, the nodes. Returns (added, removed, provenance digest, root, count)."""
+def _stage_tree(ctx, writer, name, head, base_root, cases, removes, lost):
+    """Store the proposed tree: the cases added (new to the base, or lost from it), each as
+    it comes from `cases` ((case id, bytes, person, provenance entry)), their provenance,
+    the nodes. Returns (added, removed, provenance digest, root, count)."""
     trie = ctx.trie(writer.add)
     missing = [r for r in removes if not trie.contains(base_root, r)]
     if missing:
         raise NotFound(f"{name}@{head} does not hold {missing[0]}"
                        + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
                        reason="ITEM_NOT_IN_VERSION", case_id=missing[0])
-    added = sorted(c for c in cases if c in lost or not trie.contains(base_root, c))
+    lost = set(lost)
+    entries: dict[str, ProvenanceEntry] = {}  # case id -> its entry, of the cases added
+    persons: set[str] = set()
+    for case_id, data, person, entry in cases:
+        seen = entries.get(case_id)
+        if seen is None:
+            if case_id not in lost and trie.contains(base_root, case_id):
+                continue
+            writer.add_encoded("case", data, case_id, person)
+            if person is not None:
+                persons.add(person)
+        # Runs that freeze to one case: the first by (run id, annotation id) speaks for it,
+        # so the same subjects in another order stage the same proposal, as the request says.
+        if seen is None or (entry.run_id, entry.annotation_id) < (seen.run_id,
+                                                                  seen.annotation_id):
+            entries[case_id] = entry
+    added = sorted(entries)
     removes = sorted(set(removes).union(lost).difference(added))
-    for case_id in added:
-        data, person = cases[case_id]
-        writer.add_encoded("case", data, case_id, person)
     prov_digest = None
-    if provenance is not None and added:
-        new_ids = set(added)
-        kept = Provenance(entries=[e for e in provenance.entries if e.case_id in new_ids])
-        prov_digest = writer.add(kept, persons={cases[c][1] for c in added
-                                                if cases[c][1] is not None})
+    if added:
+        prov_digest = writer.add(Provenance(entries=[entries[c] for c in added]),
+                                 persons=persons)
     root = trie.apply(base_root, added, removes)
     writer.add(trie.node(root))
     return added, removes, prov_digest, root, trie.count(root)

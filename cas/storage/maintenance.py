@@ -157,7 +157,10 @@ def rewrite_packs(store, pids: list[str], drop: set[bytes], dry_run: bool = Fals
             elif e.kind not in PERSON_KINDS and e.digest in carried:
                 new_persons[e.digest] = carried[e.digest]
     new_pid = None
+    if kept and not dropped and len(pids) == 1:  # the same objects: the pack stays, whatever
+        return Rewrite(pids[0], 0, 0, before, before)  # order it holds them in
     if kept:
+        kept.sort(key=_pack_order)  # as a writer orders a pack (docs/format.md 7)
         new_pack, spans = packfmt.format_pack((kind, data) for _, kind, data in kept)
         new_pid = packfmt.pack_id(new_pack)
         if pids == [new_pid]:
@@ -178,6 +181,11 @@ def rewrite_packs(store, pids: list[str], drop: set[bytes], dry_run: bool = Fals
         store.evict(from_bytes(raw))
     return Rewrite(new_pid, dropped, bytes_dropped, before, written,
                    index if new_pid is not None else None)
+
+
+def _pack_order(obj: tuple) -> bytes:
+    """Tree nodes first, in the order they come (a stable sort), then the rest by digest."""
+    return b"" if obj[1] in packfmt.TREE_CODES else obj[0]
 
 
 def drop_pack(store, pid: str, shards: Iterable[str] = ()) -> None:

@@ -4,6 +4,7 @@ multi-pack indexes that answer for all the packs of one large batch."""
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 from bisect import bisect_left
 from math import isqrt
@@ -13,6 +14,7 @@ from blake3 import blake3
 
 from cas.errors import CorruptData, DigestMismatch, NotFound, UnsupportedFormat
 from cas.format.keys import PACKS, parse_index_key
+from cas.format.records import KIND_CODES
 from cas.storage.backends import get_ranges
 
 PACK_MAX_BYTES = 64 << 20  # a writer's batch is flushed as one pack once it holds this much
@@ -33,6 +35,8 @@ FANOUT_AT = HEADER.size
 DIGESTS_AT = FANOUT_AT + FANOUT.size
 SCAN_BELOW = 128  # a remaining search range this small is read in one request
 OPEN_PACKS = 256  # a multi-pack index over at most this many packs is opened with one read
+OPEN_REMOTE = 32 << 10  # a remote index is opened with a read this long: a small one (a seal's
+# pack, a merged one of a few hundred objects) is then read whole, with no second request
 # Digests are uniform (BLAKE3), so where one sits in a sorted column is known to within a few
 # dozen entries from its value: a lookup reads a window of entries there, and bisects only in
 # a column too skewed for the estimate to hold.
@@ -73,6 +77,91 @@ class PackBuffer:
         with memoryview(self.data) as view:
             self.data[body:] = blake3(view[:body]).digest()
         return self.data
+
+
+# A writer keeps tree nodes in the order they were added (as a Trie emits them: a new tree's
+# leaves in id order, its inner nodes each before those below it), ahead of a pack's other
+# objects, which it writes in digest order (docs/format.md 7): a walk reads a subtree or a
+# run of leaves at once, a page of consecutive ids one range.
+TREE_CODES = frozenset({KIND_CODES["tree.leaf"], KIND_CODES["tree.node"]})
+# A spooled object: raw digest, kind code, length, length of the keyed digests of the people
+# it names (newline-separated, before the object's bytes).
+SPOOL_HEAD = struct.Struct(">32sBII")  # (a provenance names every person of its cases)
+SPOOL_BUFFER = 64 << 10  # per range file: a few records a write call
+SPOOL_PREFIX = "cas-spool-"  # then the writing process's id
+
+
+def _sweep_spools(directory: str) -> None:
+    """Delete the spools of processes that are gone (killed mid-batch): they hold cases, and
+    a person's bytes must not outlive an erasure on a disk nobody looks at."""
+    import shutil
+    for name in os.listdir(directory):
+        if not name.startswith(SPOOL_PREFIX):
+            continue
+        try:
+            os.kill(int(name[len(SPOOL_PREFIX):].split("-")[0]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+        except (ValueError, OSError):
+            pass  # not a spool's name, or a process alive that is not ours to signal
+
+
+class PackSpool:
+    """The objects of a batch too large for one pack, kept in local files by the first byte
+    of their digest and read back in digest order: each pack the batch then writes holds one
+    range of digests, so a page of a version (consecutive ids) lies in one or two packs,
+    not in every pack of the batch. Memory holds one range file at a time as it is read."""
+
+    def __init__(self, directory: str | None = None) -> None:
+        import tempfile
+        if directory is not None:
+            os.makedirs(directory, exist_ok=True)
+        self.directory = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-", dir=directory)
+        self._files: list = [None] * 256
+        self.bytes = 0
+        _sweep_spools(os.path.dirname(self.directory))
+
+    def add(self, raw: bytes, kind: int, data, persons: Iterable[str] | None = None) -> None:
+        f = self._files[raw[0]]
+        if f is None:
+            f = self._files[raw[0]] = open(os.path.join(self.directory, f"{raw[0]:02x}"),
+                                           "w+b", buffering=SPOOL_BUFFER)
+        named = "\n".join(sorted(persons)).encode() if persons else b""
+        f.write(SPOOL_HEAD.pack(raw, kind, len(data), len(named)) + named)
+        f.write(data)
+        self.bytes += SPOOL_HEAD.size + len(named) + len(data)
+
+    def drain(self) -> Iterator[tuple[bytes, int, memoryview, set[str] | None]]:
+        """(raw digest, kind, bytes, keyed digests of people or None) of every object added,
+        in digest order; each range file is deleted once read."""
+        for i, f in enumerate(self._files):
+            if f is None:
+                continue
+            f.seek(0)
+            blob = f.read()
+            f.close()
+            self._files[i] = None
+            os.unlink(f.name)
+            records, pos, head = [], 0, SPOOL_HEAD
+            while pos < len(blob):
+                raw, kind, n, p = head.unpack_from(blob, pos)
+                pos += head.size
+                records.append((raw, kind, pos, p, n))
+                pos += p + n
+            records.sort()
+            view = memoryview(blob)
+            for raw, kind, at, p, n in records:
+                persons = set(blob[at:at + p].decode().split("\n")) if p else None
+                yield raw, kind, view[at + p:at + p + n], persons
+
+    def close(self) -> None:
+        """Delete the files (what was not read is dropped)."""
+        import shutil
+        for f in self._files:
+            if f is not None:
+                f.close()
+        self._files = [None] * 256
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def format_pack(objects: Iterable[tuple[int, bytes]]) -> tuple[bytearray, list[tuple[int, int]]]:
@@ -227,11 +316,15 @@ class IndexReader:
         mapper = getattr(type(self.backend), "map", None)
         if mapper is not None:
             self._mapped = mapper(self.backend, self.key)
+        keep = getattr(self.backend, "keep", None)  # a cache in front of a remote store
+        opening = (HEADER.size + COUNT.size + OPEN_PACKS * DIGEST_LEN + FANOUT.size
+                   if self.multi else DIGESTS_AT)
+        if self._mapped is None and keep is not None:
+            opening = max(opening, OPEN_REMOTE)
+        prefix = self._read(self.key, 0, opening)
         if self.multi:
             # One read of a prefix that holds the header, the pack table and the fan-out of
             # any index over up to OPEN_PACKS packs; a second only for a larger table.
-            prefix = self._read(self.key, 0, HEADER.size + COUNT.size
-                                + OPEN_PACKS * DIGEST_LEN + FANOUT.size)
             head = prefix[:HEADER.size + COUNT.size]
             _check_header(head, HEADER.size + COUNT.size, MULTI_MAGIC, MULTI_FORMAT,
                           "multi-pack index", self.key)
@@ -247,17 +340,18 @@ class IndexReader:
             self._fanout = FANOUT.unpack_from(rest, count * DIGEST_LEN)
             self._digests_at = fanout_at + FANOUT.size
         else:
-            head = self._read(self.key, 0, DIGESTS_AT)
+            head = prefix[:DIGESTS_AT]
             _check_header(head, DIGESTS_AT, INDEX_MAGIC, INDEX_FORMAT, "index", self.key)
             self._fanout = FANOUT.unpack_from(head, FANOUT_AT)
             self._packs = [_pack_of(self.key)]
-        keep = getattr(self.backend, "keep", None)  # a cache in front of a remote store
         if self._mapped is None and keep is not None:
-            # Its copy may be fetched now that its size is known (small ones are, at once).
+            # Its copy may be fetched now that its size is known (small ones are, at once;
+            # one the opening read held whole is kept as read).
             n = self._fanout[255]
             rows = MULTI_ROW if self.multi else ROW
-            self._mapped = keep(self.key, self._digests_at + n * (DIGEST_LEN + rows.size)
-                                + DIGEST_LEN)
+            size = self._digests_at + n * (DIGEST_LEN + rows.size) + DIGEST_LEN * (
+                1 if self.multi else 2)  # (a pack index names its pack before its checksum)
+            self._mapped = keep(self.key, size, prefix if len(prefix) == size else None)
 
     @property
     def fanout(self) -> tuple[int, ...]:

@@ -87,6 +87,34 @@ def test_two_processes_seal_the_version_one_process_seals(location, tmp_path, sp
     assert fresh.fsck().ok
 
 
+def test_this_half_is_stored_before_the_helper_is_waited_for(tmp_path, split_small,
+                                                             monkeypatch):
+    """The committing process writes the packs of its own half before it waits for the
+    helper (the helper started later): by then the first line's case is published. Only the
+    tree and its small pack are left for after the helper's end."""
+    repo = cas.init(str(tmp_path / "r"))
+    repo.create_dataset("d", admission="direct")
+    cases = [{"input": f"q{i}"} for i in range(200)]
+    first = bytes.fromhex(cas.encode_case(cases[0]).case_id[3:])
+    published = []
+    start = ingest._start  # (split_small's, counting)
+
+    def watched(split, stderr):
+        helper = start(split, stderr)
+        communicate = helper.communicate
+
+        def waiting():
+            published.append(any(IndexReader(repo.backend, k).lookup(first) is not None
+                                 for k in repo.backend.list(PACKS) if k.endswith(".idx")))
+            return communicate()
+        helper.communicate = waiting
+        return helper
+    monkeypatch.setattr(ingest, "_start", watched)
+    rec = commit_file(repo, "d", write_cases(tmp_path / "cases.jsonl", cases))
+    assert published == [True] and len(split_small) == 1
+    assert rec.item_count == 200 and repo.fsck().ok
+
+
 def test_the_split_falls_at_a_line_boundary_and_loses_no_line(tmp_path, split_small):
     """Lines of every length around the middle (one far longer than the rest); duplicates
     across the halves are one case."""

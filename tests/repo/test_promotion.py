@@ -676,6 +676,93 @@ def test_preview_refuses_a_bad_page_or_token_and_stores_nothing(staged, kwargs, 
     assert keys(repo) == before
 
 
+# -- staging many runs (issue 37: memory that grew with the runs) --------------------------------
+def _trace(monkeypatch) -> list[str]:
+    """What staging does, in order: "run" each time a run is read whole, "case" each time a
+    case reaches the pack writer."""
+    from cas.format.records import RunRecord
+    from cas.storage.store import ObjectStore, PackWriter
+    events: list[str] = []
+    get, add = ObjectStore.get, PackWriter.add_encoded
+
+    def traced_get(self, digest, type_=None):
+        obj = get(self, digest, type_)
+        if isinstance(obj, RunRecord):
+            events.append("run")
+        return obj
+
+    def traced_add(self, kind, *args, **kwargs):
+        if kind == "case":
+            events.append("case")
+        return add(self, kind, *args, **kwargs)
+    monkeypatch.setattr(ObjectStore, "get", traced_get)
+    monkeypatch.setattr(PackWriter, "add_encoded", traced_add)
+    return events
+
+
+@pytest.mark.parametrize("by", ["selection", "subjects"])
+def test_each_run_is_read_once_and_its_case_stored_before_the_next_is_read(mem, monkeypatch,
+                                                                           by):
+    """Staging holds one frozen case at a time, not every case's bytes until the end (50k
+    runs held 95 MiB of them); every subject is checked first, so a refusal reads no run."""
+    mem.import_runs(io.BytesIO(jsonl(*(run_obj(f"r-{i}", i) for i in range(5)))))
+    anns = {f"r-{i}": review(mem, f"r-{i}") for i in range(5)}
+    mem.create_dataset("evals")
+    events = _trace(monkeypatch)
+    if by == "selection":
+        p = mem.promote_reviewed("evals", "k")
+    else:
+        p = mem.promote("evals", [subject(r, a) for r, a in anns.items()], "k")
+    assert p["proposed"]["added_count"] == 5
+    assert events == ["run", "case"] * 5
+    # the same request again returns its proposal without freezing anything anew
+    events.clear()
+    again = mem.promote_reviewed("evals", "k") if by == "selection" else \
+        mem.promote("evals", [subject(r, a) for r, a in anns.items()], "k")
+    assert again["confirm_token"] == p["confirm_token"] and events == []
+    # a subject refused last: no run was read, nothing stored
+    before = keys(mem)
+    with pytest.raises(cas.NotFound):
+        mem.promote("evals", [subject(r, a) for r, a in anns.items()]
+                    + [subject("r-0", "ann-" + "0" * 32)], "k2")
+    assert events == [] and keys(mem) == before
+
+
+def test_cases_already_in_the_base_are_not_stored_again_and_carry_no_provenance(staged,
+                                                                                 monkeypatch):
+    repo, anns = staged
+    promote_and_seal(repo, anns, ["r-0", "r-1"], "k-1")
+    events = _trace(monkeypatch)
+    p = repo.promote("evals", [subject(r, anns[r]) for r in ("r-1", "r-0", "r-2")], "k-2")
+    assert p["proposed"]["added_count"] == 1 and p["proposed"]["carried_count"] == 2
+    assert events == ["run", "run", "run", "case"]
+    v = repo.seal("evals", p["confirm_token"]).version
+    assert [e.run_id for e in repo.context.store.get(v.provenance).entries] == ["r-2"]
+    assert set(repo.items("evals", 2).items) == set(repo.items("evals", 1).items) | \
+        set(p["proposed"]["added"])
+
+
+def test_a_run_erased_after_the_selection_is_refused_and_nothing_is_saved(judged, monkeypatch):
+    """The runs are read under the staging's lease; one an erasure removed since the selection
+    read the logs is refused as `require_runs` refuses it (it was checked there before)."""
+    from cas.repo import erasure
+    from support.lifecycle import OPERATOR, PERSON
+    repo, _ = judged
+    writing = promotion.leases.writing
+
+    def erase_first(ctx, operation):  # (between the selection and the staging's lease)
+        monkeypatch.setattr(promotion.leases, "writing", writing)
+        monkeypatch.setenv("CAS_USER", OPERATOR)
+        token = erasure.erase(ctx, PERSON)["confirm_token"]
+        erasure.erase(ctx, PERSON, token)
+        return writing(ctx, operation)
+    monkeypatch.setattr(promotion.leases, "writing", erase_first)
+    before = [k for k in keys(repo) if k.startswith("datasets/")]
+    err = refused(lambda: repo.promote_reviewed("evals", "k"), "NOT_FOUND", "RUN_NOT_FOUND")
+    assert "is no longer stored (an erasure removed it since it was read)" in err.message
+    assert [k for k in keys(repo) if k.startswith("datasets/")] == before
+
+
 # -- more than one reviewer (issue 36) ----------------------------------------------------------
 GRACE, HAL = "Grace <grace@example.com>", "Hal <hal@example.com>"
 

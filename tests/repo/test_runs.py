@@ -369,10 +369,15 @@ def test_a_file_larger_than_a_pack_streams_and_a_bad_last_line_makes_no_run_visi
     assert info.value.fields == {"line": 301}
     assert repo.runs() == ["r-old"]  # nothing visible: no import record was written
     assert not [k for k in keys(repo) if k.startswith("runs/imports/0000000002")]
-    # the packs filled before the last line stay, unreferenced: a notice, not damage
-    assert len([k for k in keys(repo) if k.startswith("packs/")]) > packs + 2
+    written = len([k for k in keys(repo) if k.startswith("packs/")]) - packs
     report = repo.fsck()
-    assert report.ok and report.unreferenced > 0
+    assert report.ok
+    if getattr(type(repo.backend), "ROUND_TRIPS", False):
+        # spooled to local files (S3): the batch's packs are written at its end, so a refusal
+        # leaves none behind
+        assert (written, report.unreferenced) == (0, 0)
+    else:  # the packs filled before the last line stay, unreferenced: a notice, not damage
+        assert written > 2 and report.unreferenced > 0
     # the same file without its bad line: every run, one import record, fsck clean
     result = repo.import_runs(io.BytesIO(jsonl(*lines)))
     assert result == (sorted(r["run_id"] for r in lines), 0)

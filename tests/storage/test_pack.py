@@ -638,3 +638,53 @@ def test_a_remote_lookup_reads_its_rows_with_its_window_and_finds_the_same():
         assert found == plain.lookup(d, confirm=False)
         if found is not None:
             assert backend.requests and ROW.size not in backend.lengths  # no lone row read
+
+
+# -- the spool of a large batch ----------------------------------------------------------------
+@SETTINGS
+@given(st.dictionaries(digest_st, st.tuples(
+    st.integers(1, 10), st.binary(max_size=300),
+    st.none() | st.sets(st.text("pk:0123456789abcdef", min_size=1, max_size=20), min_size=1,
+                        max_size=3)), max_size=60))
+def test_a_spool_gives_back_what_it_was_given_in_digest_order(tmp_path_factory, objects):
+    from cas.storage.pack import PackSpool
+    where = tmp_path_factory.mktemp("spool")
+    spool = PackSpool(str(where))
+    for raw, (kind, data, persons) in objects.items():
+        spool.add(raw, kind, data, persons)
+    got = [(raw, kind, bytes(data), persons) for raw, kind, data, persons in spool.drain()]
+    assert got == [(raw, *objects[raw]) for raw in sorted(objects)]
+    assert os.listdir(spool.directory) == []  # each range file deleted once read
+    spool.close()
+    assert os.listdir(where) == []
+
+
+def test_a_spool_keeps_an_object_that_names_more_people_than_a_short_counts(tmp_path):
+    """A provenance names every person of the cases it describes: 50k of them in one
+    promotion (their keyed digests, 3.2 MB) must spool, not overflow a 16-bit length."""
+    from cas.storage.pack import PackSpool
+    people = {f"pk:{i:064x}" for i in range(70_000)}
+    spool = PackSpool(str(tmp_path))
+    spool.add(bytes(32), 5, b"provenance", people)
+    [(raw, kind, data, persons)] = list(spool.drain())
+    assert (raw, kind, bytes(data), persons) == (bytes(32), 5, b"provenance", people)
+    spool.close()
+
+
+def test_a_spool_left_by_a_process_that_is_gone_is_deleted_by_the_next(tmp_path):
+    """A batch killed mid-way leaves its spool (cases, people's among them) on local disk: the
+    next spool in the same directory deletes it, and leaves a live process's alone."""
+    import subprocess
+    import sys
+
+    from cas.storage.pack import SPOOL_PREFIX, PackSpool
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = tmp_path / f"{SPOOL_PREFIX}{int(gone.stdout)}-abc"
+    live = tmp_path / f"{SPOOL_PREFIX}{os.getppid()}-def"
+    for d in (dead, live):
+        d.mkdir()
+        (d / "00").write_bytes(b"a case")
+    spool = PackSpool(str(tmp_path))
+    assert not dead.exists() and live.exists() and os.path.isdir(spool.directory)
+    spool.close()

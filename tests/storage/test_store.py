@@ -491,15 +491,12 @@ def test_locate_many_answers_as_locate_does_with_one_listing(tmp_path, monkeypat
     assert all(store.backend.exists(key) for key, _ in got.values())
 
 
-def test_a_file_system_that_cannot_map_files_is_read_with_calls(tmp_path, monkeypatch):
+def test_an_index_the_backend_does_not_hold_is_read_with_calls(tmp_path, monkeypatch):
     import cas.storage.backends.local as local
-
-    def refuse(*args, **kwargs):
-        raise OSError(19, "No such device")
     repo = cas.init(str(tmp_path))
     repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=[{"input": i} for i in range(5)])
-    monkeypatch.setattr(local.mmap, "mmap", refuse)
+    monkeypatch.setattr(local.LocalBackend, "map", lambda self, key: None)
     cold = cas.open(str(tmp_path))
     assert sorted(cold.case("d", 1, c).input for c in cold.items("d", 1).items) == list(range(5))
     assert all(idx._mapped is None for idx in cold.store.indexes())
@@ -565,14 +562,15 @@ def test_a_multi_pack_commit_writes_one_index_that_readers_use(tmp_path, small_p
     assert len(multi_keys(repo.backend)) == 1
 
 
-def test_a_remote_repositorys_multi_pack_index_is_cached_mapped_and_confirmed(tmp_path,
-                                                                             small_packs):
+def test_a_remote_repositorys_multi_pack_index_is_cached_mapped_and_confirmed(
+        tmp_path, small_packs, monkeypatch):
     """Behind a local cache (a remote repository), a small multi-pack index is opened by a
     range read (its header, pack table and fan-out, which tell its size) and then fetched
     whole once and mapped, as pack indexes are: a cold read of an S3 repository made a range
-    request per probe of it (64 of a cold diff's 124 requests at 100k cases). A large one stays
-    ranged (test_cache.py). A copy kept after the remote index is gone is confirmed, so a
-    lookup never trusts it."""
+    request per probe of it (64 of a cold diff's 124 requests at 100k cases); one that the
+    opening read (OPEN_REMOTE bytes) holds whole is kept from it, with no second request. A
+    large one stays ranged (test_cache.py). A copy kept after the remote index is gone is
+    confirmed, so a lookup never trusts it."""
     from cas.storage.backends.cache import CachingBackend
 
     class Counting(MemoryBackend):
@@ -599,16 +597,20 @@ def test_a_remote_repositorys_multi_pack_index_is_cached_mapped_and_confirmed(tm
     repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=padded_cases(300))
     (midx,) = multi_keys(remote)
+    assert len(remote.get(midx)) < packfmt.OPEN_REMOTE
     ids = repo.items("d", 1, limit=500).items
     expected = [repo.case("d", 1, i).input for i in ids[:40]]
-    for attempt in range(2):  # a cold cache, then the cache another process filled
-        fresh = cas.Repository(CachingBackend(remote, str(tmp_path / "cache")))
-        remote.calls.clear()
-        assert [r.key for r in fresh.store.indexes()] == [midx]
-        assert [fresh.case("d", 1, i).input for i in ids[:40]] == expected
-        index_reads = [c for c in remote.calls if c[1].endswith((".idx", ".midx"))]
-        assert index_reads == ([("range", midx), ("get", midx)]
-                               if attempt == 0 else []), index_reads
+    for opening in (packfmt.OPEN_REMOTE, 0):  # held whole by the opening read, or fetched
+        cache = tmp_path / f"cache-{opening}"
+        for attempt in range(2):  # a cold cache, then the cache another process filled
+            monkeypatch.setattr(packfmt, "OPEN_REMOTE", opening)
+            fresh = cas.Repository(CachingBackend(remote, str(cache)))
+            remote.calls.clear()
+            assert [r.key for r in fresh.store.indexes()] == [midx]
+            assert [fresh.case("d", 1, i).input for i in ids[:40]] == expected
+            index_reads = [c for c in remote.calls if c[1].endswith((".idx", ".midx"))]
+            cold = [("range", midx)] if opening else [("range", midx), ("get", midx)]
+            assert index_reads == (cold if attempt == 0 else []), index_reads
     # Another machine drops the multi-pack index (it is redundant): the cached copy still
     # answers, is confirmed against the remote, and the lookup finds the pack's own index.
     remote.delete(midx)

@@ -41,6 +41,7 @@ def default_cache_root() -> str:
 
 class CachingBackend:
     CONCURRENT_CALLS = True  # safe to call from several threads (get_ranges)
+    ROUND_TRIPS = True  # what is not cached is read from the remote store, a round trip each
 
     def __init__(self, inner, cache_dir: str) -> None:
         self.inner = inner
@@ -55,16 +56,14 @@ class CachingBackend:
     def _fetch(self, key: str) -> bytes:
         """The index from the remote backend, checked: it ends with the BLAKE3 of everything
         before it."""
-        data = self.inner.get(key)
-        if blake3(memoryview(data)[:-32]).digest() != data[-32:]:
-            raise DigestMismatch(data[-32:].hex(), blake3(memoryview(data)[:-32]).hexdigest(),
-                                 key)
-        return data
+        return _checked(key, self.inner.get(key))
 
-    def _ensure(self, key: str) -> str:
+    def _ensure(self, key: str, data: bytes | None = None) -> str:
+        """The path of the local copy of index `key`, fetched if there is none (`data`: the
+        whole index, read already; checked as a fetch is)."""
         path = self._local(key)
         if not os.path.exists(path):
-            data = self._fetch(key)
+            data = self._fetch(key) if data is None else _checked(key, data)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{os.urandom(6).hex()}.tmp"
             with open(tmp, "wb") as f:
@@ -99,15 +98,16 @@ class CachingBackend:
         except (OSError, ValueError):
             return None  # a file system that cannot map files: read it with calls
 
-    def keep(self, key: str, size: int):
+    def keep(self, key: str, size: int, data: bytes | None = None):
         """An index a reader has opened by ranges and found to be `size` bytes: fetched whole
-        and mapped now if it is small (WHOLE_BELOW), else None (it stays ranged)."""
+        (or kept as `data`, the whole index its opening read) and mapped now if it is small
+        (WHOLE_BELOW), else None (it stays ranged)."""
         if not self._cached(key):
             return None
         if size > WHOLE_BELOW:
             self._sizes[key] = size  # (what get_range fetches it after)
             return None
-        self._ensure(key)
+        self._ensure(key, data)
         return self.map(key)
 
     def get(self, key: str) -> bytes:
@@ -188,3 +188,10 @@ class CachingBackend:
 
     def __getattr__(self, name):
         return getattr(self.inner, name)  # e.g. S3Backend.requests
+
+
+def _checked(key: str, data: bytes) -> bytes:
+    """An index's bytes, if they end with the BLAKE3 of everything before them."""
+    if blake3(memoryview(data)[:-32]).digest() != data[-32:]:
+        raise DigestMismatch(data[-32:].hex(), blake3(memoryview(data)[:-32]).hexdigest(), key)
+    return data

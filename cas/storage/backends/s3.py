@@ -74,6 +74,7 @@ def aws_settings(environ=os.environ) -> dict[str, str]:
 class S3Backend:
     """Keys live under `s3://bucket/prefix/`. Counts requests by kind in `self.requests`."""
     CONCURRENT_CALLS = True  # safe to call from several threads (get_ranges)
+    ROUND_TRIPS = True  # each read waits for a round trip: writers spool a large batch (store.py)
 
     def __init__(self, url: str, environ=os.environ) -> None:
         try:
@@ -107,6 +108,7 @@ class S3Backend:
         self._create_store = S3Store(self.bucket, retry_config={"max_retries": 0}, **kwargs)
         self.requests: Counter[str] = Counter()
         self.bytes_read = 0  # the body bytes of every GET (what a benchmark reports)
+        self.trace: list[tuple[str, str]] | None = None  # a list: (kind, key) of each request
         self._lock = threading.Lock()
 
     def _unavailable(self, action: str, key: str, exc: Exception | None,
@@ -137,9 +139,11 @@ class S3Backend:
             "this bucket", key=key, location=self.url, endpoint=self.endpoint, status=status,
             s3_code=code.group(1) if code else None)
 
-    def _count(self, kind: str) -> None:
+    def _count(self, kind: str, key: str) -> None:
         with self._lock:
             self.requests[kind] += 1
+            if self.trace is not None:
+                self.trace.append((kind, key))
 
     def _received(self, data: bytes) -> bytes:
         with self._lock:
@@ -149,7 +153,7 @@ class S3Backend:
     def get(self, key: str) -> bytes:
         import obstore
         check_key(key)
-        self._count("GET")
+        self._count("GET", key)
         try:
             return self._received(bytes(obstore.get(self._store, key).bytes()))
         except FileNotFoundError:
@@ -164,7 +168,7 @@ class S3Backend:
             return b""
         failure: Exception | None = None
         if offset < MAX_OFFSET:
-            self._count("GET")
+            self._count("GET", key)
             try:
                 return self._received(bytes(obstore.get_range(
                     self._store, key, start=offset, length=min(length, MAX_OFFSET - offset))))
@@ -187,7 +191,7 @@ class S3Backend:
 
     def _size(self, key: str) -> int:
         import obstore
-        self._count("HEAD")
+        self._count("HEAD", key)
         try:
             return int(obstore.head(self._store, key)["size"])
         except FileNotFoundError:
@@ -202,7 +206,7 @@ class S3Backend:
         uncertain = False  # an earlier attempt may have landed without us seeing the answer
         last: Exception | None = None
         for attempt in range(ATTEMPTS):
-            self._count("PUT")
+            self._count("PUT", key)
             try:
                 obstore.put(self._create_store, key, data, mode="create")
                 return True
@@ -228,7 +232,7 @@ class S3Backend:
         """An unconditional PUT: S3 replaces an object atomically, so the client may retry it."""
         import obstore
         check_key(key)
-        self._count("PUT")
+        self._count("PUT", key)
         try:
             obstore.put(self._store, key, data)
         except Exception as exc:
@@ -239,7 +243,7 @@ class S3Backend:
         check_key(key)
         if not self.exists(key):
             return False
-        self._count("DELETE")
+        self._count("DELETE", key)
         try:
             obstore.delete(self._store, key)
         except FileNotFoundError:
@@ -260,7 +264,7 @@ class S3Backend:
                 return iter([])
         try:
             for batch in obstore.list(self._store, prefix=directory, chunk_size=1000):
-                self._count("LIST")
+                self._count("LIST", prefix)
                 keys.extend(meta["path"] for meta in batch)
         except Exception as exc:
             raise self._failed("list", prefix, self._list_failure(exc, directory)) from None
@@ -274,9 +278,10 @@ class S3Backend:
         import obstore
         if _refused(exc):
             return exc
-        self._count("HEAD")
+        probe_key = f"{directory}/list-probe" if directory else "list-probe"
+        self._count("HEAD", probe_key)
         try:
-            obstore.head(self._store, f"{directory}/list-probe" if directory else "list-probe")
+            obstore.head(self._store, probe_key)
         except Exception as probe:
             if _refused(probe):
                 return probe
@@ -285,7 +290,7 @@ class S3Backend:
     def modified(self, key: str) -> float:
         import obstore
         check_key(key)
-        self._count("HEAD")
+        self._count("HEAD", key)
         try:
             return obstore.head(self._store, key)["last_modified"].timestamp()
         except FileNotFoundError:
@@ -296,7 +301,7 @@ class S3Backend:
     def exists(self, key: str) -> bool:
         import obstore
         check_key(key)
-        self._count("HEAD")
+        self._count("HEAD", key)
         try:
             obstore.head(self._store, key)
             return True
