@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections import OrderedDict
 from typing import Callable, Iterable
 
@@ -22,6 +23,11 @@ LEAF_CACHE = 256   # tree leaves kept in memory (each holds up to 64 ids)
 READ_GAP = 64 << 10  # objects of a pack this close together are read in one request
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
 PERSON_DIGESTS_KEPT = 1 << 16  # keyed digests of people a store remembers (a few MB)
+# A batch's spool (PackWriter) holds at most this much local disk, nor more than half of what
+# is free where it lies when it begins: past that, what it holds is written out as packs of
+# digest ranges and a new spool begins. A page then lies in a pack per spool written, and a
+# ten-million-case ingest does not need 16 GB of a CI runner's disk.
+SPOOL_MAX_BYTES = 4 << 30
 # A tree's inner nodes are written each before the inner nodes of its subtree (Trie emits them
 # so; a writer keeps them in that order, docs/format.md 7): on a remote store, reading an
 # inner node whose
@@ -622,6 +628,8 @@ class PackWriter:
                 self._renew_at += self.max_bytes
                 if self.lease is not None:
                     self.lease.renew()  # as a batch writing its packs does, a pack at a time
+                if self._spool.bytes >= self._spool_limit:
+                    self._drain_spool()  # (the batch goes on; a full pack begins a new one)
             return raw
         self._pending[raw] = (self._pack.append(code, data), len(data), code)
         if keyed:
@@ -648,6 +656,8 @@ class PackWriter:
                 spool.add(raw, code, view[at:at + n], self._persons.pop(raw, None))
                 self._flushed.add(raw)
         del view
+        free = shutil.disk_usage(spool.directory).free
+        self._spool_limit = max(self.max_bytes, min(SPOOL_MAX_BYTES, free // 2))
         self._spool, self._renew_at = spool, spool.bytes + self.max_bytes
 
     def _drain_spool(self) -> None:

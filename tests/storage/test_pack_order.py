@@ -86,6 +86,32 @@ def test_a_spooled_batch_writes_each_pack_as_a_range_of_digests():
     assert store.persons.entries(pids) == plain.persons.entries(plain.pack_ids()) != {}
 
 
+def test_a_spool_past_its_bound_is_written_out_and_the_batch_goes_on(monkeypatch):
+    """A spool holds at most SPOOL_MAX_BYTES of local disk: past it, what it holds is written
+    as packs of digest ranges, and a new spool takes the rest of the batch. Each spool's
+    packs are ranges; every object is stored once and reads back."""
+    import cas.storage.store as store_mod
+    monkeypatch.setattr(store_mod, "SPOOL_MAX_BYTES", 96 * 1024)
+    drains = []
+    real = PackWriter._drain_spool
+
+    def counting(self):
+        drains.append(self._spool is not None and self._spool.bytes)
+        real(self)
+    monkeypatch.setattr(PackWriter, "_drain_spool", counting)
+    store, w, digests = spooled(True)
+    written = [b for b in drains if b]
+    assert len(written) >= 3 and max(written) < 96 * 1024 + 32 * 1024  # bounded, each
+    stored = [d for pid in store.pack_ids() for _, d in pack_contents(store.backend, pid)]
+    assert sorted(stored) == sorted({to_bytes(d) for d in digests})  # each once
+    for pid in store.pack_ids():
+        got = others(pack_contents(store.backend, pid))
+        assert got == sorted(got)
+    fresh = ObjectStore(store.backend)
+    assert [fresh.get(d) for d in digests[:400:37]] == [case(i, f"p{i % 7}")
+                                                       for i in range(0, 400, 37)]
+
+
 def test_a_spool_is_on_where_reads_cost_a_round_trip_and_leaves_no_files(tmp_path):
     class Remote(MemoryBackend):
         ROUND_TRIPS = True
