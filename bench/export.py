@@ -17,8 +17,8 @@ export did before pages were read together with `repo.objects_bytes`), and
 Memory: peak RSS of the child (VmHWM) and the peak of Python allocations (tracemalloc, a second
 child, as tracing slows the run); flat memory means the same peak at 10k and at 100k. The last
 column splits the RSS at the end into the process's own memory (RssAnon) and mapped files
-(RssFile: the shared libraries and the repository's mapped indexes, which grow with the
-repository, not with the export).
+(RssFile: the shared libraries; before issue 37's second pass also the repository's mapped
+indexes, which grew with the repository, not with the export).
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ def child(mode: str, location: str, name: str, out: str, trace: bool) -> dict[st
     seconds = time.perf_counter() - t0
     traced = tracemalloc.get_traced_memory()[1] if trace else None
     status = {}
-    with open("/proc/self/status") as f:  # at the end: mapped file pages (the repository's
-        for line in f:                     # indexes) against the process's own memory
+    with open("/proc/self/status") as f:  # at the end: mapped file pages (libraries; a
+        for line in f:                     # base tree's indexes) against the process's own
             if line.startswith(("RssAnon:", "RssFile:")):
                 status[line.split(":")[0]] = int(line.split()[1]) * 1024
     return {"cases": n, "seconds": seconds, "maxrss": engine.peak_rss(), "traced": traced,

@@ -292,7 +292,7 @@ class IndexReader:
         self._fanout: tuple[int, ...] | None = None
         self._packs: list[str] = []
         self._digests_at = DIGESTS_AT
-        self._mapped = None  # the file mapped into memory, where the backend maps files
+        self._mapped = None  # the file held locally (backend.map: slices are bytes, no call)
         # (first position, bytes) of the rows read with the last window: one tuple, replaced
         # whole, so a thread reads a consistent pair (the file never changes, so any window's
         # rows are right for the positions they cover)
@@ -304,14 +304,14 @@ class IndexReader:
         return self.backend.get_range(key, offset, length)
 
     def confirm(self) -> None:
-        """Raise NotFound if this index is gone. A mapped index answers after it was deleted
+        """Raise NotFound if this index is gone. A held index answers after it was deleted
         (gc or an erasure replaced its pack): what it found is confirmed with one call, as a
         range read of a deleted index would have failed."""
         if self._mapped is not None and not self.backend.exists(self.key):
             raise NotFound(f"no such key {self.key!r}", key=self.key)
 
     def _open(self) -> None:
-        # A local index is mapped once: each probe is then a slice of memory, not a call (an
+        # A local index is held open once: each probe is then a pread, not a call (an
         # index is immutable; one deleted since keeps answering, so what it finds is confirmed).
         mapper = getattr(type(self.backend), "map", None)
         if mapper is not None:

@@ -163,6 +163,7 @@ def test_parquet_schema_pin_row_groups_and_round_trip(small, tmp_path, monkeypat
     import pyarrow.parquet as pq
     repo, pin = small
     monkeypatch.setattr(exports, "ROW_GROUP", 4)
+    monkeypatch.setattr(exports, "GROUP_BYTES", 1)  # a row group per record batch
     result = exports.export_parquet(repo, pin, tmp_path / "v.parquet")
     assert result.cases == 6 and result.path == str(tmp_path / "v.parquet")
     f = pq.ParquetFile(result.path)
@@ -198,34 +199,44 @@ _CASES = st.lists(st.fixed_dictionaries({
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases=_CASES, batch_bytes=st.integers(1, 2000), row_group=st.integers(1, 5))
+@given(cases=_CASES, batch_bytes=st.integers(1, 2000), row_group=st.integers(1, 5),
+       group_bytes=st.integers(1, 4000))
 def test_parquet_rows_are_the_tabular_rows_whatever_the_batches(cases, batch_bytes, row_group,
-                                                                 tmp_path_factory):
+                                                                 group_bytes, tmp_path_factory):
     """The columns built from the cases' bytes (nulls, non-ASCII text, withheld lists) read
-    back as `table_row` gives them, cut into row groups by cases and by bytes."""
+    back as `table_row` gives them, cut into record batches by cases and by bytes, and the
+    batches gathered into row groups by bytes."""
     import pyarrow.parquet as pq
     repo = cas.Repository.create(MemoryBackend())
     repo.create_dataset("evals", admission="direct")
     repo.commit("evals", base=None, add=[cas.encode_case(c) for c in cases])
     out = tmp_path_factory.mktemp("pq") / "v.parquet"
-    old = exports.ROW_GROUP, exports.BATCH_BYTES
-    exports.ROW_GROUP, exports.BATCH_BYTES = row_group, batch_bytes
+    old = exports.ROW_GROUP, exports.BATCH_BYTES, exports.GROUP_BYTES
+    exports.ROW_GROUP, exports.BATCH_BYTES, exports.GROUP_BYTES = (row_group, batch_bytes,
+                                                                   group_bytes)
     try:
         result = exports.export_parquet(repo, ("evals", 1), out)
     finally:
-        exports.ROW_GROUP, exports.BATCH_BYTES = old
+        exports.ROW_GROUP, exports.BATCH_BYTES, exports.GROUP_BYTES = old
     expected = [exports.table_row(i, data) for i, data in exports.case_bytes(repo, ("evals", 1))]
     f = pq.ParquetFile(out)
     assert result.cases == len(expected) == f.metadata.num_rows
     assert f.read().to_pylist() == expected
-    sizes, n, size = [], 0, 0  # the groups: ROW_GROUP rows, or fewer at BATCH_BYTES
+    batches, n, size = [], 0, 0  # ROW_GROUP rows, or fewer at BATCH_BYTES
     for _, data in exports.case_bytes(repo, ("evals", 1)):
         n, size = n + 1, size + len(data)
         if n == row_group or size >= batch_bytes:
-            sizes.append(n)
+            batches.append((n, size))
             n, size = 0, 0
-    sizes += [n] if n else []
-    assert [f.metadata.row_group(g).num_rows for g in range(f.metadata.num_row_groups)] == sizes
+    batches += [(n, size)] if n else []
+    groups, n, size = [], 0, 0  # the batches up to GROUP_BYTES of case bytes
+    for rows, nbytes in batches:
+        n, size = n + rows, size + nbytes
+        if size >= group_bytes:
+            groups.append(n)
+            n, size = 0, 0
+    groups += [n] if n else []
+    assert [f.metadata.row_group(g).num_rows for g in range(f.metadata.num_row_groups)] == groups
 
 
 def test_hf_rows_are_the_tabular_rows_across_batches(small, tmp_path, monkeypatch):

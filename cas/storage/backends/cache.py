@@ -14,14 +14,13 @@ one layer up (`cas.storage.store`).
 
 from __future__ import annotations
 
-import mmap
 import os
 from typing import Iterator
 
 from blake3 import blake3
 
 from cas.errors import DigestMismatch
-from cas.storage.backends import check_key
+from cas.storage.backends import HeldFile, check_key
 
 # An uncached index is fetched whole once this machine has read this fraction of it by ranges:
 # at 1M cases (a 50 MB multi-pack index, ~24 KiB a lookup) after about 270 lookups, at 10M
@@ -83,20 +82,21 @@ class CachingBackend:
             key.endswith((".idx", ".midx"))
 
     def map(self, key: str):
-        """A cached index mapped into memory, as LocalBackend.map maps a local one: probes
-        then cost neither a request nor a call, and what a lookup finds is confirmed against
-        the remote (the local copy outlives the remote index). None for any other key."""
+        """A cached index held open (a `HeldFile`), as LocalBackend.map holds a local one:
+        probes then cost neither a request nor a call (a `pread` each, and no resident memory
+        but what they read), and what a lookup finds is confirmed against the remote (the
+        local copy outlives the remote index). None for any other key."""
         if not self._cached(key) or not os.path.exists(self._local(key)):
             return None  # not cached yet: read by ranges (get_range fetches it on demand)
         try:
-            with open(self._local(key), "rb") as f:
-                if not os.fstat(f.fileno()).st_size:
-                    return b""
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            fd = os.open(self._local(key), os.O_RDONLY)
         except FileNotFoundError:  # deleted by a concurrent `delete`, as in `get`
             return self._fetch(key)
-        except (OSError, ValueError):
-            return None  # a file system that cannot map files: read it with calls
+        size = os.fstat(fd).st_size
+        if not size:
+            os.close(fd)
+            return b""
+        return HeldFile(fd, size)
 
     def keep(self, key: str, size: int, data: bytes | None = None):
         """An index a reader has opened by ranges and found to be `size` bytes: fetched whole

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import re
 import stat
 from typing import Iterator
 
 from cas.errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
-from cas.storage.backends import check_key
+from cas.storage.backends import HeldFile, check_key
 
 # Staging directory for writes in flight. '~' is outside the key alphabet, so no key can name
 # it: a key such as ".tmp/x" must not land among (and be hidden with) the staging files.
@@ -134,20 +133,15 @@ class LocalBackend:
             os.close(fd)
 
     def map(self, key: str):
-        """The file of `key` mapped read-only into memory (slices of it are bytes), for files
-        that never change once written and hold no one's data (pack indexes): a reader's
-        probes then cost no call each. It stays readable after the key is deleted. None where
-        the file system cannot map it."""
+        """The file of `key` held open (a `HeldFile`: slices of it are bytes), for files that
+        never change once written and hold no one's data (pack indexes): a reader's probes
+        then cost no backend call each (no open, no stat). It stays readable after the key
+        is deleted."""
         fd, st = self._open_file(key)
-        try:
-            if not st.st_size:
-                return b""
-            try:
-                return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):
-                return None  # a file system that cannot map files: read it with calls
-        finally:
+        if not st.st_size:
             os.close(fd)
+            return b""
+        return HeldFile(fd, st.st_size)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         return self._write(key, data, replace=False)
