@@ -160,7 +160,7 @@ def rewrite_packs(store, pids: list[str], drop: set[bytes], dry_run: bool = Fals
     if kept and not dropped and len(pids) == 1:  # the same objects: the pack stays, whatever
         return Rewrite(pids[0], 0, 0, before, before)  # order it holds them in
     if kept:
-        kept.sort(key=_pack_order)  # as a writer orders a pack (docs/format.md 7)
+        kept.sort(key=lambda obj: packfmt.pack_order(obj[0], obj[1]))  # (docs/format.md 7)
         new_pack, spans = packfmt.format_pack((kind, data) for _, kind, data in kept)
         new_pid = packfmt.pack_id(new_pack)
         if pids == [new_pid]:
@@ -181,11 +181,6 @@ def rewrite_packs(store, pids: list[str], drop: set[bytes], dry_run: bool = Fals
         store.evict(from_bytes(raw))
     return Rewrite(new_pid, dropped, bytes_dropped, before, written,
                    index if new_pid is not None else None)
-
-
-def _pack_order(obj: tuple) -> bytes:
-    """Tree nodes first, in the order they come (a stable sort), then the rest by digest."""
-    return b"" if obj[1] in packfmt.TREE_CODES else obj[0]
 
 
 def drop_pack(store, pid: str, shards: Iterable[str] = ()) -> None:

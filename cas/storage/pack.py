@@ -84,6 +84,14 @@ class PackBuffer:
 # objects, which it writes in digest order (docs/format.md 7): a walk reads a subtree or a
 # run of leaves at once, a page of consecutive ids one range.
 TREE_CODES = frozenset({KIND_CODES["tree.leaf"], KIND_CODES["tree.node"]})
+
+
+def pack_order(digest: bytes, kind: int) -> bytes:
+    """An object's place in a pack a writer writes, as the key of a stable sort of objects in
+    the order they came: tree nodes first (as they came), then the others by raw digest."""
+    return b"" if kind in TREE_CODES else digest
+
+
 # A spooled object: raw digest, kind code, length, length of the keyed digests of the people
 # it names (newline-separated, before the object's bytes).
 SPOOL_HEAD = struct.Struct(">32sBII")  # (a provenance names every person of its cases)

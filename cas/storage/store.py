@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections import OrderedDict
 from typing import Callable, Iterable
 
@@ -551,13 +550,6 @@ def superseded_multi_indexes(readers: list[packfmt.IndexReader]) -> list[str]:
     return sorted(m.key for m in readers if m.key not in kept)
 
 
-def _pack_order(item: tuple[bytes, tuple[int, int, int]]) -> tuple[bytes, int]:
-    """Where a pending object goes in its pack (docs/format.md 7): tree nodes first, in the
-    order they were added; then the others by digest."""
-    digest, (at, _, kind) = item
-    return (b"" if kind in packfmt.TREE_CODES else digest), at
-
-
 class PackWriter:
     """Collects objects and writes them as packs: pack first, then its index (which publishes it).
 
@@ -656,7 +648,8 @@ class PackWriter:
                 spool.add(raw, code, view[at:at + n], self._persons.pop(raw, None))
                 self._flushed.add(raw)
         del view
-        free = shutil.disk_usage(spool.directory).free
+        disk = os.statvfs(spool.directory)  # (shutil.disk_usage: shutil costs every start)
+        free = disk.f_bavail * disk.f_frsize
         self._spool_limit = max(self.max_bytes, min(SPOOL_MAX_BYTES, free // 2))
         self._spool, self._renew_at = spool, spool.bytes + self.max_bytes
 
@@ -758,7 +751,8 @@ class PackWriter:
             # of a version reads consecutive ids, which then lie together. Not a full pack of
             # a batch going on: the copy in another order would cost a local ingest a tenth
             # more time (a batch spooled comes in digest order already).
-            items = pending.items() if background else sorted(pending.items(), key=_pack_order)
+            items = pending.items() if background else sorted(  # (pending: as they came)
+                pending.items(), key=lambda item: packfmt.pack_order(item[0], item[1][2]))
             view, built = memoryview(built.data), packfmt.PackBuffer()
             pending = {d: (built.append(kind, view[at:at + n]), n, kind)
                        for d, (at, n, kind) in items if d in absent}
