@@ -17,13 +17,16 @@ from cas.format.keys import (admission_key, cassette_log_key, eligibility_key, i
                              settings_key, version_key, withdrawal_key)
 from cas.format.records import (TYPES, CassetteEntry, CassetteExchange, CassetteLog, CassetteRecord,
                                 DatasetRecord, Eligibility, Fence, Lease, ReviewBatch, RunAdmission,
-                                RunImport, Score, ScoreBatch, ScoreWithdrawal, Settings,
-                                VersionRecord, format_record_file, parse_record_file,
+                                RunImport, Score, ScoreBatch, ScoreWithdrawal, Settings, TreeBranch,
+                                TreeBranchChild, TreeChild, TreeChunk, TreeLeaf, TreeNode,
+                                VersionRecord, encode_object, format_record_file, parse_record_file,
                                 parse_record_file_of, request_key)
 from cas.repo import cassettes, sealing
 from cas.storage import leases
 from cas.storage import pack as packfmt
 from cas.storage.backends.memory import MemoryBackend
+from cas.storage.chunk_tree import level_of
+from cas.storage.tree import Trie
 from support.backends import every_outage
 from support.erasure_world import ALICE, BOB, seeded
 from support.lifecycle import OPERATOR
@@ -1042,3 +1045,114 @@ def test_a_lost_judgment_of_one_of_k_reviewers_is_named_by_the_provenance(mem):
     errors = [p for p in mem.fsck().problems if p.severity == "error"]
     assert [p.where for p in errors] == ["datasets/evals/versions/0000000001"], errors
     assert f"names review {second} of run 'r-1'" in errors[0].message
+
+
+# -- the chunked tree (shape 2): a version whose tree breaks the shape rule ----------------------
+def _digest(node) -> str:
+    return encode_object(node)[2]
+
+
+def _chunked_world():
+    """A repository whose one version holds 100 cases in a chunked tree, with the honest nodes
+    of that tree (digest -> node), built here (not read back from the repository)."""
+    repo = cas.Repository.create(MemoryBackend())
+    repo.create_dataset("evals", admission="direct")
+    version = repo.commit("evals", base=None, add=plain_cases(100))
+    ids = repo.items("evals", 1, limit=200).items
+    nodes = {}
+    root = Trie(nodes.__getitem__, lambda n: nodes.setdefault(_digest(n), n), shape=2).build(ids)
+    assert version.content_digest == root  # a new dataset's first version is of shape 2
+    assert isinstance(nodes[root], TreeBranch) and nodes[root].level == 1  # (so the cuts below)
+    assert problems_of(repo) == []
+    return repo, ids, nodes, root
+
+
+def _seal_forged_tree(repo, forged: list, root: str) -> None:
+    """Store the nodes of a forged tree (over the same ids) and point evals@1 at its root."""
+    with repo.store.writer() as w:
+        for node in forged:
+            w.add(node)
+    key = version_key("evals", 1)
+    record = parse_record_file(repo.backend.get(key), VersionRecord, key)
+    repo.backend.replace(key, format_record_file(msgspec.structs.replace(
+        record, content_digest=root)))
+
+
+@pytest.mark.parametrize("forgery", ["one chunk", "cut at every id", "root of one child",
+                                     "wrong level", "chunks under a trie node",
+                                     "a leaf under a branch", "a child's count",
+                                     "a child's last", "an empty chunk"])
+def test_fsck_names_the_node_of_a_chunked_tree_that_breaks_the_shape_rule(forgery):
+    """Each forged tree holds the version's very ids (so nothing but its shape is wrong); fsck
+    names the node at fault."""
+    repo, ids, nodes, root = _chunked_world()
+    honest = nodes[root]
+    digest = _digest
+
+    def branch(children, level=1):
+        kids = [TreeBranchChild(last=(c.ids[-1] if isinstance(c, (TreeChunk, TreeLeaf))
+                                      else c.children[-1].last), node=digest(c),
+                                count=len(c.ids) if isinstance(c, (TreeChunk, TreeLeaf))
+                                else c.count) for c in children]
+        return TreeBranch(level=level, count=sum(k.count for k in kids), children=kids)
+
+    assert any(level_of(i) for i in ids[:-1]) and not all(level_of(i) for i in ids[:-1])
+    if forgery == "one chunk":  # not cut after an id of level 1
+        bad = TreeChunk(ids=ids)
+        forged, at = [bad], bad
+    elif forgery == "cut at every id":  # a branch whose children end at ids of level 0
+        chunks = [TreeChunk(ids=[i]) for i in ids]
+        bad = branch(chunks)
+        forged, at = chunks + [bad], bad
+    elif forgery == "root of one child":
+        bad = branch([honest], level=2)
+        forged, at = [bad], bad
+    elif forgery == "wrong level":  # the honest root said to be of level 2 over chunks
+        bad = TreeBranch(level=2, count=honest.count, children=honest.children)
+        forged, at = [bad], bad
+    elif forgery == "chunks under a trie node":
+        groups = {}
+        for i in ids:
+            groups.setdefault(i[3], []).append(i)
+        chunks = [TreeChunk(ids=g) for _, g in sorted(groups.items())]
+        top = TreeNode(count=len(ids), children=[
+            TreeChild(nibble=int(c.ids[0][3], 16), node=digest(c), count=len(c.ids))
+            for c in chunks])
+        forged, at, bad = chunks + [top], chunks[0], top
+    elif forgery == "a leaf under a branch":
+        first = nodes[honest.children[0].node]
+        leaf = TreeLeaf(ids=first.ids)
+        bad = TreeBranch(level=1, count=honest.count, children=[
+            TreeBranchChild(last=honest.children[0].last, node=digest(leaf),
+                            count=honest.children[0].count)] + honest.children[1:])
+        forged, at = [leaf, bad], leaf
+    elif forgery == "a child's count":
+        c = honest.children[0]
+        bad = TreeBranch(level=1, count=honest.count + 1, children=[
+            TreeBranchChild(last=c.last, node=c.node, count=c.count + 1)] + honest.children[1:])
+        forged, at = [bad], bad
+    elif forgery == "a child's last":  # the first child said to end at the second's first id
+        c, second = honest.children[0], nodes[honest.children[1].node]
+        bad = TreeBranch(level=1, count=honest.count, children=[
+            TreeBranchChild(last=second.ids[0], node=c.node, count=c.count)]
+            + honest.children[1:])
+        forged, at = [bad], bad
+    else:  # an empty chunk between two children
+        empty = TreeChunk(ids=[])
+        c = honest.children[0]
+        bad = TreeBranch(level=1, count=honest.count, children=[
+            c, TreeBranchChild(last=c.last, node=digest(empty), count=0)] + honest.children[1:])
+        forged, at = [empty, bad], bad
+    _seal_forged_tree(repo, forged, digest(forged[-1]))
+    errors = problems_of(repo)
+    assert errors and any(where == digest(at) for where, _ in errors), errors
+    # and nothing is said of the honest nodes the forged tree shares
+    assert not {where for where, _ in errors} & (set(nodes) - {digest(n) for n in forged})
+
+
+def test_a_version_pointed_again_at_its_own_chunked_tree_is_clean():
+    # the control of the forgeries above: the honest nodes written again in another pack, the
+    # version record rewritten with the same root
+    repo, _, nodes, root = _chunked_world()
+    _seal_forged_tree(repo, list(nodes.values()), root)
+    assert problems_of(repo) == []
