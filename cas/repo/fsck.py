@@ -562,7 +562,7 @@ def _check_cases(st: _State, ids, erased) -> None:
 def _check_chunked(st: _State, digest, memo, erased):
     """Verify a subtree of the chunked tree once (memoised by digest): the shape rule as a node
     can see it (docs/format.md 4.2.1; a node's own end is its parent's to check), order,
-    counts, cases. (count, level, first id, last id), or None."""
+    counts, cases. (count, level, first id, last id, size), or None."""
     done = memo.get(digest)
     if isinstance(done, tuple):
         return done
@@ -576,26 +576,36 @@ def _check_chunked(st: _State, digest, memo, erased):
     if isinstance(node, TreeChunk):
         ids = node.ids
         if (not all(is_digest(i) for i in ids) or ids != sorted(set(ids))
+                or len(ids) > chunk_tree.MAX_FILL
                 or any(chunk_tree.level_of(i) for i in ids[:-1])):
-            st.error(digest, "chunk breaks the shape rule (ids unique and sorted, none but the "
-                             "last of level 1 or more)")
+            st.error(digest, "chunk breaks the shape rule (ids unique and sorted, at most "
+                             f"{chunk_tree.MAX_FILL}, none but the last of level 1 or more)")
             return None
         _check_cases(st, ids, erased)
-        result = (len(ids), 0, ids[0] if ids else None, ids[-1] if ids else None)
+        result = (len(ids), 0, ids[0] if ids else None, ids[-1] if ids else None, len(ids))
     else:
         lasts = [c.last for c in node.children]
-        if (node.level < 1 or not lasts or not all(is_digest(i) for i in lasts)
-                or lasts != sorted(set(lasts))
-                or any(chunk_tree.level_of(i) != node.level for i in lasts[:-1])):
-            st.error(digest, "branch breaks the shape rule (children in order of their last "
-                             f"ids, each but the final one's of level {node.level})")
+        if (node.level < 1 or not lasts or len(lasts) > chunk_tree.MAX_FILL
+                or not all(is_digest(i) for i in lasts) or lasts != sorted(set(lasts))
+                or any(chunk_tree.level_of(i) > node.level for i in lasts[:-1])):
+            st.error(digest, "branch breaks the shape rule (at most "
+                             f"{chunk_tree.MAX_FILL} children in order of their last ids, each "
+                             f"but the final one's of level {node.level} at most)")
             return None
         total, first, previous = 0, None, None
-        for c in node.children:
+        for i, c in enumerate(node.children):
             sub = _check_chunked(st, c.node, memo, erased)
             if sub is None:
                 return None
-            n, level, lo, hi = sub
+            n, level, lo, hi, size = sub
+            # A child that does not end where the ids cut ends where a run was cut for length.
+            forced_ok = (i == len(node.children) - 1 or size == chunk_tree.MAX_FILL
+                         or chunk_tree.level_of(hi) == node.level)
+            if not forced_ok:
+                st.error(digest, f"child {c.node} ends neither where the ids cut (an id of "
+                                 f"level {node.level}) nor after {chunk_tree.MAX_FILL} "
+                                 f"(it holds {size})")
+                return None
             if level != node.level - 1 or n == 0 or n != c.count or hi != c.last or (
                     previous is not None and lo <= previous):
                 st.error(digest, f"child {c.node} (level {level}, {n} ids up to {hi}) is not "
@@ -608,7 +618,7 @@ def _check_chunked(st: _State, digest, memo, erased):
         if total != node.count:
             st.error(digest, f"branch claims {node.count} ids, its children hold {total}")
             return None
-        result = (total, node.level, first, previous)
+        result = (total, node.level, first, previous, len(node.children))
     memo[digest] = result
     return result
 

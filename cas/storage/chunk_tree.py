@@ -21,9 +21,12 @@ from typing import Any, Iterator, NamedTuple
 from cas.digest import digest_of, from_bytes
 from cas.format.records import TreeBranch, TreeBranchChild, TreeChunk, encode_object
 
-LEVEL_BITS = 5  # a cut every 32 ids on average, and a branch of 32 children
-TOP_LEVEL = 64 // LEVEL_BITS  # the level of an id whose last 64 bits are all zero
-_BOUNDARY = (1 << LEVEL_BITS) - 1  # an id of level >= 1 has these low bits of its last byte clear
+CHUNK_BITS = 5   # an id with this many trailing zero bits ends a chunk: 32 ids on average
+BRANCH_BITS = 5  # and each this many more, a branch a level up: 32 children on average
+# A run between two cuts longer than this is cut every this many from its start: a walk
+# meets nodes in proportion to their size, which would make the node on a path (a diff's,
+# a change's) hold twice the average, and a set whose ids avoid cuts one huge node.
+MAX_FILL = 64
 DIFF_PREFETCH = 64  # differing children a diff reads together when it opens two branches
 
 EMPTY_CHUNK = TreeChunk(ids=[])
@@ -38,15 +41,19 @@ class Item(NamedTuple):
     count: int
 
 
+def _level(value: int) -> int:
+    """The level of an id whose last 64 bits are `value`."""
+    zeros = (value & -value).bit_length() - 1 if value else 64
+    return 0 if zeros < CHUNK_BITS else 1 + (zeros - CHUNK_BITS) // BRANCH_BITS
+
+
 def level_of(case_id: str) -> int:
     """The level of an id given as "b3:" and 64 hex digits."""
-    value = int(case_id[-16:], 16)
-    return ((value & -value).bit_length() - 1) // LEVEL_BITS if value else TOP_LEVEL
+    return _level(int(case_id[-16:], 16))
 
 
 def level_of_raw(raw: bytes) -> int:
-    value = int.from_bytes(raw[-8:], "big")
-    return ((value & -value).bit_length() - 1) // LEVEL_BITS if value else TOP_LEVEL
+    return _level(int.from_bytes(raw[-8:], "big"))
 
 
 def has(ids: list[str], case_id: str) -> bool:
@@ -71,24 +78,28 @@ def build(trie, raw: list[bytes], stream: bool) -> tuple[str, int]:
         return trie.put(EMPTY_CHUNK)
     # Only an id whose last byte has its low LEVEL_BITS bits clear can end a chunk: found at C
     # speed, the level of the others is never computed.
-    ends = [i + 1 for i, r in enumerate(raw) if not r[-1] & _BOUNDARY]
+    low = (1 << CHUNK_BITS) - 1  # (CHUNK_BITS <= 8)
+    ends = [i + 1 for i, r in enumerate(raw) if not r[-1] & low]
     if not ends or ends[-1] != len(raw):
         ends.append(len(raw))
-    whole = len(ends) == 1
+    whole = len(raw) <= MAX_FILL and len(ends) == 1
     items, start = [], 0
     for end in ends:
-        ids = [from_bytes(r) for r in raw[start:end]]
-        digest, n = trie.put(TreeChunk(ids=ids), stream and not whole)
-        items.append(Item(ids[-1], digest, n))
-        start = end
+        while start < end:
+            stop = min(end, start + MAX_FILL)
+            ids = [from_bytes(r) for r in raw[start:stop]]
+            digest, n = trie.put(TreeChunk(ids=ids), stream and not whole)
+            items.append(Item(ids[-1], digest, n))
+            start = stop
     return _root(trie, items, 0)
 
 
 def _chunks(trie, ids: list[str]) -> list[Item]:
-    """The chunks over sorted `ids` (a run that ends where a chunk ends, or at the set's end)."""
+    """The chunks over sorted `ids`, a run that starts after a cut and ends at one (or at the
+    set's end)."""
     items, start = [], 0
     for i, case_id in enumerate(ids):
-        if i == len(ids) - 1 or level_of(case_id) > 0:
+        if i == len(ids) - 1 or i + 1 - start == MAX_FILL or level_of(case_id) > 0:
             digest, n = trie.put(TreeChunk(ids=ids[start:i + 1]))
             items.append(Item(case_id, digest, n))
             start = i + 1
@@ -96,11 +107,11 @@ def _chunks(trie, ids: list[str]) -> list[Item]:
 
 
 def _group(trie, items: list[Item], at: int) -> list[Item]:
-    """The branches of level `at` over `items`, the nodes of level `at` - 1 of a run that ends
-    where a branch of level `at` ends (or at the set's end)."""
+    """The branches of level `at` over `items`, the nodes of level `at` - 1 of a run that
+    starts after a cut of level `at` and ends at one (or at the set's end)."""
     out, start = [], 0
     for i, item in enumerate(items):
-        if i == len(items) - 1 or level_of(item.last) > at:
+        if i == len(items) - 1 or i + 1 - start == MAX_FILL or level_of(item.last) > at:
             kids = items[start:i + 1]
             digest, n = trie.put(TreeBranch(
                 level=at, count=sum(k.count for k in kids),
@@ -157,10 +168,15 @@ def _rebuild(trie, items: list[Item], at: int, ins: list[str], dels: list[str]) 
         if i < n:  # (past every last: not a member)
             dels_at.setdefault(i, []).append(x)
     touched = [i in ins_at or i in dels_at for i in range(n)]
+    # A run rebuilt starts after a child the ids cut after and ends at one (a cut every
+    # MAX_FILL counts from the last such), and a child whose last id goes has lost its end.
+    cut = [level_of(last) >= at for last in lasts]
     for i in range(n - 1):
-        # A child whose last id goes has lost its end: it runs on into the next one.
-        if touched[i] and lasts[i] in dels_at.get(i, ()):
+        if touched[i] and (not cut[i] or lasts[i] in dels_at.get(i, ())):
             touched[i + 1] = True
+    for i in range(n - 1, 0, -1):
+        if touched[i] and not cut[i - 1]:
+            touched[i - 1] = True
     out: list[Item] = []
     i = 0
     while i < n:
@@ -241,20 +257,26 @@ def page(trie, digest: str, after: str | None, limit: int, out: list[str]) -> No
         start = bisect_right(node.ids, after) if after is not None else 0
         out.extend(node.ids[start:start + limit - len(out)])
         return
-    first = bisect_right(_lasts(node), after) if after is not None else 0
+    kids = _after_kids(node, after)
+    if after is not None and node.level > 1 and kids:
+        # The child the cursor falls in may hold all the page or none of it: it is read
+        # first, and its siblings only as the page still needs them. (Chunks are small and
+        # lie together: those of a page are read at once, the cursor's included.)
+        page(trie, kids[0].node, after, limit, out)
+        kids = kids[1:]
     wanted, room = [], limit - len(out)
-    for k, c in enumerate(node.children[first:]):
-        wanted.append(c)
-        if k or after is None:  # (the child the cursor falls in may hold none after it)
-            room -= c.count
+    for k, c in enumerate(kids):
         if room <= 0:
             break
+        wanted.append(c)
+        if k or after is None or node.level > 1:
+            room -= c.count
     if len(wanted) > 1:
         trie.prefetch([c.node for c in wanted])
     for k, c in enumerate(wanted):
         if len(out) >= limit:
             return
-        page(trie, c.node, after if k == 0 else None, limit, out)
+        page(trie, c.node, after if k == 0 and node.level == 1 else None, limit, out)
 
 
 def iter_diff(trie, old: str, new: str, after: str | None) -> Iterator[tuple[str, bool]]:
@@ -264,9 +286,9 @@ def iter_diff(trie, old: str, new: str, after: str | None) -> Iterator[tuple[str
     so past a change both sides meet again at the next node they share."""
     if old != new and trie.batches:
         _prefetch_diff(trie, old, new, after)
-    roots = {old: trie.node(old), new: trie.node(new)}  # (read once: opened next)
-    a: list[Any] = [(old, level(roots[old]))]
-    b: list[Any] = [(new, level(roots[new]))]
+    known = {old: trie.node(old), new: trie.node(new)}  # (read once: opened next)
+    a: list[Any] = [(old, level(known[old]))]
+    b: list[Any] = [(new, level(known[new]))]
     while a and b:
         x, y = a[-1], b[-1]
         if isinstance(x, str) and isinstance(y, str):
@@ -283,14 +305,32 @@ def iter_diff(trie, old: str, new: str, after: str | None) -> Iterator[tuple[str
                 a.pop()
                 b.pop()
                 continue
-            pushed_a = _open(trie, a, after, roots) if x[1] >= y[1] else []
-            pushed_b = _open(trie, b, after, roots) if y[1] >= x[1] else []
-            if pushed_a and pushed_b:  # the children that differ are read together
-                differ = set(pushed_a).symmetric_difference(pushed_b)
-                if 1 < len(differ) <= DIFF_PREFETCH:
-                    trie.prefetch(sorted(differ))
+            if x[1] != y[1]:
+                _open(trie, a if x[1] > y[1] else b, after, known)
+                continue
+            a.pop()
+            b.pop()
+            na, nb = _read(trie, x[0], known), _read(trie, y[0], known)
+            if isinstance(na, TreeChunk):
+                ia, ib = _after(na.ids, after), _after(nb.ids, after)
+                if ia and ib and ia[-1] == ib[-1]:  # one range on both sides: diffed here
+                    yield from merge_diff(iter(ia), iter(ib))
+                else:
+                    a.extend(reversed(ia))
+                    b.extend(reversed(ib))
+                continue
+            # A child both hold is one subtree, at one place: what lies between two such is
+            # one range on both sides, so they are dropped, and only what differs is read.
+            ka, kb = _after_kids(na, after), _after_kids(nb, after)
+            common = {c.node for c in ka}.intersection(c.node for c in kb)
+            ka = [c.node for c in ka if c.node not in common]
+            kb = [c.node for c in kb if c.node not in common]
+            a.extend((d, x[1] - 1) for d in reversed(ka))
+            b.extend((d, x[1] - 1) for d in reversed(kb))
+            if 1 < len(ka) + len(kb) <= DIFF_PREFETCH:
+                trie.prefetch(ka + kb)
             continue
-        _open(trie, a if not isinstance(x, str) else b, after, roots)
+        _open(trie, a if not isinstance(x, str) else b, after, known)
     for side, added in ((a, False), (b, True)):
         while side:
             x = side.pop()
@@ -314,7 +354,7 @@ def _prefetch_diff(trie, old: str, new: str, after: str | None) -> None:
         top = max(levels)
         if top <= 0:
             return
-        kids = [{c.node for n in side for c in n.children if after is None or c.last > after}
+        kids = [{c.node for n in side for c in _after_kids(n, after)}
                 if at == top else set(digests)
                 for side, at, digests in zip(nodes, levels, sides)]
         sides = [sorted(kids[0] - kids[1]), sorted(kids[1] - kids[0])]
@@ -322,24 +362,44 @@ def _prefetch_diff(trie, old: str, new: str, after: str | None) -> None:
             return
 
 
-def _push(stack: list, digest: str, at: int, node, after: str | None) -> list[str]:
-    """Put `node`'s children (or ids) on `stack`, the first on top, skipping what is at or
-    before `after`; the digests of the nodes put."""
-    if isinstance(node, TreeChunk):
-        start = bisect_right(node.ids, after) if after is not None else 0
-        stack.extend(reversed(node.ids[start:]))
-        return []
-    kids = node.children
-    first = bisect_right(_lasts(node), after) if after is not None else 0
-    stack.extend((c.node, at - 1) for c in reversed(kids[first:]))
-    return [c.node for c in kids[first:]]
+def _after(ids: list[str], after: str | None) -> list[str]:
+    return ids[bisect_right(ids, after):] if after is not None else ids
 
 
-def _open(trie, stack: list, after: str | None, known: dict) -> list[str]:
-    """Replace the node on top of `stack` by its children (`known`: nodes already read)."""
-    digest, at = stack.pop()
+def _after_kids(node: TreeBranch, after: str | None) -> list[TreeBranchChild]:
+    """The children of `node` that hold ids after `after`."""
+    return node.children[bisect_right(_lasts(node), after):] if after is not None else \
+        node.children
+
+
+def _read(trie, digest: str, known: dict):
     node = known.pop(digest, None)
-    return _push(stack, digest, at, trie.node(digest) if node is None else node, after)
+    return trie.node(digest) if node is None else node
+
+
+def _open(trie, stack: list, after: str | None, known: dict) -> None:
+    """Replace the node on top of `stack` by its children (or ids), the first on top, skipping
+    what is at or before `after` (`known`: nodes already read)."""
+    digest, at = stack.pop()
+    node = _read(trie, digest, known)
+    if isinstance(node, TreeChunk):
+        stack.extend(reversed(_after(node.ids, after)))
+    else:
+        stack.extend((c.node, at - 1) for c in reversed(_after_kids(node, after)))
+
+
+def merge_diff(ia: Iterator[str], ib: Iterator[str]) -> Iterator[tuple[str, bool]]:
+    """The changes between two sorted id streams, as (id, added)."""
+    x, y = next(ia, None), next(ib, None)
+    while x is not None or y is not None:
+        if y is None or (x is not None and x < y):
+            yield x, False
+            x = next(ia, None)
+        elif x is None or y < x:
+            yield y, True
+            y = next(ib, None)
+        else:
+            x, y = next(ia, None), next(ib, None)
 
 
 def prove(trie, root: str, case_id: str) -> list:

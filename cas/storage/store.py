@@ -424,7 +424,7 @@ class ObjectStore:
         if not kind.startswith("tree."):
             return
         self._cache[digest] = obj
-        if kind not in LEAF_KINDS:
+        if kind not in LEAF_KINDS and self._read_ahead:  # (only a read ahead uses them)
             if len(self._counts) + len(self._leaf_counts) > COUNTS_KEPT:
                 self._counts.clear()
                 self._leaf_counts.clear()

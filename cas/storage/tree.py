@@ -22,6 +22,7 @@ from cas.format.records import (LEAF_MAX, TreeBranch, TreeChild, TreeChunk, Tree
                                 encode_object)
 from cas.storage import chunk_tree as chunked
 from cas.storage.chunk_tree import has as _has
+from cas.storage.chunk_tree import merge_diff
 
 DIFF_PREFETCH = 64  # changed node pairs at one level that a diff reads ahead together
 _OFFSET = 3  # len("b3:"): digit d of an id is id[_OFFSET + d]
@@ -353,7 +354,7 @@ class Trie:
         if shape2 == (True, True):
             return chunked.iter_diff(self, old, new, after)
         if shape2 != (False, False):
-            return _merge_diff(self.iterate(old, after), self.iterate(new, after))
+            return merge_diff(self.iterate(old, after), self.iterate(new, after))
         if self._load_many is not None:
             self._prefetch_diff(old, new, after)
         return self._iter_diff(old, new, 0, after)
@@ -390,7 +391,7 @@ class Trie:
             return
         # A leaf on either side: merge the two sorted id streams. The leaf side holds at most
         # LEAF_MAX ids, so at most that many common ids are passed over.
-        yield from _merge_diff(self._iter(a, depth, after), self._iter(b, depth, after))
+        yield from merge_diff(self._iter(a, depth, after), self._iter(b, depth, after))
 
     def prove(self, root: str, case_id: str) -> "Proof":
         """The nodes from `root` down the path of `case_id`: enough to check membership
@@ -411,20 +412,6 @@ class Trie:
                 break
             digest, depth = child.node, depth + 1
         return Proof(root=root, case_id=case_id, nodes=nodes)
-
-
-def _merge_diff(ia: Iterator[str], ib: Iterator[str]) -> Iterator[tuple[str, bool]]:
-    """The changes between two sorted id streams, as (id, added)."""
-    x, y = next(ia, None), next(ib, None)
-    while x is not None or y is not None:
-        if y is None or (x is not None and x < y):
-            yield x, False
-            x = next(ia, None)
-        elif x is None or y < x:
-            yield y, True
-            y = next(ib, None)
-        else:
-            x, y = next(ia, None), next(ib, None)
 
 
 def _changed(a: TreeNode, b: TreeNode, first: int) -> list[tuple[int, str, str]]:

@@ -267,9 +267,10 @@ def chunked_tree_vector() -> dict:
     def node(kind: str, body: str) -> str:
         return "b3:" + blake3(b"cas:" + kind.encode() + b"\x00" + body.encode()).hexdigest()
     # (last id, digest, count) of each node of the current level
+    # (a run between two cuts is cut again every 64 from its start)
     level, start, chunks = [], 0, []
     for i, case_id in enumerate(ids):
-        if id_level(case_id) >= 1 or i == len(ids) - 1:
+        if id_level(case_id) >= 1 or i == len(ids) - 1 or i + 1 - start == 64:
             part = ids[start:i + 1]
             body = ('{"format":1,"ids":[' + ",".join(f'"{x}"' for x in part)
                     + '],"kind":"tree.chunk"}')
@@ -281,7 +282,7 @@ def chunked_tree_vector() -> dict:
         k += 1
         upper, start = [], 0
         for i, (last, _, _) in enumerate(level):
-            if id_level(last) >= k + 1 or i == len(level) - 1:
+            if id_level(last) >= k + 1 or i == len(level) - 1 or i + 1 - start == 64:
                 kids = level[start:i + 1]
                 total = sum(c for _, _, c in kids)
                 body = ('{"children":[' + ",".join(

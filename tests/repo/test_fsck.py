@@ -1052,17 +1052,17 @@ def _digest(node) -> str:
     return encode_object(node)[2]
 
 
-def _chunked_world():
-    """A repository whose one version holds 100 cases in a chunked tree, with the honest nodes
+def _chunked_world(n: int = 100):
+    """A repository whose one version holds `n` cases in a chunked tree, with the honest nodes
     of that tree (digest -> node), built here (not read back from the repository)."""
     repo = cas.Repository.create(MemoryBackend())
     repo.create_dataset("evals", admission="direct")
-    version = repo.commit("evals", base=None, add=plain_cases(100))
-    ids = repo.items("evals", 1, limit=200).items
+    version = repo.commit("evals", base=None, add=plain_cases(n))
+    ids = repo.items("evals", 1, limit=500).items
+    assert len(ids) == n
     nodes = {}
     root = Trie(nodes.__getitem__, lambda n: nodes.setdefault(_digest(n), n), shape=2).build(ids)
     assert version.content_digest == root  # a new dataset's first version is of shape 2
-    assert isinstance(nodes[root], TreeBranch) and nodes[root].level == 1  # (so the cuts below)
     assert problems_of(repo) == []
     return repo, ids, nodes, root
 
@@ -1087,6 +1087,7 @@ def test_fsck_names_the_node_of_a_chunked_tree_that_breaks_the_shape_rule(forger
     names the node at fault."""
     repo, ids, nodes, root = _chunked_world()
     honest = nodes[root]
+    assert isinstance(honest, TreeBranch) and honest.level == 1  # (so the cuts below)
     digest = _digest
 
     def branch(children, level=1):
@@ -1156,3 +1157,62 @@ def test_a_version_pointed_again_at_its_own_chunked_tree_is_clean():
     repo, _, nodes, root = _chunked_world()
     _seal_forged_tree(repo, list(nodes.values()), root)
     assert problems_of(repo) == []
+
+
+def _parent_changed(nodes: dict, root: str, parent: str, children: list) -> list:
+    """The nodes of the honest tree's ancestors of branch `parent` rewritten once that branch
+    has `children` (over the same ids) instead: the new parent first, the new root last."""
+    def chain(digest):  # the digests from `digest` down to `parent`
+        if digest == parent:
+            return [digest]
+        node = nodes[digest]
+        for c in node.children if isinstance(node, TreeBranch) else ():
+            below = chain(c.node)
+            if below:
+                return [digest, *below]
+        return []
+
+    old = nodes[parent]
+    forged = [TreeBranch(level=old.level, count=old.count, children=children)]
+    below = parent
+    for d in reversed(chain(root)[:-1]):
+        up = nodes[d]
+        forged.append(TreeBranch(level=up.level, count=up.count, children=[
+            TreeBranchChild(last=c.last, node=_digest(forged[-1]) if c.node == below else c.node,
+                            count=c.count) for c in up.children]))
+        below = d
+    return forged
+
+
+@pytest.mark.parametrize("forgery", ["not cut at MAX_FILL", "cut before MAX_FILL"])
+def test_fsck_names_a_chunk_cut_at_the_wrong_length(forgery):
+    """A run of more than MAX_FILL ids between two cuts of the ids' own is cut after MAX_FILL
+    (here 300 cases have a run of 65: a chunk of 64 and one of 1); a chunk past that length,
+    or a run cut before it, is named."""
+    from cas.storage.chunk_tree import MAX_FILL
+    repo, ids, nodes, root = _chunked_world(300)
+    full = [(d, c) for d, p in nodes.items() if isinstance(p, TreeBranch)
+            for c in range(len(p.children) - 1)
+            if isinstance(nodes[p.children[c].node], TreeChunk)
+            and len(nodes[p.children[c].node].ids) == MAX_FILL
+            and not level_of(p.children[c].last)]
+    assert full, "no run of these cases is longer than MAX_FILL"
+    parent, i = full[0]
+    kids = nodes[parent].children
+    a, b = nodes[kids[i].node], nodes[kids[i + 1].node]
+    if forgery == "not cut at MAX_FILL":
+        bad = TreeChunk(ids=a.ids + b.ids)
+        pieces = [bad]
+    else:
+        pieces = [TreeChunk(ids=a.ids[:-1]), TreeChunk(ids=a.ids[-1:] + b.ids)]
+    children = kids[:i] + [TreeBranchChild(last=p.ids[-1], node=_digest(p), count=len(p.ids))
+                           for p in pieces] + kids[i + 2:]
+    forged = _parent_changed(nodes, root, parent, children)
+    _seal_forged_tree(repo, pieces + forged, _digest(forged[-1]))
+    at = _digest(bad) if forgery == "not cut at MAX_FILL" else _digest(forged[0])
+    errors = problems_of(repo)
+    assert errors and any(where == at for where, _ in errors), errors
+    # and the control: the honest children put back through the same rewriting, no error
+    honest = _parent_changed(nodes, root, parent, list(kids))
+    assert _digest(honest[-1]) == root
+

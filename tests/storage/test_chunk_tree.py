@@ -5,6 +5,7 @@ properties and a stateful model."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 
@@ -18,10 +19,31 @@ from cas.digest import digest_of, from_bytes, to_bytes
 from cas.errors import FailedPrecondition
 from cas.format.records import (TreeBranch, TreeBranchChild, TreeChild, TreeChunk, TreeLeaf,
                                 TreeNode, encode_object)
+from cas.storage import chunk_tree
 from cas.storage.chunk_tree import level_of, level_of_raw
 from cas.storage.tree import EMPTY_CHUNK_ROOT, EMPTY_ROOT, Proof, Trie, check_proof, verify_proof
 
 SETTINGS = settings(max_examples=30, deadline=None)
+
+
+def max_fill() -> int | None:
+    """A run between two cuts of the ids' own is also cut after every MAX_FILL ids (or nodes)
+    from its start, if the rule has such a bound: the one number taken from the code under
+    test (read when used: some tests below make it small, so that small sets hit it)."""
+    return getattr(chunk_tree, "MAX_FILL", None)
+
+
+@contextlib.contextmanager
+def small_fill(n: int):
+    old = chunk_tree.MAX_FILL
+    chunk_tree.MAX_FILL = n
+    try:
+        yield
+    finally:
+        chunk_tree.MAX_FILL = old
+
+
+needs_fill = pytest.mark.skipif(max_fill() is None, reason="the rule bounds no run's length")
 
 
 # -- an independent reference of the rule (docs/format.md 4.2.1) -------------------------
@@ -34,32 +56,41 @@ def _digest(obj: dict) -> str:
     return digest_of(obj["kind"], json.dumps(obj, separators=(",", ":"), sort_keys=True).encode())
 
 
+def _pieces(items: list, ends) -> list[list]:
+    """`items` cut after each one `ends` says, after every MAX_FILL since the last cut, and
+    at the end."""
+    out, piece, fill = [], [], max_fill()
+    for i, item in enumerate(items):
+        piece.append(item)
+        if ends(item) or i == len(items) - 1 or len(piece) == fill:
+            out.append(piece)
+            piece = []
+    return out
+
+
 def ref_root(ids) -> str:
     """The root digest of the chunked tree of `ids`, from the rule as written (JSON and levels
     computed here, not by cas)."""
     ids = sorted(set(ids))
     if not ids:
         return _digest({"format": 1, "ids": [], "kind": "tree.chunk"})
-    nodes, piece = [], []  # (last, digest, count)
-    for x in ids:
-        piece.append(x)
-        if ref_level(x) >= 1 or x == ids[-1]:
-            nodes.append((x, _digest({"format": 1, "ids": piece, "kind": "tree.chunk"}),
-                          len(piece)))
-            piece = []
+    nodes = [(p[-1], _digest({"format": 1, "ids": p, "kind": "tree.chunk"}), len(p))
+             for p in _pieces(ids, lambda x: ref_level(x) >= 1)]  # (last, digest, count)
     k = 1
     while len(nodes) > 1:
-        above, piece = [], []
-        for i, n in enumerate(nodes):
-            piece.append(n)
-            if ref_level(n[0]) >= k + 1 or i == len(nodes) - 1:
-                count = sum(c for _, _, c in piece)
-                above.append((piece[-1][0], _digest({
-                    "children": [{"count": c, "last": last, "node": d} for last, d, c in piece],
-                    "count": count, "format": 1, "kind": "tree.branch", "level": k}), count))
-                piece = []
+        above = []
+        for piece in _pieces(nodes, lambda n, k=k: ref_level(n[0]) >= k + 1):
+            count = sum(c for _, _, c in piece)
+            above.append((piece[-1][0], _digest({
+                "children": [{"count": c, "last": last, "node": d} for last, d, c in piece],
+                "count": count, "format": 1, "kind": "tree.branch", "level": k}), count))
         nodes, k = above, k + 1
     return nodes[0][1]
+
+
+def size(node) -> int:
+    """Ids of a chunk, children of a branch."""
+    return len(node.ids) if isinstance(node, TreeChunk) else len(node.children)
 
 
 def check_shape(load, root: str, expected) -> int:
@@ -71,6 +102,7 @@ def check_shape(load, root: str, expected) -> int:
         node = load(digest)
         assert encode_object(node)[2] == digest
         assert node.format == 1
+        assert max_fill() is None or size(node) <= max_fill()
         if isinstance(node, TreeChunk):
             assert want in (None, 0), (digest, want)
             ids = list(node.ids)
@@ -87,8 +119,10 @@ def check_shape(load, root: str, expected) -> int:
             sub, _ = walk(c.node, k - 1)
             assert sub and sub[-1] == c.last and len(sub) == c.count, (digest, i)
             assert not out or sub[0] > out[-1]
-            if i < len(node.children) - 1:
-                assert ref_level(c.last) == k, (digest, i, ref_level(c.last), k)
+            if i < len(node.children) - 1:  # it ends at a cut of level k, or is full
+                level = ref_level(c.last)
+                assert level == k or (level < k and size(load(c.node)) == max_fill()), \
+                    (digest, i, level, k)
             out.extend(sub)
         assert node.count == len(out)
         return out, k
@@ -313,6 +347,19 @@ def batches(rnd: random.Random, items: list[str], noise: list[str]) -> list[tupl
 @settings(max_examples=40, deadline=None)
 @given(id_sets(), st.integers(0, 2**32))
 def test_the_root_depends_only_on_the_set(pool, seed):
+    _history_independence(pool, seed)
+
+
+@needs_fill
+@settings(max_examples=40, deadline=None)
+@given(id_sets(), st.integers(0, 2**32), st.integers(2, 5))
+def test_the_root_depends_only_on_the_set_when_runs_are_cut_for_length(pool, seed, fill):
+    """The same with MAX_FILL made small: runs cut for length at every level, in small sets."""
+    with small_fill(fill):
+        _history_independence(pool, seed)
+
+
+def _history_independence(pool, seed):
     rnd = random.Random(seed)
     final = sorted(x for x in pool if rnd.random() < rnd.choice([0.2, 0.5, 0.9]))
     other = sorted(x for x in pool if rnd.random() < 0.5)
@@ -421,11 +468,17 @@ def test_one_change_rewrites_one_path(seed, rates, insert, level):
     emitted = check_emits(nodes, start, new)
     fresh = reachable(load, new) - old_nodes
     assert set(emitted) == fresh
-    # the nodes on the path of x and, where x is a cut (added: splits a node in two;
-    # removed: joins two), on the path of the id after it
-    after = [i for i in final if i > x][:1]
-    assert fresh <= set(path(load, new, x)).union(*(path(load, new, i) for i in after))
-    assert len(fresh) <= 2 * (max(height, check_shape(load, new, final)) + 1)
+    height = max(height, check_shape(load, new, final))
+    if max_fill() is None:
+        # the nodes on the path of x and, where x is a cut (added: splits a node in two;
+        # removed: joins two), on the path of the id after it
+        after = [i for i in final if i > x][:1]
+        assert fresh <= set(path(load, new, x)).union(*(path(load, new, i) for i in after))
+        assert len(fresh) <= 2 * (height + 1)
+    else:
+        # and full nodes after it, up to the next cut of the ids' own, where the change moved
+        # the cuts made every MAX_FILL (but, per level, one node at the end of that run)
+        assert len([d for d in fresh if size(load(d)) < max_fill()]) <= 3 * (height + 1)
 
 
 def _paging_and_diff_cost(n: int):
@@ -721,6 +774,9 @@ def test_a_proof_follows_the_first_child_whose_last_is_not_below_the_id():
 
 
 # -- a stateful model ------------------------------------------------------------------------
+POOLS = st.lists(case_ids(), unique=True, min_size=1, max_size=60)
+
+
 class ChunkTreeMachine(RuleBasedStateMachine):
     """A set edited by batches through one long-lived writer (and, now and then, a fresh one
     over the same store, as each commit of a repository makes), checked against a model set,
@@ -736,8 +792,7 @@ class ChunkTreeMachine(RuleBasedStateMachine):
         self.root = EMPTY_CHUNK_ROOT
         self.states: list[tuple[str, frozenset]] = []
 
-    @initialize(pool=st.lists(case_ids(), unique=True, min_size=1, max_size=60),
-                data=st.data())
+    @initialize(pool=POOLS, data=st.data())
     def start(self, pool, data):
         self.pool = sorted(pool)
         self.model = set(data.draw(st.sets(st.sampled_from(self.pool))))
@@ -839,6 +894,16 @@ class ChunkTreeMachine(RuleBasedStateMachine):
         s1 = self.states[picks[0]][1]
         roots += [self.nodes.writer(shape=1).build(sorted(s1)), EMPTY_ROOT, EMPTY_CHUNK_ROOT]
         sets += [s1, frozenset(), frozenset()]
+        # and the branches below them, as roots of their own (as an earlier version's root
+        # is a node of a later, taller tree)
+        load = self.nodes.nodes.__getitem__
+        below = sorted({c.node for r in roots[:len(picks)] if isinstance(load(r), TreeBranch)
+                        for c in load(r).children if isinstance(load(c.node), TreeBranch)})
+        for d in data.draw(st.lists(st.sampled_from(below), max_size=3)) if below else []:
+            roots.append(d)
+            sets.append(frozenset(self.nodes.reader().iterate(d)))
+        order = data.draw(st.permutations(range(len(roots))))
+        roots, sets = [roots[i] for i in order], [sets[i] for i in order]
         asked = data.draw(st.lists(st.sampled_from(self.pool), max_size=4))
         if data.draw(st.booleans()):
             asked.append(self._cursor(data) or "b3:" + "1" * 64)
@@ -889,3 +954,24 @@ class ChunkTreeMachine(RuleBasedStateMachine):
 
 TestChunkTreeMachine = ChunkTreeMachine.TestCase
 TestChunkTreeMachine.settings = settings(max_examples=50, stateful_step_count=40, deadline=None)
+
+
+class SmallFillMachine(ChunkTreeMachine):
+    """The same model with MAX_FILL made small (2 to 5), so that runs cut for length, and
+    the cuts an edit moves along a run, occur at every level of small sets."""
+
+    # (one initialize rule: hypothesis runs several in any order, and the fill must be set
+    # before the first tree is built)
+    @initialize(fill=st.integers(2, 5), pool=POOLS, data=st.data())
+    def start(self, fill, pool, data):
+        self._fill = small_fill(fill)
+        self._fill.__enter__()
+        super().start(pool, data)
+
+    def teardown(self):
+        if hasattr(self, "_fill"):
+            self._fill.__exit__(None, None, None)
+
+
+TestSmallFillMachine = needs_fill(SmallFillMachine.TestCase)
+TestSmallFillMachine.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
