@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -41,9 +41,6 @@ class Case(_Record, tag="case", kw_only=True):
     withheld: list[str] = []
 
 
-LEAF_MAX = 64  # the most ids a leaf of the hex trie holds (docs/format.md 4.2)
-
-
 class TreeLeaf(_Record, tag="tree.leaf", kw_only=True):
     """A set of at most LEAF_MAX case ids sharing the leaf's prefix, sorted."""
 
@@ -65,44 +62,6 @@ class TreeNode(_Record, tag="tree.node", kw_only=True):
 
     count: int
     children: list[TreeChild]
-
-
-class TreeChunk(_Record, tag="tree.chunk", kw_only=True):
-    """A leaf of the chunked tree (shape 2): a run of consecutive ids, sorted, that ends at an
-    id of level >= 1 (or at the set's last id)."""
-
-    PACK_CODE: ClassVar[int | None] = 11
-
-    ids: list[str]
-
-
-class TreeBranchChild(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    last: str   # the greatest id of the child's subtree
-    node: str
-    count: int
-
-
-class TreeBranch(_Record, tag="tree.branch", kw_only=True):
-    """An inner node of the chunked tree at `level` >= 1: its children are the nodes of level
-    `level` - 1 over a run of ids that ends at an id of level > `level` (or at the set's last)."""
-
-    PACK_CODE: ClassVar[int | None] = 12
-
-    level: int
-    count: int
-    children: list[TreeBranchChild]
-
-
-def child_counts(node: TreeNode | TreeBranch) -> Iterator[tuple[str, int, bool]]:
-    """(child, ids below it, whether it is a leaf) for each child of an inner node of either
-    shape that is a leaf or has inner nodes below it (a read ahead of a branch over chunks
-    would take nothing of its own: its chunks are written before it); nothing for a leaf."""
-    if isinstance(node, TreeNode):
-        for c in node.children:
-            yield c.node, c.count, c.count <= LEAF_MAX
-    elif isinstance(node, TreeBranch) and node.level != 2:
-        for c in node.children:
-            yield c.node, c.count, node.level == 1
 
 
 class VersionRecord(_Record, tag="version", kw_only=True):
@@ -619,7 +578,7 @@ class Lease(_Record, tag="lease", kw_only=True):
 
 
 # The objects: the records stored in packs, by digest (the kinds with a PACK_CODE).
-Object = Case | TreeLeaf | TreeNode | TreeChunk | TreeBranch | RunRecord | Provenance | CassetteRecord | SuiteResultRecord
+Object = Case | TreeLeaf | TreeNode | RunRecord | Provenance | CassetteRecord | SuiteResultRecord
 
 
 def _record_types() -> list[type]:
@@ -655,8 +614,8 @@ def _build_registry() -> dict[str, type]:
 TYPES: dict[str, type] = _build_registry()
 KIND_OF: dict[type, str] = {t: k for k, t in TYPES.items()}
 # Kind codes used inside pack files (one byte per entry): 1 case, 2 tree.leaf, 3 tree.node,
-# 7 run, 8 provenance, 9 cassette, 10 suite.result, 11 tree.chunk, 12 tree.branch. 4, 5, 6
-# were reserved for version, dataset and config, which were never packed: they are unused, and a reader refuses them like any
+# 7 run, 8 provenance, 9 cassette, 10 suite.result. 4, 5, 6 were reserved for version, dataset
+# and config, which were never packed: they are unused, and a reader refuses them like any
 # unknown code.
 KIND_CODES: dict[str, int] = {k: t.PACK_CODE for k, t in TYPES.items() if t.PACK_CODE is not None}
 KIND_BY_CODE: dict[int, str] = {v: k for k, v in KIND_CODES.items()}

@@ -14,8 +14,7 @@ from typing import Any, Callable
 from cas.digest import person_key
 from cas.errors import DataLoss, FailedPrecondition, NotFound
 from cas.format.keys import CONFIG, PENDING
-from cas.format.records import (ErasurePlan, RepoConfig, TreeBranch, TreeChunk, TreeLeaf, TreeNode,
-                                parse_record_file)
+from cas.format.records import ErasurePlan, RepoConfig, TreeLeaf, TreeNode, parse_record_file
 from cas.storage import maintenance
 from cas.storage.refs import RefsLog
 from cas.storage.store import ObjectStore
@@ -50,7 +49,7 @@ class Context:
     def tree_node(self, digest: str):
         """A node of a tree some record names: one that is not stored is data loss."""
         try:
-            return self.store.get(digest, (TreeLeaf, TreeNode, TreeChunk, TreeBranch))
+            return self.store.get(digest, (TreeLeaf, TreeNode))
         except NotFound:
             raise DataLoss(f"tree node {digest} is missing from the repository (run `cas "
                            "fsck`)", reason="OBJECT_MISSING", digest=digest) from None

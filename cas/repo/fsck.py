@@ -25,14 +25,14 @@ from cas.format.records import (ADMISSION_RULES, COMMENT_LIMIT, ELIGIBILITY_RULE
                                 ErasurePlan, Experiment, Fence, IdempotencyRecord, Lease, Metrics,
                                 PersonIndex, PersonShards, Proposal, RepoConfig, ReviewBatch,
                                 RunAdmission, RunImport, ScoreBatch, ScoreWithdrawal, Settings,
-                                TreeBranch, TreeChunk, TreeLeaf, VersionRecord, VersionRetirement,
-                                VersionTombstone, decode_object, exchange_key, parse_record_file,
+                                TreeLeaf, VersionRecord, VersionRetirement, VersionTombstone,
+                                decode_object, exchange_key, parse_record_file,
                                 parse_record_file_of)
 from cas.repo import checks
 from cas.repo.checks import Progress
 from cas.repo.retirement import CAUSES
 from cas.repo.scores import MAX_REASON
-from cas.storage import chunk_tree, leases, log_index
+from cas.storage import leases, log_index
 from cas.storage import pack as packfmt
 from cas.storage import person_index
 from cas.storage.tree import LEAF_MAX, Trie
@@ -503,29 +503,17 @@ def _check_version(st: _State, key, name, number, record, deleted) -> None:
 
 def _check_node(st: _State, digest, prefix, memo, erased=frozenset()):
     """Verify a subtree once (memoised by digest in `memo`): shape rule, order, counts, cases
-    present (or, in a retired version, erased). A root is checked with the prefix ""."""
-    if prefix == "":
-        root = st.trees.get(digest)
-        if isinstance(root, TreeBranch) and len(root.children) < 2:
-            st.error(digest, "a root branch has one child (a chunked tree's root is the first "
-                             "level with one node)")
-            return None
+    present (or, in a retired version, erased)."""
     done = memo.get(digest)
     if done is not None:
-        return done[0] if isinstance(done, tuple) else done
+        return done
     kind = st.objects.get(digest)
     if kind is None or not kind.startswith("tree."):
         st.error(digest, "tree node is missing" if kind is None else f"expected a tree node, "
                                                                      f"found a {kind}")
         return None
-    node = st.trees[digest]
-    if isinstance(node, (TreeChunk, TreeBranch)):
-        if prefix:
-            st.error(digest, "a chunked tree's node is the child of a hex trie's inner node")
-            return None
-        checked = _check_chunked(st, digest, memo, erased)
-        return None if checked is None else checked[0]
     st.reachable.add(digest)
+    node = st.trees[digest]
     if isinstance(node, TreeLeaf):
         result = _check_leaf(st, digest, node, prefix, erased)
     else:
@@ -542,12 +530,6 @@ def _check_leaf(st: _State, digest, node, prefix, erased):
         st.error(digest, "leaf breaks the shape rule (ids must be unique, sorted, share the "
                          f"prefix {prefix!r} and number at most {LEAF_MAX})")
         return None
-    _check_cases(st, ids, erased)
-    return len(ids)
-
-
-def _check_cases(st: _State, ids, erased) -> None:
-    """The cases a leaf names are stored (or, in a retired version, erased)."""
     for case_id in ids:
         kind = st.objects.get(case_id, "")
         if not kind and case_id in erased:
@@ -557,70 +539,7 @@ def _check_cases(st: _State, ids, erased) -> None:
                      f"expected a case, found {kind}")
         else:
             st.reachable.add(case_id)
-
-
-def _check_chunked(st: _State, digest, memo, erased):
-    """Verify a subtree of the chunked tree once (memoised by digest): the shape rule as a node
-    can see it (docs/format.md 4.2.1; a node's own end is its parent's to check), order,
-    counts, cases. (count, level, first id, last id, size), or None."""
-    done = memo.get(digest)
-    if isinstance(done, tuple):
-        return done
-    kind = st.objects.get(digest)
-    if kind not in ("tree.chunk", "tree.branch"):
-        st.error(digest, "tree node is missing" if kind is None else
-                 f"expected a node of the chunked tree, found a {kind}")
-        return None
-    st.reachable.add(digest)
-    node = st.trees[digest]
-    if isinstance(node, TreeChunk):
-        ids = node.ids
-        if (not all(is_digest(i) for i in ids) or ids != sorted(set(ids))
-                or len(ids) > chunk_tree.MAX_FILL
-                or any(chunk_tree.level_of(i) for i in ids[:-1])):
-            st.error(digest, "chunk breaks the shape rule (ids unique and sorted, at most "
-                             f"{chunk_tree.MAX_FILL}, none but the last of level 1 or more)")
-            return None
-        _check_cases(st, ids, erased)
-        result = (len(ids), 0, ids[0] if ids else None, ids[-1] if ids else None, len(ids))
-    else:
-        lasts = [c.last for c in node.children]
-        if (node.level < 1 or not lasts or len(lasts) > chunk_tree.MAX_FILL
-                or not all(is_digest(i) for i in lasts) or lasts != sorted(set(lasts))
-                or any(chunk_tree.level_of(i) > node.level for i in lasts[:-1])):
-            st.error(digest, "branch breaks the shape rule (at most "
-                             f"{chunk_tree.MAX_FILL} children in order of their last ids, each "
-                             f"but the final one's of level {node.level} at most)")
-            return None
-        total, first, previous = 0, None, None
-        for i, c in enumerate(node.children):
-            sub = _check_chunked(st, c.node, memo, erased)
-            if sub is None:
-                return None
-            n, level, lo, hi, size = sub
-            # A child that does not end where the ids cut ends where a run was cut for length.
-            forced_ok = (i == len(node.children) - 1 or size == chunk_tree.MAX_FILL
-                         or chunk_tree.level_of(hi) == node.level)
-            if not forced_ok:
-                st.error(digest, f"child {c.node} ends neither where the ids cut (an id of "
-                                 f"level {node.level}) nor after {chunk_tree.MAX_FILL} "
-                                 f"(it holds {size})")
-                return None
-            if level != node.level - 1 or n == 0 or n != c.count or hi != c.last or (
-                    previous is not None and lo <= previous):
-                st.error(digest, f"child {c.node} (level {level}, {n} ids up to {hi}) is not "
-                                 f"what the branch says (level {node.level - 1}, {c.count} "
-                                 f"ids up to {c.last}, after {previous})")
-                return None
-            first = lo if first is None else first
-            previous = hi
-            total += n
-        if total != node.count:
-            st.error(digest, f"branch claims {node.count} ids, its children hold {total}")
-            return None
-        result = (total, node.level, first, previous, len(node.children))
-    memo[digest] = result
-    return result
+    return len(ids)
 
 
 def _check_inner(st: _State, digest, node, prefix, memo, erased):

@@ -20,8 +20,8 @@ from cas.format.keys import (DATASETS, ERASURES, PACKS, PERSON_TABLES, PERSONS, 
                              index_key, pack_key, parse_cassette_log_key, parse_log_key,
                              parse_multi_index_key, parse_pending_key, parse_person_index_key,
                              parse_score_batch_key, split_dataset_key, split_map_key)
-from cas.format.records import (CassetteLog, Proposal, RunImport, ScoreBatch, TreeBranch, TreeChunk,
-                                TreeLeaf, TreeNode, parse_record_file)
+from cas.format.records import (CassetteLog, Proposal, RunImport, ScoreBatch, TreeLeaf, TreeNode,
+                                parse_record_file)
 from cas.repo import checks, erasure
 from cas.repo.checks import Progress
 from cas.repo.datasets import live_versions
@@ -67,10 +67,10 @@ def reachable(ctx, skip: frozenset[str] = frozenset()) -> set[bytes]:
                 continue
             seen.add(raw)
             try:
-                node = store.get(digest, (TreeLeaf, TreeNode, TreeChunk, TreeBranch))
+                node = store.get(digest, (TreeLeaf, TreeNode))
             except NotFound:
                 continue  # fsck reports it; gc only needs to keep what exists
-            if isinstance(node, (TreeLeaf, TreeChunk)):
+            if isinstance(node, TreeLeaf):
                 seen.update(to_bytes(c) for c in node.ids)
             else:
                 stack.extend(c.node for c in node.children)

@@ -83,8 +83,7 @@ class PackBuffer:
 # leaves in id order, its inner nodes each before those below it), ahead of a pack's other
 # objects, which it writes in digest order (docs/format.md 7): a walk reads a subtree or a
 # run of leaves at once, a page of consecutive ids one range.
-TREE_CODES = frozenset({KIND_CODES[k] for k in ("tree.leaf", "tree.node", "tree.chunk",
-                                                 "tree.branch")})
+TREE_CODES = frozenset({KIND_CODES["tree.leaf"], KIND_CODES["tree.node"]})
 
 
 def pack_order(digest: bytes, kind: int) -> bytes:

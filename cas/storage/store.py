@@ -10,15 +10,15 @@ from cas.digest import digest_of, from_bytes, person_digest, to_bytes
 from cas.errors import Aborted, CasError, CorruptData, DigestMismatch, NotFound
 from cas.format.keys import (PACKS, index_key, multi_index_key, pack_key, parse_index_key,
                              parse_multi_index_key, parse_pack_key, person_shard)
-from cas.format.records import (KIND_BY_CODE, KIND_CODES, Object, child_counts, decode_object,
-                                encode_object)
+from cas.format.records import KIND_BY_CODE, KIND_CODES, Object, decode_object, encode_object
 from cas.storage import leases
 from cas.storage import pack as packfmt
 from cas.storage.backends import get_ranges
 from cas.storage.person_index import PERSON_KINDS, Persons, named_person
+from cas.storage.tree import LEAF_MAX
 
 NODE_CACHE = 8192  # inner tree nodes kept in memory
-LEAF_CACHE = 256   # tree leaves kept in memory (each holds up to 64 ids, 32 on average in shape 2)
+LEAF_CACHE = 256   # tree leaves kept in memory (each holds up to 64 ids)
 READ_GAP = 64 << 10  # objects of a pack this close together are read in one request
 LOCATE_ATTEMPTS = 20  # listings of the indexes one lookup may take while packs are replaced
 PERSON_DIGESTS_KEPT = 1 << 16  # keyed digests of people a store remembers (a few MB)
@@ -44,8 +44,7 @@ LEAF_HEAD = 128
 COUNTS_KEPT = 1 << 16  # subtree counts of children of the nodes read, kept for READ_AHEAD
 
 
-INNER_CODES = frozenset({KIND_CODES["tree.node"], KIND_CODES["tree.branch"]})
-LEAF_KINDS = frozenset({"tree.leaf", "tree.chunk"})
+TREE_NODE = KIND_CODES["tree.node"]
 
 
 class ObjectStore:
@@ -71,8 +70,7 @@ class ObjectStore:
         self._answered: set[str] = set()  # index keys that held objects of the last batch
         self._cache: dict[str, Object] = {}
         self._leaves: OrderedDict[str, None] = OrderedDict()  # the cached leaves, oldest first
-        self._counts: dict[str, int] = {}  # an inner node's inner child -> its count (READ_AHEAD)
-        self._leaf_counts: dict[str, int] = {}  # an inner node's leaf child -> its count
+        self._counts: dict[str, int] = {}  # an inner node's child -> its count (READ_AHEAD)
         # Where each read is a round trip (S3), a read takes the tree nodes after it too; a
         # local read costs a pread, less than decoding what it would take.
         self._read_ahead = getattr(type(backend), "ROUND_TRIPS", False)
@@ -243,7 +241,7 @@ class ObjectStore:
     def _ahead(self, digest: str, entry: packfmt.Entry) -> int:
         """The bytes to read after inner tree node `digest` (READ_AHEAD): its subtree's inner
         nodes, where the count of ids below it is known and they fit; else 0."""
-        if entry.kind not in INNER_CODES or not self._read_ahead:
+        if entry.kind != TREE_NODE or not self._read_ahead:
             return 0
         count = self._counts.get(digest)
         if count is None or count * AHEAD_PER_ID > READ_AHEAD:
@@ -424,15 +422,14 @@ class ObjectStore:
         if not kind.startswith("tree."):
             return
         self._cache[digest] = obj
-        if kind not in LEAF_KINDS and self._read_ahead:  # (only a read ahead uses them)
-            if len(self._counts) + len(self._leaf_counts) > COUNTS_KEPT:
+        if kind == "tree.node":
+            if len(self._counts) > COUNTS_KEPT:
                 self._counts.clear()
-                self._leaf_counts.clear()
-            for child, n, leaf in child_counts(obj):
-                (self._leaf_counts if leaf else self._counts)[child] = n
+            for child in obj.children:
+                self._counts[child.node] = child.count
         if len(self._cache) > NODE_CACHE + LEAF_CACHE:
             del self._cache[next(iter(self._cache))]
-        if kind in LEAF_KINDS:
+        if kind == "tree.leaf":
             self._leaves[digest] = None
             if len(self._leaves) > LEAF_CACHE:
                 self._cache.pop(self._leaves.popitem(last=False)[0], None)
@@ -445,8 +442,8 @@ class ObjectStore:
         if len(todo) < 2:
             return
         try:
-            leaves = [self._leaf_counts.get(d) for d in todo]
-            if self._read_ahead and all(c is not None for c in leaves):
+            leaves = [self._counts.get(d) for d in todo]
+            if self._read_ahead and all(c is not None and c <= LEAF_MAX for c in leaves):
                 # Leaves, in id order (a node's children), written so: a read of the first
                 # and the bytes after it takes the others, with one lookup.
                 ahead = sum(c * LEAF_PER_ID + LEAF_HEAD for c in leaves[1:])

@@ -1,11 +1,9 @@
-"""The Merkle tree over case ids, in either of its two shapes, with subtree counts. Pure: no I/O.
+"""The Merkle tree over case ids: a history-independent hex trie with subtree counts. Pure: no I/O.
 
-Shape 1, the hex trie (docs/format.md 4.2): the node for a set S of ids sharing a prefix of d
-hex digits is a leaf holding S sorted when |S| <= LEAF_MAX, and otherwise an inner node with one
-child per non-empty group of S by its next hex digit. Shape 2, the chunked tree (4.2.1,
-cas.storage.chunk_tree): runs of ids cut where the ids say. Each shape is a function of the set
-alone, so a root digest is too, however the set was built. A tree keeps its shape through every
-change; a tree built from nothing takes the Trie's `shape`.
+Shape rule (docs/format.md): the node for a set S of ids sharing a prefix of d hex digits is a
+leaf holding S sorted when |S| <= LEAF_MAX, and otherwise an inner node with one child per
+non-empty group of S by its next hex digit. The shape is a function of the set alone, so the
+root digest is too, however the set was built.
 """
 
 from __future__ import annotations
@@ -18,22 +16,15 @@ import msgspec
 from cas.digest import digest_of, from_bytes, is_digest, parse_digest, to_bytes
 from cas.errors import CasError, FailedPrecondition, InvalidArgument
 from cas.format import encoding
-from cas.format.records import (LEAF_MAX, TreeBranch, TreeChild, TreeChunk, TreeLeaf, TreeNode,
-                                encode_object)
-from cas.storage import chunk_tree as chunked
-from cas.storage.chunk_tree import has as _has
-from cas.storage.chunk_tree import merge_diff
+from cas.format.records import TreeChild, TreeLeaf, TreeNode, encode_object
 
+LEAF_MAX = 64
 DIFF_PREFETCH = 64  # changed node pairs at one level that a diff reads ahead together
 _OFFSET = 3  # len("b3:"): digit d of an id is id[_OFFSET + d]
 
-Node = Union[TreeLeaf, TreeNode, TreeChunk, TreeBranch]
+Node = Union[TreeLeaf, TreeNode]
 EMPTY_LEAF = TreeLeaf(ids=[])
 EMPTY_ROOT = encode_object(EMPTY_LEAF)[2]
-EMPTY_CHUNK_ROOT = chunked.EMPTY_CHUNK_ROOT
-EMPTY_ROOTS = frozenset({EMPTY_ROOT, EMPTY_CHUNK_ROOT})
-SHAPES = (1, 2)
-DEFAULT_SHAPE = 2  # what a tree built from nothing takes (docs/format.md 4.2.1)
 
 
 def nibble(case_id: str, depth: int) -> int:
@@ -44,64 +35,28 @@ class Trie:
     """Operations over stored nodes. `load(digest)` returns a node; `emit(node)` stores one
     (and returns its digest); `load_many(digests)`, when given, is told of nodes about to be
     loaded together (so a store can read them in one go). Nodes this Trie emitted are
-    remembered so a batch can read them back before they are flushed. `shape` is the shape of
-    a tree built from nothing (`build`, `apply` onto an empty root)."""
+    remembered so a batch can read them back before they are flushed."""
 
     def __init__(self, load: Callable[[str], Node], emit: Callable[[Node], Any] | None = None,
-                 load_many: Callable[[list[str]], Any] | None = None,
-                 shape: int | None = None):
-        shape = DEFAULT_SHAPE if shape is None else shape
-        if shape not in SHAPES:
-            raise InvalidArgument(f"tree shape {shape!r} is not one of {SHAPES}")
-        self.shape = shape
+                 load_many: Callable[[list[str]], Any] | None = None):
         self._load = load
         self._emit = emit
         self._load_many = load_many
-        self._made: dict[str, Node] = {EMPTY_ROOT: EMPTY_LEAF, EMPTY_CHUNK_ROOT: chunked.EMPTY_CHUNK}
-        self._roots: dict[str, Node] = {}  # roots loaded to tell their shape
+        self._made: dict[str, Node] = {EMPTY_ROOT: EMPTY_LEAF}
         self._emitted: set[str] = set()
         self._streaming = False  # build(): leaves are emitted as made, not kept
         # holding(): the ids last asked about and, per (node, depth), whether it holds one
         self._holding: tuple[tuple[str, ...], dict[tuple[str, int], bool]] = ((), {})
 
     def node(self, digest: str) -> Node:
-        made = self._made.get(digest) or self._roots.get(digest)
+        made = self._made.get(digest)
         return made if made is not None else self._load(digest)
 
-    def put(self, node: Node, stream: bool = False) -> tuple[str, int]:
-        """Keep a new node; its digest and id count. With `stream` (a build's leaves), it is
-        emitted now and not kept."""
+    def _put(self, node: Node) -> tuple[str, int]:
         digest = encode_object(node)[2]
-        n = len(node.ids) if isinstance(node, (TreeLeaf, TreeChunk)) else node.count
-        if stream and self._emit is not None:
-            if digest not in self._emitted:
-                self._emitted.add(digest)
-                self._emit(node)
-        else:
-            self._made.setdefault(digest, node)
-        return digest, n
-
-    @property
-    def batches(self) -> bool:
-        """Whether the store reads nodes named together in one go (`prefetch` does something)."""
-        return self._load_many is not None
-
-    def prefetch(self, digests: list[str]) -> None:
-        """Tell the store of nodes about to be read together."""
-        if self._load_many is not None:
-            todo = [d for d in dict.fromkeys(digests) if d not in self._made and
-                    d not in self._roots]
-            if len(todo) > 1:
-                self._load_many(todo)
-
-    def _chunked(self, root: str) -> bool:
-        """Whether `root` is of shape 2 (the node is kept: the walk that asks reads it next)."""
-        node = self.node(root)
-        if root not in self._made:
-            if len(self._roots) >= 1024:
-                self._roots.clear()
-            self._roots[root] = node
-        return isinstance(node, chunked.NODE_TYPES)
+        self._made.setdefault(digest, node)
+        count = len(node.ids) if isinstance(node, TreeLeaf) else node.count
+        return digest, count
 
     def _emit_reachable(self, root: str) -> None:
         """Emit the nodes this Trie made, not yet emitted, that the new root reaches, and only
@@ -118,12 +73,12 @@ class Trie:
                 continue  # a loaded (already stored) node, or already emitted
             self._emitted.add(digest)
             self._emit(node)
-            if isinstance(node, (TreeNode, TreeBranch)):
+            if isinstance(node, TreeNode):
                 stack.extend(c.node for c in node.children)
 
     def count(self, root: str) -> int:
         node = self.node(root)
-        return len(node.ids) if isinstance(node, (TreeLeaf, TreeChunk)) else node.count
+        return len(node.ids) if isinstance(node, TreeLeaf) else node.count
 
     # -- building and editing -------------------------------------------------------------
     def build(self, ids: list[str] | list[bytes]) -> str:
@@ -134,14 +89,11 @@ class Trie:
         otherwise stay in memory as strings until the Trie goes): read the new tree back
         only once the emitted nodes are stored."""
         raw = [to_bytes(i) for i in ids] if ids and isinstance(ids[0], str) else ids
-        if self.shape == 2:
-            root = chunked.build(self, raw, self._emit is not None)[0]
-        else:
-            self._streaming = self._emit is not None
-            try:
-                root = self._build(raw, 0, len(raw), 0)[0]
-            finally:
-                self._streaming = False
+        self._streaming = self._emit is not None
+        try:
+            root = self._build(raw, 0, len(raw), 0)[0]
+        finally:
+            self._streaming = False
         self._emit_reachable(root)
         return root
 
@@ -150,7 +102,7 @@ class Trie:
         if hi - lo <= LEAF_MAX:
             leaf = TreeLeaf(ids=[from_bytes(r) for r in ids[lo:hi]])
             if not self._streaming or hi - lo == len(ids):  # (a root leaf is kept)
-                return self.put(leaf)
+                return self._put(leaf)
             digest = encode_object(leaf)[2]
             if digest not in self._emitted:
                 self._emitted.add(digest)
@@ -172,7 +124,7 @@ class Trie:
             digest, count = self._build(ids, start, end, depth + 1)
             children.append(TreeChild(nibble=digit, node=digest, count=count))
             start = end
-        return self.put(TreeNode(count=hi - lo, children=children))
+        return self._put(TreeNode(count=hi - lo, children=children))
 
     def apply(self, root: str, inserts: list[str], deletes: list[str]) -> str:
         """Root of (set(root) - deletes) | inserts, rebuilding only the touched paths.
@@ -181,15 +133,7 @@ class Trie:
         no-op. Cost: O((inserts + deletes) x depth) nodes, plus at most LEAF_MAX ids gathered
         where a shrinking subtree folds back into a leaf.
         """
-        if root in EMPTY_ROOTS and self.shape == 2:
-            # (kept, not streamed: a batch may read the new tree back before it is flushed)
-            new_root = chunked.build(self, [to_bytes(i) for i in sorted(set(inserts))], False)[0]
-        elif root in EMPTY_ROOTS:
-            new_root = self._apply(EMPTY_ROOT, 0, inserts, deletes)[0]
-        elif self._chunked(root):
-            new_root = chunked.apply(self, root, inserts, deletes)[0]
-        else:
-            new_root = self._apply(root, 0, inserts, deletes)[0]
+        new_root = self._apply(root, 0, inserts, deletes)[0]
         self._emit_reachable(new_root)
         return new_root
 
@@ -221,13 +165,11 @@ class Trie:
         total = sum(c.count for c in kids)
         if total <= LEAF_MAX:
             ids = [i for c in kids for i in self.iterate(c.node)]
-            return self.put(TreeLeaf(ids=ids))
-        return self.put(TreeNode(count=total, children=kids))
+            return self._put(TreeLeaf(ids=ids))
+        return self._put(TreeNode(count=total, children=kids))
 
     # -- reading --------------------------------------------------------------------------
     def contains(self, root: str, case_id: str) -> bool:
-        if self._chunked(root):
-            return chunked.contains(self, root, case_id)
         node, depth = self.node(root), 0
         while isinstance(node, TreeNode):
             v = nibble(case_id, depth)
@@ -247,15 +189,11 @@ class Trie:
         ids = sorted(set(case_ids))
         if self._holding[0] != tuple(ids):
             self._holding = (tuple(ids), {})
-        held = self._holding[1]  # (node, depth) -> holds one of ids; (node, -1) in shape 2
-        self.prefetch(roots)
-        shape2 = {root for root in roots if self._chunked(root)}
-        if shape2:
-            chunked.holding(self, sorted(shape2), ids, held)
+        held = self._holding[1]  # (node, depth) -> holds one of ids
         inner: list[tuple[tuple[str, int], list[tuple[str, int]]]] = []
         # A node at a depth has one prefix, so the ids that reach it are the same whichever
         # parent it is reached from: each (node, depth) is visited once.
-        level = {(root, 0): ids for root in roots if root not in shape2 and (root, 0) not in held}
+        level = {(root, 0): ids for root in roots if (root, 0) not in held}
         while level:
             if self._load_many is not None:
                 self._load_many([d for d, _ in level if d not in self._made])
@@ -278,12 +216,10 @@ class Trie:
             level = below
         for key, kids in reversed(inner):  # a level's children are decided before it
             held[key] = any(held[k] for k in kids)
-        return [held[(root, -1 if root in shape2 else 0)] for root in roots]
+        return [held[(root, 0)] for root in roots]
 
     def iterate(self, root: str, after: str | None = None) -> Iterator[str]:
         """Ids in ascending order, starting strictly after `after` when given."""
-        if self._chunked(root):
-            return chunked.iterate(self, root, after)
         return self._iter(root, 0, after)
 
     def _iter(self, digest: str, depth: int, after: str | None) -> Iterator[str]:
@@ -303,9 +239,7 @@ class Trie:
         """Up to `limit` ids in ascending order, strictly after `after`. The subtree counts
         say which children a page needs: those of one node are loaded together."""
         out: list[str] = []
-        if limit > 0 and self._chunked(root):
-            chunked.page(self, root, after, limit, out)
-        elif limit > 0:
+        if limit > 0:
             self._page(root, 0, after, limit, out)
         return out
 
@@ -348,13 +282,7 @@ class Trie:
         strictly after `after` when given. Equal subtrees and subtrees wholly at or before
         `after` are skipped without being read. The changed paths are read ahead a level at a
         time while a level has at most DIFF_PREFETCH changed pairs; below that, lazily, so a
-        page of k changes of a large diff reads little more than the paths to those changes.
-        Two trees of different shapes are compared id by id."""
-        shape2 = self._chunked(old), self._chunked(new)
-        if shape2 == (True, True):
-            return chunked.iter_diff(self, old, new, after)
-        if shape2 != (False, False):
-            return merge_diff(self.iterate(old, after), self.iterate(new, after))
+        page of k changes of a large diff reads little more than the paths to those changes."""
         if self._load_many is not None:
             self._prefetch_diff(old, new, after)
         return self._iter_diff(old, new, 0, after)
@@ -391,14 +319,21 @@ class Trie:
             return
         # A leaf on either side: merge the two sorted id streams. The leaf side holds at most
         # LEAF_MAX ids, so at most that many common ids are passed over.
-        yield from merge_diff(self._iter(a, depth, after), self._iter(b, depth, after))
+        ia, ib = self._iter(a, depth, after), self._iter(b, depth, after)
+        x, y = next(ia, None), next(ib, None)
+        while x is not None or y is not None:
+            if y is None or (x is not None and x < y):
+                yield x, False
+                x = next(ia, None)
+            elif x is None or y < x:
+                yield y, True
+                y = next(ib, None)
+            else:
+                x, y = next(ia, None), next(ib, None)
 
     def prove(self, root: str, case_id: str) -> "Proof":
         """The nodes from `root` down the path of `case_id`: enough to check membership
         against the root digest alone."""
-        if self._chunked(root):
-            return Proof(root=root, case_id=case_id, nodes=[
-                encoding.to_builtins(n) for n in chunked.prove(self, root, case_id)])
         nodes = []
         digest, depth = root, 0
         while True:
@@ -412,6 +347,11 @@ class Trie:
                 break
             digest, depth = child.node, depth + 1
         return Proof(root=root, case_id=case_id, nodes=nodes)
+
+
+def _has(ids: list[str], case_id: str) -> bool:
+    i = bisect_left(ids, case_id)
+    return i < len(ids) and ids[i] == case_id
 
 
 def _changed(a: TreeNode, b: TreeNode, first: int) -> list[tuple[int, str, str]]:
@@ -447,7 +387,7 @@ class Proof(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     nodes: list[Any]
 
 
-_NODE_TYPES = Union[TreeLeaf, TreeNode, TreeChunk, TreeBranch]
+_NODE_TYPES = Union[TreeLeaf, TreeNode]
 _PROOF_DECODER = msgspec.json.Decoder(Proof)
 
 
@@ -494,21 +434,14 @@ def verify_proof(proof: Proof, root: str | None = None, case_id: str | None = No
     case_id = proof.case_id if case_id is None else case_id
     if root != proof.root or case_id != proof.case_id or not is_digest(case_id):
         return False
-    try:
-        nodes = [msgspec.convert(raw, _NODE_TYPES) for raw in proof.nodes]
-        if nodes and isinstance(nodes[0], chunked.NODE_TYPES):
-            return chunked.verify(nodes, root, case_id, encoding.encode)
-    except Exception:  # (ValidationError, TypeError, an int the codec cannot write ...)
-        return False
     expected, depth = root, 0
-    for i, node in enumerate(nodes):
-        if not isinstance(node, (TreeLeaf, TreeNode)):
-            return False  # a node of the other shape on a trie's path
+    for i, raw in enumerate(proof.nodes):
         try:
+            node = msgspec.convert(raw, _NODE_TYPES)
             kind = "tree.leaf" if isinstance(node, TreeLeaf) else "tree.node"
             if node.format != 1 or digest_of(kind, encoding.encode(node)) != expected:
                 return False
-        except Exception:  # (an int the codec cannot write ...)
+        except Exception:  # (ValidationError, TypeError, an int the codec cannot write ...)
             return False
         if isinstance(node, TreeLeaf):
             return i == len(proof.nodes) - 1 and case_id in node.ids

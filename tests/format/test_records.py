@@ -51,8 +51,7 @@ def test_two_structs_with_one_tag_are_refused():
 
 def test_pack_codes_are_those_ever_written_and_unique():
     assert objects.KIND_CODES == {"case": 1, "tree.leaf": 2, "tree.node": 3, "run": 7,
-                                  "provenance": 8, "cassette": 9, "suite.result": 10,
-                                  "tree.chunk": 11, "tree.branch": 12}
+                                  "provenance": 8, "cassette": 9, "suite.result": 10}
     assert objects.KIND_BY_CODE == {v: k for k, v in objects.KIND_CODES.items()}
     assert len(set(objects.KIND_CODES.values())) == len(objects.KIND_CODES)
     # the objects: exactly the types stored in packs

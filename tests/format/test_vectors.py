@@ -43,18 +43,6 @@ INPUTS = [
     ("tree-node", "tree.node", """{"kind": "tree.node", "format": 1, "count": 65, "children": [
         {"nibble": 0, "count": 40, "node": "b3:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
         {"nibble": 15, "count": 25, "node": "b3:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}]}"""),
-    ("tree-chunk-empty", "tree.chunk", '{"ids": [], "kind": "tree.chunk", "format": 1}'),
-    # The chunked tree (shape 2) of the four ids 1...1, 2...20 (level 1: it ends a chunk),
-    # 3...3, 4...4: its root is `tree-branch`, whose first child is `tree-chunk`.
-    ("tree-chunk", "tree.chunk", """{"kind": "tree.chunk", "format": 1, "ids": [
-        "b3:1111111111111111111111111111111111111111111111111111111111111111",
-        "b3:2222222222222222222222222222222222222222222222222222222222222220"]}"""),
-    ("tree-branch", "tree.branch", """{"kind": "tree.branch", "format": 1, "level": 1,
-        "count": 4, "children": [
-        {"last": "b3:2222222222222222222222222222222222222222222222222222222222222220",
-         "count": 2, "node": "b3:5eaa82a84570abdaa914e1be2ef938a23d81e63f5655176dc06e3763ae2816c5"},
-        {"node": "b3:ab025cda5ca5fe14dfe6cc9c8ba2eff17ddf14ba485447110b4f9ad15f4faec0",
-         "last": "b3:4444444444444444444444444444444444444444444444444444444444444444", "count": 2}]}"""),
     ("version", "version", """{"kind": "version", "format": 1, "dataset": "support-evals",
         "number": 2, "parent": 1, "item_count": 2, "operation": "commit", "added": 1, "removed": 0,
         "content_digest": "b3:0000000000000000000000000000000000000000000000000000000000000000",
@@ -244,58 +232,6 @@ def person_vector() -> dict:
             "person_digest": "pk:" + blake3(PERSON_VECTOR["person"].encode(), key=key).hexdigest()}
 
 
-# A whole chunked tree (docs/format.md 4.2.1): stand-ins for case ids, "b3:" and the BLAKE3 hex
-# of "id-0" ... "id-299". Its root is computed here by a second implementation of the shape
-# rule, canonical bytes written out by hand, so the library's build is checked against it.
-TREE_IDS = 300
-
-
-def tree_ids() -> tuple[list[str], dict[str, str]]:
-    """The ids, sorted, and the name ("id-<i>") of each."""
-    names = {"b3:" + blake3(f"id-{i}".encode()).hexdigest(): f"id-{i}" for i in range(TREE_IDS)}
-    return sorted(names), names
-
-
-def id_level(case_id: str) -> int:
-    v = int(case_id[-16:], 16)
-    return (len(bin(v)) - len(bin(v).rstrip("0"))) // 5 if v else 12
-
-
-def chunked_tree_vector() -> dict:
-    ids, names = tree_ids()
-
-    def node(kind: str, body: str) -> str:
-        return "b3:" + blake3(b"cas:" + kind.encode() + b"\x00" + body.encode()).hexdigest()
-    # (last id, digest, count) of each node of the current level
-    # (a run between two cuts is cut again every 64 from its start)
-    level, start, chunks = [], 0, []
-    for i, case_id in enumerate(ids):
-        if id_level(case_id) >= 1 or i == len(ids) - 1 or i + 1 - start == 64:
-            part = ids[start:i + 1]
-            body = ('{"format":1,"ids":[' + ",".join(f'"{x}"' for x in part)
-                    + '],"kind":"tree.chunk"}')
-            level.append((case_id, node("tree.chunk", body), len(part)))
-            chunks.append(len(part))
-            start = i + 1
-    k = 0
-    while len(level) > 1:
-        k += 1
-        upper, start = [], 0
-        for i, (last, _, _) in enumerate(level):
-            if id_level(last) >= k + 1 or i == len(level) - 1 or i + 1 - start == 64:
-                kids = level[start:i + 1]
-                total = sum(c for _, _, c in kids)
-                body = ('{"children":[' + ",".join(
-                    f'{{"count":{c},"last":"{x}","node":"{d}"}}' for x, d, c in kids)
-                    + f'],"count":{total},"format":1,"kind":"tree.branch","level":{k}}}')
-                upper.append((last, node("tree.branch", body), total))
-                start = i + 1
-        level = upper
-    return {"ids": f'"b3:" and the BLAKE3 hex of "id-0" ... "id-{TREE_IDS - 1}" (UTF-8), sorted',
-            "levels": {names[x]: id_level(x) for x in ids if id_level(x)},
-            "chunks": chunks, "root_level": k, "root": level[0][1]}
-
-
 def compute(kind: str, text: str) -> dict:
     value = msgspec.json.decode(text.encode(), type=objects.TYPES[kind])
     canonical = encoding.encode(value)
@@ -380,7 +316,6 @@ def check_golden(path: pathlib.Path, got: dict) -> None:
 def test_vectors_match_golden_file():
     got = {name: compute(kind, text) for name, kind, text in INPUTS}
     got["person-digest"] = person_vector()
-    got["tree-chunked"] = chunked_tree_vector()
     check_golden(VECTORS, got)
 
 
@@ -459,61 +394,6 @@ def test_empty_tree_root_is_the_empty_leaf_vector():
     assert tree.EMPTY_ROOT == vec["digest"]
 
 
-def test_empty_chunked_tree_root_is_the_empty_chunk_vector():
-    vec = json.loads(VECTORS.read_text())["tree-chunk-empty"]
-    assert tree.EMPTY_CHUNK_ROOT == vec["digest"]
-    assert tree.Trie({}.__getitem__, shape=2).build([]) == vec["digest"]
-
-
-def _built(ids: list[str]) -> tuple[str, dict]:
-    """The root of the chunked tree over `ids`, built by the library, and its nodes."""
-    nodes: dict = {}
-    trie = tree.Trie(nodes.__getitem__, lambda n: nodes.setdefault(
-        objects.encode_object(n)[2], n), shape=2)
-    return trie.build(ids), nodes
-
-
-def test_branch_vector_is_the_root_of_its_four_ids():
-    vec = json.loads(VECTORS.read_text())
-    ids = json.loads(vec["tree-chunk"]["canonical"])["ids"] + ["b3:" + "3" * 64, "b3:" + "4" * 64]
-    root, nodes = _built(ids)
-    assert root == vec["tree-branch"]["digest"]
-    assert nodes[root].children[0].node == vec["tree-chunk"]["digest"]
-
-
-def test_chunked_tree_vector_agrees_with_library():
-    from cas.storage.chunk_tree import level_of, level_of_raw
-    vec = json.loads(VECTORS.read_text())["tree-chunked"]
-    ids, names = tree_ids()
-    root, nodes = _built(ids)
-    assert root == vec["root"] and nodes[root].level == vec["root_level"]
-    assert nodes[root].count == TREE_IDS == sum(vec["chunks"])
-    assert sorted(len(n.ids) for n in nodes.values() if isinstance(n, objects.TreeChunk)) \
-        == sorted(vec["chunks"])
-    for case_id in ids:  # the named ids have the levels the vector gives, every other one 0
-        want = vec["levels"].get(names[case_id], 0)
-        assert level_of(case_id) == want == level_of_raw(bytes.fromhex(case_id[3:])), case_id
-    # the same set built in two edits from the empty chunk has the same root
-    trie = tree.Trie(nodes.__getitem__, lambda n: nodes.setdefault(
-        objects.encode_object(n)[2], n), shape=2)
-    half = trie.apply(tree.EMPTY_CHUNK_ROOT, ids[1::2], [])
-    assert trie.apply(half, ids[::2], []) == root
-
-
-@pytest.mark.parametrize("tail,level", [("0000000000000001", 0), ("0000000000000010", 0),
-                                        ("0000000000000020", 1), ("00000000000003e0", 1),
-                                        ("0000000000000400", 2), ("8000000000000000", 12),
-                                        ("0000000000000000", 12)])
-def test_levels_of_the_format_document(tail, level):
-    """The examples of docs/format.md 4.2.1, and the two ends: 2^63 and zero are level 12."""
-    from cas.storage.chunk_tree import level_of, level_of_raw
-    case_id = "b3:" + "f" * 48 + tail
-    assert level_of(case_id) == level == id_level(case_id)
-    assert level_of_raw(bytes.fromhex(case_id[3:])) == level
-    if level < 12:
-        assert f"`...{tail[-4:]}`" in (ROOT / "docs" / "format.md").read_text()
-
-
 def test_format_document_shows_every_vector():
     doc = (ROOT / "docs" / "format.md").read_text()
     for name, vec in json.loads(DERIVED.read_text()).items():
@@ -521,9 +401,6 @@ def test_format_document_shows_every_vector():
     for name, vec in json.loads(VECTORS.read_text()).items():
         if name == "person-digest":
             assert vec["key_hex"] in doc and vec["person_digest"] in doc
-            continue
-        if name == "tree-chunked":
-            assert vec["root"] in doc and json.dumps(vec["chunks"]) in doc
             continue
         assert vec["digest"] in doc, name
         assert vec["canonical"] in doc, name

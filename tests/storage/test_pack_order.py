@@ -12,7 +12,6 @@ from cas.format.records import KIND_BY_CODE, Case, TreeLeaf, encode_object
 from cas.storage import maintenance
 from cas.storage import pack as packfmt
 from cas.storage import store as storemod
-from cas.storage import tree
 from cas.storage.backends.memory import MemoryBackend
 from cas.storage.store import ObjectStore, PackWriter
 from support.sample_cases import padded_cases
@@ -210,14 +209,11 @@ def test_rewritten_and_merged_packs_are_in_the_writers_order():
     assert same.new_pack == pid and store.backend.exists(pack_key(pid))
 
 
-@pytest.mark.parametrize("shape", [1, 2])
-def test_a_walk_reads_a_subtree_or_a_run_of_leaves_at_once(monkeypatch, shape):
+def test_a_walk_reads_a_subtree_or_a_run_of_leaves_at_once(monkeypatch):
     """Reading an inner tree node whose subtree is small, a read takes the inner nodes
     written after it (its subtree), and reading several leaves of a node, a read of the first
     takes the others: a cold read of a case or a page then costs fewer requests, and reads the
-    same. (20k cases make a chunked tree of three levels, whose level-1 branches have no inner
-    nodes below them to read ahead: there, only the page reads less.)"""
-    monkeypatch.setattr(tree, "DEFAULT_SHAPE", shape)
+    same."""
     backend = MemoryBackend()
     repo = cas.Repository.create(backend)
     repo.create_dataset("d", admission="direct")
@@ -231,10 +227,7 @@ def test_a_walk_reads_a_subtree_or_a_run_of_leaves_at_once(monkeypatch, shape):
         def __getattr__(self, name):
             attr = getattr(backend, name)
             if name == "get_range":
-                # (in a chunked tree, a page's chunks come in one read either way; what the
-                # read ahead saves there is the lookup of all but the first: index reads)
-                kinds = (".pack",) if shape == 1 else (".pack", ".idx", ".midx")
-                return lambda key, *a: (key.endswith(kinds) and calls.append(a)) or \
+                return lambda key, *a: (key.endswith(".pack") and calls.append(a)) or \
                     attr(key, *a)
             return attr
 
@@ -248,7 +241,7 @@ def test_a_walk_reads_a_subtree_or_a_run_of_leaves_at_once(monkeypatch, shape):
     with_ahead, got = cold_reads(512 << 10, cases)
     without, expected = cold_reads(0, cases)
     assert got == expected == cases(repo)
-    assert with_ahead < without if shape == 1 else with_ahead == without, (with_ahead, without)
+    assert with_ahead < without, (with_ahead, without)
     # A page: its leaves (siblings, in id order) are read with the first, not one by one.
     def page(r):
         return r.items("d", 1, after=ids[1], limit=300).items
@@ -272,7 +265,7 @@ def test_read_ahead_keeps_only_what_its_bytes_are():
     store._take_ahead(memoryview(packfmt.ENTRY_HEAD.pack(2, 4) + b"!!!!" + entry))
     assert store._cache == {digest: leaf}  # stopped at the entry that does not decode
     store._counts[digest] = 10
-    node = packfmt.Entry(to_bytes(digest), 0, 1, storemod.KIND_CODES["tree.node"])
+    node = packfmt.Entry(to_bytes(digest), 0, 1, storemod.TREE_NODE)
     assert store._ahead(digest, node) == 0  # a memory (or local) backend
 
     class Remote(MemoryBackend):

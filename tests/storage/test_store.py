@@ -204,11 +204,11 @@ def test_any_flipped_byte_in_a_pack_or_index_never_yields_wrong_data(tmp_path, w
 def test_an_unknown_kind_code_is_corrupt_data(backend):
     data = encode_object(make_case(1))[1]
     d = digest_of("case", data)
-    pack, spans = packfmt.format_pack([(13, data)])  # (11 and 12: the chunked tree's nodes)
+    pack, spans = packfmt.format_pack([(11, data)])  # (10 is a suite.result)
     pid = packfmt.pack_id(pack)
     backend.put_if_absent(pack_key(pid), pack)
     backend.put_if_absent(index_key(pid), packfmt.format_index(
-        pid, [packfmt.Entry(to_bytes(d), spans[0][0], spans[0][1], 13)]))
+        pid, [packfmt.Entry(to_bytes(d), spans[0][0], spans[0][1], 11)]))
     with pytest.raises(CorruptData):
         ObjectStore(backend).get(d)
 

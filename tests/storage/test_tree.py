@@ -11,14 +11,7 @@ from hypothesis import strategies as st
 
 from cas.digest import digest_of, to_bytes
 from cas.format.records import TreeChild, TreeLeaf, TreeNode, encode_object
-from cas.storage import tree
 from cas.storage.tree import EMPTY_ROOT, LEAF_MAX, Proof, Trie, verify_proof
-
-
-@pytest.fixture(autouse=True)
-def _hex_trie(monkeypatch):
-    """These are the hex trie's tests (shape 1); tests/storage/test_chunk_tree.py has shape 2's."""
-    monkeypatch.setattr(tree, "DEFAULT_SHAPE", 1)
 
 SETTINGS = settings(max_examples=40, deadline=None)
 BIG = LEAF_MAX * 16  # sets larger than this always have inner nodes
