@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from cas.digest import to_bytes
+from cas.digest import from_bytes, to_bytes
 from cas.errors import (STORAGE_FAILURES, Aborted, CasError, DataLoss, FailedPrecondition,
                         InvalidArgument, NotFound)
 from cas.format import encoding
@@ -353,6 +353,25 @@ def complete(ctx, plan: ErasurePlan, barrier: leases.Held, wait: float | None = 
         record = read_log(ctx, plan.id) or record
     backend.delete(pending_key(plan.id))
     return record
+
+
+def copies_in(ctx, record: Erasure | ErasurePlan, packs: set[str]) -> set[str]:
+    """What of an erasure (its record, or its plan while it works) a gc may have copied into
+    `packs` before the erasure purged them (gc publishes a pack after it copies; an erasure
+    leaves a pack gc may be publishing alone): every object the person index lists under the
+    erased person there, and the provenance there naming one of its cases."""
+    if not packs:
+        return set()
+    found = {d for d, where in _indexed_objects(ctx, record.person).items() if where & packs}
+    provenance = set()
+    for pid in sorted(packs):
+        try:
+            _, entries = packfmt.parse_index(ctx.backend.get(index_key(pid)), index_key(pid))
+        except NotFound:
+            continue  # rewritten since: its objects are where the index says, and found so
+        provenance |= {from_bytes(e.digest) for e in entries
+                       if e.kind == KIND_CODES["provenance"]}
+    return found | _naming_provenance(ctx, set(record.cases), provenance)
 
 
 def _naming_provenance(ctx, cases: set[str], candidates: set) -> set[str]:

@@ -161,6 +161,7 @@ def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cut
     """The deleting half of a gc, under its lease `held` once the earlier writers are done."""
     backend, store = ctx.backend, ctx.store
     rewritten = written = deleted = objects = reclaimed = 0
+    new_packs: set[str] = set()
     proposals = sum(delete_proposal(ctx, key, p) for key, p in stale.items())
     # Packs never published (a writer died between a pack and its index), first: a rewrite
     # below may publish the very same pack (same bytes, same name) again.
@@ -180,9 +181,10 @@ def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cut
             continue  # an erasure or another gc replaced one of these packs meanwhile
         rewritten += len(batch)
         written += result.new_pack is not None
+        new_packs |= {result.new_pack} - {None}
         objects += result.dropped
         reclaimed += result.bytes_before - result.bytes_written
-    _purge_erasures(ctx, erasures_before)
+    _purge_erasures(ctx, erasures_before, new_packs)
     sweep = getattr(backend, "sweep_staging", None)
     if sweep is not None:  # staging files of writes killed before they published
         sweep(cutoff)
@@ -201,12 +203,14 @@ def _sweep(ctx, held, indexed, batches, orphans, kept, stale, stale_persons, cut
                     log_indexes_deleted=len(segments))
 
 
-def _purge_erasures(ctx, erasures_before: set[str]) -> None:
-    """Purge once more what erasures that ran beside this gc name. One that ran while we
+def _purge_erasures(ctx, erasures_before: set[str], new_packs: set[str]) -> None:
+    """Purge once more what erasures that ran beside this gc removed. One that ran while we
     copied objects into new packs may have missed a copy (it was still a live object when we
     read it), and one still at work left our unpublished packs alone (erasure.purge): the
     erasures recorded since this gc began, and every erasure pending now. Our new packs are
-    published by now, so their copies are found and rewritten."""
+    published by now, so their copies are found and rewritten: the cases and runs each names,
+    and what else of the person we copied (provenance naming the cases, cassettes, results:
+    erasure.copies_in)."""
     for key in sorted(ctx.backend.list(ERASURES)):
         logged, pending = parse_log_key(key), parse_pending_key(key)
         if logged is not None and key not in erasures_before:
@@ -216,7 +220,8 @@ def _purge_erasures(ctx, erasures_before: set[str]) -> None:
         else:
             continue
         if record is not None:
-            erasure.purge(ctx, set(record.cases) | set(record.runs))
+            erasure.purge(ctx, set(record.cases) | set(record.runs)
+                          | erasure.copies_in(ctx, record, new_packs))
 
 
 def _superseded(ctx, condemned: frozenset[str] = frozenset()) -> list[str]:

@@ -341,3 +341,30 @@ def test_an_outage_at_any_read_of_gc_is_unavailable_and_deletes_nothing_it_could
     n, report = every_outage(seeded, lambda b: cas.Repository(b).gc(dry_run=dry_run),
                              lasting, check=None if dry_run else intact)
     assert report.proposals_deleted == 0 and report.packs_rewritten and n > 100
+
+
+@pytest.mark.usefixtures("as_operator")
+def test_an_erasure_beside_a_gc_leaves_no_copy_in_the_pack_the_gc_writes(repo, monkeypatch):
+    """An erasure that runs while a gc has copied the person's objects into a new pack and
+    not yet published it leaves that pack to the gc (it may not delete a pack a gc is
+    publishing), and the gc purges it once published: of the cases and runs the erasure
+    names, and of every other object the person's erasure removed (the provenance naming
+    them, their cassettes), none stays in the gc's pack."""
+    build(repo)
+    backend = repo.backend
+    put = backend.put_if_absent
+    erased = []
+
+    def publishing(key, data):
+        if key.endswith(".idx") and not erased and leases.of_role(
+                {k: None for k in backend.list("leases/")}, leases.GC):
+            erased.append(None)  # (the erasure's own writes pass straight through)
+            other = cas.Repository(backend)
+            erased[0] = other.erase(ALICE, other.erase(ALICE)["confirm_token"])
+        return put(key, data)
+    monkeypatch.setattr(backend, "put_if_absent", publishing)
+    report = repo.gc(grace=0)
+    assert erased and erased[0].cases and report.packs_written == 1
+    assert_no_trace({k: backend.get(k) for k in backend.list("")}, ALICE_MARKERS + [ALICE])
+    again = cas.Repository(backend)
+    assert again.fsck().ok
