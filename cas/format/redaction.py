@@ -259,6 +259,23 @@ def scrub_credentials(text: str) -> str:
         text = done
 
 
+def mask_credentials(value: Any) -> Any:
+    """A copy of a JSON value with its credentials masked and nothing else: a string or number
+    under a sensitive key name (SENSITIVE_KEY) whole, and the credential shapes in every
+    string (`scrub_credentials`). For what must stay matchable otherwise (a recorded call's
+    arguments and answer); the same value always masks alike. Idempotent."""
+    t = type(value)
+    if t is str:
+        return scrub_credentials(value)
+    if t is list or t is tuple:
+        return [mask_credentials(v) for v in value]
+    if t is dict:
+        return {k: token("secret") if SENSITIVE_KEY.search(k) is not None and (
+                    (type(v) is str and v) or type(v) in (int, float))
+                else mask_credentials(v) for k, v in value.items()}
+    return value
+
+
 def credential_kind(text: Any) -> str | None:
     """The kind of credential `text` holds (private_key, jwt, bearer, api_key, aws_access_key,
     secret), else None; None for anything that is not a string."""

@@ -93,6 +93,12 @@ def _json(value: Any, what: str) -> Any:
     return _DECODE(encoding.encode(value)) if value is not None else None
 
 
+def _call_json(value: Any, what: str) -> Any:
+    """A call's request or answer as it is matched and kept: JSON, its credentials masked
+    (an argument named like `api_key`, a bearer token in a string), as HTTP exchanges are."""
+    return redaction.mask_credentials(_json(value, what))
+
+
 def _is_json(value: Any) -> bool:
     try:
         encoding.check_json(value)
@@ -227,7 +233,7 @@ class Cassette:
     def lookup(self, name: str, request: Any) -> Any:
         """The recorded response to `request` of `name`; StaleCassette if there is none (in
         any mode: there is nothing to call through to)."""
-        req = _json(request, f"the request of {name!r}")
+        req = _call_json(request, f"the request of {name!r}")
         found = self._find(CALL, name, req, must=True)
         return self._answer(found)
 
@@ -257,11 +263,11 @@ class Cassette:
     def _describer(self, fn: Callable, name: str, request: Callable | None):
         what = f"the arguments of {name!r}"
         if request is not None:
-            return lambda args, kwargs: _json(request(*args, **kwargs), what)
+            return lambda args, kwargs: _call_json(request(*args, **kwargs), what)
         try:
             signature = inspect.signature(fn)
         except (TypeError, ValueError):  # a builtin without one: positions and names
-            return lambda args, kwargs: _json({"args": list(args), "kwargs": kwargs}, what)
+            return lambda args, kwargs: _call_json({"args": list(args), "kwargs": kwargs}, what)
 
         def describe(args, kwargs):
             bound = signature.bind(*args, **kwargs)  # a wrong call raises as the function would
@@ -270,7 +276,7 @@ class Cassette:
             for k, v in bound.arguments.items():
                 if k not in given and _is_json(v):
                     given[k] = v
-            return _json({k: given[k] for k in bound.arguments if k in given}, what)
+            return _call_json({k: given[k] for k in bound.arguments if k in given}, what)
         return describe
 
     def _find(self, adapter: str, name: str, req: Any, must: bool = False):
@@ -352,7 +358,7 @@ class Cassette:
         else:
             kept = CassetteExchange(adapter=adapter, name=name,
                                     key=request_key(adapter, name, req), request=req,
-                                    response=_json(response, f"the response of {name!r}"))
+                                    response=_call_json(response, f"the response of {name!r}"))
         with self._lock:
             self.exchanges.append(kept)
 

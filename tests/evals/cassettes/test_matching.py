@@ -4,6 +4,7 @@ unused exchanges, strict and ordered matching, recorded errors, and what is no J
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from blake3 import blake3
@@ -116,8 +117,11 @@ def test_a_stale_message_never_shows_what_the_redaction_masks():
     rec.wrap(lambda q, api_key: 1, "model")("hello", api_key=key)
     rec.wrap(lambda q, note: 1, "mail")("x", note="write to ada@example.com")
     c = Cassette(rec.exchanges, REPLAY, strict=False)
-    with pytest.raises(StaleCassette) as e:  # only the secret differs
-        c.wrap(lambda q, api_key: 1, "model")("hello", api_key=other)
+    # (a call's credentials are masked before it is matched, as an HTTP request's are: one
+    # that differs only in its key is the recorded call)
+    assert c.wrap(lambda q, api_key: 1, "model")("hello", api_key=other) == 1
+    with pytest.raises(StaleCassette) as e:  # only personal data differs (kept, and matched)
+        c.wrap(lambda q, note: 1, "mail")("x", note="write to bob@example.org")
     assert "only inside values masked" in e.value.message
     with pytest.raises(StaleCassette) as e:  # the secret is beside what differs
         c.wrap(lambda q, api_key: 1, "model")("hellO", api_key=key)
@@ -271,3 +275,29 @@ def test_documented_sensitive_words_are_the_codes():
         assert not credential_name(f"{word}s") or f"{word}s" in words
     for kept in ("tokens", "keyword", "x-request-id", "content-type", "xpassword", "code-1"):
         assert not credential_name(kept), kept
+
+
+def test_a_call_keeps_no_credential_of_its_arguments_or_answer_and_replays_all_the_same():
+    """A wrapped call's request and answer are kept with their credentials masked (an argument
+    named like a key, a credential shape in a string), as an HTTP exchange's are; a replay
+    masks its request alike, so it matches, whatever the key it is given."""
+    secret, bearer = "sk-" + "a1B2c3D4" * 5, "Bearer " + "x9Y8z7W6" * 5
+
+    def ask(question, api_key, headers):
+        return {"answer": f"about {question}", "echo": headers["Authorization"]}
+    rec = Cassette([], RECORD)
+    live = rec.wrap(ask, "ask")("refunds", api_key=secret, headers={"Authorization": bearer})
+    assert live["echo"] == bearer  # the caller gets what the function returned
+    (kept,) = rec.exchanges
+    stored = json.dumps([kept.request, kept.response])
+    assert secret not in stored and "x9Y8z7W6" not in stored
+    assert kept.request["question"] == "refunds" and "about refunds" in stored
+    replay = Cassette(rec.exchanges, REPLAY)
+    other_key = "sk-" + "Q7r8S9t0" * 5
+    again = replay.wrap(ask, "ask")("refunds", api_key=other_key,
+                                    headers={"Authorization": bearer})
+    assert again == kept.response and again["answer"] == "about refunds"
+    replay.check()
+    with pytest.raises(cas.cassettes.StaleCassette):
+        Cassette(rec.exchanges, REPLAY).wrap(ask, "ask")(
+            "invoices", api_key=secret, headers={"Authorization": bearer})
