@@ -250,8 +250,7 @@ def erase(ctx, person: str, confirm_token: str | None = None, author: str | None
         pending = _read_plan(ctx, confirm_token)
         if pending is not None and pending.person == keyed:
             # confirmed before and left waiting for writers: finish that erasure
-            with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),
-                                erasure=pending.id) as barrier:
+            with leases.erasing(ctx, pending.id, _waiting(wait)) as barrier:
                 return complete(ctx, pending, barrier, wait, progress)
     trie = ctx.trie()  # the preview's walks are the completion's, mostly
     shown, plan = preview(ctx, person, trie)
@@ -265,10 +264,14 @@ def erase(ctx, person: str, confirm_token: str | None = None, author: str | None
                                  reason="NOTHING_TO_ERASE")
     plan = msgspec.structs.replace(plan, author=author, started_at=now)
     # The barrier first: writers that start from here on see it and wait for this erasure.
-    with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),
-                        erasure=plan.id) as barrier:
+    with leases.erasing(ctx, plan.id, _waiting(wait)) as barrier:
         ctx.backend.put_if_absent(pending_key(plan.id), format_record_file(plan))
         return complete(ctx, plan, barrier, wait, progress, trie)
+
+
+def _waiting(wait: float | None) -> float:
+    """How long an erasure waits for another one at work (as for writers)."""
+    return leases.ERASURE_WAIT if wait is None else wait
 
 
 def _read_plan(ctx, erasure_id: str) -> ErasurePlan | None:
@@ -492,8 +495,8 @@ def redacted(record, kept: list):
 def recover(ctx, wait: float = 0.0) -> list[Erasure]:
     """Finish every erasure a crashed (or waiting) process left half done; one whose own
     process is still at work on it (its lease is live) is left to that process. One that must
-    still wait for writers that started before it is left for later (it waits at most
-    `wait`)."""
+    still wait for writers that started before it, or for another erasure at work, is left
+    for later (it waits at most `wait`)."""
     checks.seconds(wait, "wait")
     done = []
     ctx.forget("erasing")  # what reads refuse is read again, as it is after this
@@ -509,11 +512,10 @@ def recover(ctx, wait: float = 0.0) -> list[Erasure]:
             continue  # finished by another process meanwhile
         if plan.id in at_work:
             continue
-        with leases.acquire(ctx, leases.ERASURE, "erase", watch=(leases.WRITER,),
-                            erasure=plan.id) as barrier:
-            try:
+        try:
+            with leases.erasing(ctx, plan.id, wait) as barrier:
                 done.append(complete(ctx, plan, barrier, wait))
-            except Aborted as exc:
-                if exc.reason != "ERASURE_WAITING":
-                    raise
+        except Aborted as exc:
+            if exc.reason not in ("ERASURE_WAITING", "ERASURE_IN_PROGRESS"):
+                raise
     return done

@@ -190,6 +190,30 @@ def acquire(ctx, role: str, operation: str, watch: Iterable[str] = ROLES, **fiel
     return Held(ctx, record, others)
 
 
+def erasing(ctx, erasure: str, wait: float) -> Held:
+    """An erasure's lease, held once no erasure that started before it is at work (it waits
+    for those up to `wait` seconds, then ABORTED): two erasures that purge at once could each
+    delete a pack the other has written and not yet published, losing what else it holds.
+    Which started first is told by (started_at, id) of the two leases, so two that see each
+    other agree; one that is not seen by the other saw it, as it published its lease later."""
+    deadline = time.monotonic() + wait
+    for _ in range(1000):  # in practice once or twice; never for ever
+        held = acquire(ctx, ERASURE, "erase", watch=(WRITER, ERASURE), erasure=erasure)
+        mine = (held.record.started_at, held.record.id)
+        ahead = [k for k in of_role(held.others, ERASURE) if held.others[k] is None or
+                 (held.others[k].started_at, held.others[k].id) < mine]
+        if not ahead:
+            return held
+        held.release()  # never hold a lease while waiting: the other may wait for ours
+        left = wait_for(ctx, ahead, max(0.0, deadline - time.monotonic()))
+        if left:
+            raise Aborted(f"another erasure is in progress ({left[0]}); this one changed "
+                          "nothing; retry when it completes", reason="ERASURE_IN_PROGRESS",
+                          lease=left[0])
+    raise Aborted("erasures kept starting while this one waited; it changed nothing; retry",
+                  reason="ERASURE_IN_PROGRESS")
+
+
 def writing(ctx, operation: str) -> Held:
     """A writer's lease. If an erasure is in progress, the writer waits for it to finish
     (up to WRITER_WAIT seconds, then ABORTED): what it writes might name the person."""

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
 import cas
-from cas.storage import maintenance
+from cas.storage import leases, maintenance
 from cas.storage.backends.memory import MemoryBackend
 from support.backends import every_outage
 from support.erasure_world import (ALICE, ALICE_MARKERS, ALICE_RUNS, BOB, BOB_RUNS, RETIRED,
@@ -478,3 +479,29 @@ def test_an_erasure_id_is_the_confirm_token_of_exactly_the_documented_bytes(repo
         assert record.id == preview["confirm_token"] == documented(record, versions, done)
         done = sorted(done + [record.id])
     assert len(done) == 2
+
+
+def test_an_erasure_waits_for_one_that_started_before_it(repo, monkeypatch):
+    """Two erasures never purge at once (each could delete a pack the other has written and
+    not yet published): one that finds an older erasure's lease waits for it, and if it is
+    still at work after `wait`, refuses (ERASURE_IN_PROGRESS) having changed nothing; of two
+    that see each other, the older goes on."""
+    build(repo)
+    preview = repo.erase(ALICE)
+    other = leases.acquire(repo.context, leases.ERASURE, "erase", erasure="e-other")
+    listing = {k: repo.backend.get(k) for k in repo.backend.list("") if not
+               k.startswith("leases/")}
+    with pytest.raises(cas.Aborted) as info:
+        repo.erase(ALICE, preview["confirm_token"], wait=0.2)
+    assert info.value.reason == "ERASURE_IN_PROGRESS"
+    assert {k: repo.backend.get(k) for k in repo.backend.list("")
+            if not k.startswith("leases/")} == listing
+    other.release()
+    # one that started after it (its lease is younger) is not waited for: it waits instead
+    later = cas.Repository(repo.backend, time=lambda: time.time() + 100)
+    younger = leases.acquire(later.context, leases.ERASURE, "erase", erasure="e-younger")
+    record = repo.erase(ALICE, preview["confirm_token"], wait=0.2)
+    assert record.cases == preview["cases"]
+    with pytest.raises(cas.Aborted):
+        leases.erasing(later.context, "e-younger-2", wait=0.0).release()
+    younger.release()

@@ -168,5 +168,7 @@ def test_documented_operations_are_the_codes_and_every_caller_names_one():
             r'leases\.acquire\([\w.]+, leases\.(WRITER|GC|ERASURE), "([^"]+)"', text)}
         used |= {(leases.WRITER, op) for op in re.findall(r'_stage\(ctx, name, "([^"]+)"',
                                                           text)}
+        if re.search(r"leases\.erasing\(", text):  # (its lease's operation is always this)
+            used.add((leases.ERASURE, "erase"))
     used.add((leases.GC, leases.MERGE))
     assert used == documented
