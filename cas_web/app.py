@@ -267,8 +267,8 @@ class ReviewApp:
         if retirement is None:  # a retired version lists no case, as the API refuses to
             page = self.repo.items_detailed(name, number, after=request.query_params.get(
                 "cursor") or None, limit=CASES_PAGE)
-            metadata = {c.case_id: self.repo.case(name, number, c.case_id).metadata
-                        for c in page.items}
+            ids = [c.case_id for c in page.items]
+            metadata = {i: c.metadata for i, c in zip(ids, self.repo.cases(name, number, ids))}
             values.update(page=page, pin=str(self.repo.pin(name, number)), metadata=metadata,
                           more=None if page.next_cursor is None else _url(
                               _path("datasets", name, "versions", number),

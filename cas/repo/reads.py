@@ -93,6 +93,7 @@ def cases_of(ctx, name: str, number: int, case_ids: list[str], what: str) -> lis
     """The cases `case_ids` of an ACTIVE `name@number`, read together; refused (saying
     `what` was refused) if the version is retired or does not hold one of them."""
     record = active(ctx, name, number, what)
+    case_ids = checks.strings(case_ids, "case_ids", "case ids")
     for case_id in case_ids:
         checks.digest_text(case_id, "case id")
     ids = [parse_digest(c, "case id") for c in case_ids]

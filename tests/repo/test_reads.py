@@ -285,3 +285,28 @@ def test_a_provenance_read_for_its_runs_must_be_one(mem):
     with pytest.raises(CasError) as wrong:
         reads._provenance_runs(mem.context, record.content_digest)  # a tree node
     assert wrong.value.reason == "CORRUPT" and "expected a provenance" in wrong.value.message
+
+
+def test_cases_reads_the_cases_it_is_given_together_in_their_order():
+    """`repo.cases` answers in the order asked, with one batch of reads for all of them (the
+    review page lists a page of cases with their metadata this way, not a read each)."""
+    backend = MemoryBackend()
+    repo = cas.Repository.create(backend)
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=[{"input": i, "metadata": {"n": i}} for i in range(60)])
+    ids = repo.items("d", 1, limit=60).items
+    asked = ids[::-3]
+    counting = Counting(backend)
+    cold = cas.Repository(counting)
+    counting.calls.clear()
+    got = cold.cases("d", 1, asked)
+    assert [cas.encode_case(c).case_id for c in got] == asked
+    assert [c.metadata for c in got] == [repo.case("d", 1, i).metadata for i in asked]
+    assert counting.calls["get_range"] + counting.calls["get"] < len(asked), counting.calls
+    other = cas.encode_case({"input": "elsewhere"}).case_id
+    with pytest.raises(cas.NotFound) as info:
+        repo.cases("d", 1, asked[:2] + [other])
+    assert info.value.fields["case_id"] == other
+    with pytest.raises(cas.InvalidArgument):
+        repo.cases("d", 1, asked[0])  # one id, not a list of them
+    assert repo.cases("d", 1, iter(asked[:2])) == got[:2] and repo.cases("d", 1, []) == []
