@@ -544,3 +544,22 @@ def test_a_warning_is_never_text_a_link_carries(scene):
                                       "warning": "Your session expired: log in at evil.test"})
     assert page.status_code == 200 and "evil.test" not in page.text
     assert 'id="warning"' not in page.text  # a declared metric and label earn no warning
+
+
+def test_a_version_page_reads_its_cases_in_one_batch():
+    """A page of a version's cases shows each one's metadata from one batch of reads (on S3
+    a read is a request): far fewer storage calls than the cases it lists."""
+    from support.backends import Counting
+    backend = MemoryBackend()
+    repo = cas.Repository.create(backend)
+    repo.create_dataset("d", admission="direct")
+    repo.commit("d", base=None, add=[{"input": i, "metadata": {"n": f"meta-{i}"}}
+                                     for i in range(300)])
+    counting = Counting(backend)
+    client = TestClient(create_app(cas.Repository(counting), None, "127.0.0.1", 8300),
+                        base_url=BASE)
+    counting.calls.clear()
+    page = client.get("/datasets/d/versions/1")
+    shown = set(re.findall(r"meta-(\d+)", page.text))
+    assert page.status_code == 200 and len(shown) == 100  # a page of 100, with its metadata
+    assert sum(counting.calls.values()) < 100, counting.calls
