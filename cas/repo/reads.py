@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import msgspec
 
@@ -89,7 +89,13 @@ def case(ctx, name: str, number: int, case_id: str) -> Case:
                        dataset=name, version=number) from None
 
 
-def cases_of(ctx, name: str, number: int, case_ids: list[str], what: str) -> list[Case]:
+def cases(ctx, name: str, number: int, case_ids: Iterable[str]) -> list[Case]:
+    """The cases `case_ids` of `name@number`, in that order, read together; refused if the
+    version does not hold one of them."""
+    return cases_of(ctx, name, number, case_ids, "reading its cases")
+
+
+def cases_of(ctx, name: str, number: int, case_ids: Iterable[str], what: str) -> list[Case]:
     """The cases `case_ids` of an ACTIVE `name@number`, read together; refused (saying
     `what` was refused) if the version is retired or does not hold one of them."""
     record = active(ctx, name, number, what)

@@ -174,10 +174,10 @@ class Repository:
         """A case of `name@number`; refused if the version does not hold it."""
         return _reads.case(self.context, name, number, case_id)
 
-    def cases(self, name: str, number: int, case_ids: list[str]) -> list[Case]:
+    def cases(self, name: str, number: int, case_ids: Iterable[str]) -> list[Case]:
         """The cases `case_ids` of `name@number`, in that order, read together (one batch of
         reads, not one per case); refused if the version does not hold one of them."""
-        return _reads.cases_of(self.context, name, number, case_ids, "reading its cases")
+        return _reads.cases(self.context, name, number, case_ids)
 
     def object(self, digest: str) -> Object:
         """Any stored object by digest, verified."""
