@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 import cas
 from cas.storage.backends.memory import MemoryBackend
 from cas_web.app import allowed_hosts, create_app
+from support.backends import Counting
 from support.lifecycle import jsonl, keys, review, run_obj
 
 REVIEWER = "Ada <ada@example.com>"
@@ -549,7 +550,6 @@ def test_a_warning_is_never_text_a_link_carries(scene):
 def test_a_version_page_reads_its_cases_in_one_batch():
     """A page of a version's cases shows each one's metadata from one batch of reads (on S3
     a read is a request): far fewer storage calls than the cases it lists."""
-    from support.backends import Counting
     backend = MemoryBackend()
     repo = cas.Repository.create(backend)
     repo.create_dataset("d", admission="direct")
