@@ -14,6 +14,7 @@ from cas.storage import pack as packfmt
 from cas.storage import store as storemod
 from cas.storage.backends.memory import MemoryBackend
 from cas.storage.store import ObjectStore, PackWriter
+from support.backends import Counting
 from support.sample_cases import padded_cases
 
 
@@ -142,19 +143,10 @@ def test_a_page_of_consecutive_ids_is_read_with_a_request_per_pack(spool, monkey
     them further apart than a read coalesces)."""
     monkeypatch.setattr(storemod, "READ_GAP", 16)
     store, _, digests = spooled(spool, persons=False)
-    calls = []
-    backend = store.backend
-
-    class Counting:
-        def __getattr__(self, name):
-            attr = getattr(backend, name)
-            if name == "get_range":
-                return lambda key, *a: (key.endswith(".pack") and calls.append(key)) or \
-                    attr(key, *a)
-            return attr
     page = sorted(digests[:400])[150:250]
-    fresh = ObjectStore(Counting())
-    assert fresh.get_many_bytes(page) == [store.get_bytes(d) for d in page]
+    counting = Counting(store.backend)
+    assert ObjectStore(counting).get_many_bytes(page) == [store.get_bytes(d) for d in page]
+    calls = counting.ranges(".pack")
     spanned = len(set(calls))
     if spool:
         assert len(calls) == spanned <= 3, calls
@@ -219,23 +211,15 @@ def test_a_walk_reads_a_subtree_or_a_run_of_leaves_at_once(monkeypatch):
     repo.create_dataset("d", admission="direct")
     repo.commit("d", base=None, add=padded_cases(20000))
     ids = repo.items("d", 1, limit=3).items
-    calls = []
 
-    class Counting:
+    class Remote(Counting):
         ROUND_TRIPS = True  # (read ahead only where a read is a round trip)
-
-        def __getattr__(self, name):
-            attr = getattr(backend, name)
-            if name == "get_range":
-                return lambda key, *a: (key.endswith(".pack") and calls.append(a)) or \
-                    attr(key, *a)
-            return attr
 
     def cold_reads(ahead: int, read) -> tuple[int, list]:
         monkeypatch.setattr(storemod, "READ_AHEAD", ahead)
-        calls.clear()
-        got = read(cas.Repository(Counting()))
-        return len(calls), got
+        counting = Remote(backend)
+        got = read(cas.Repository(counting))
+        return len(counting.ranges(".pack")), got
     def cases(r):
         return [r.case("d", 1, i).input for i in ids]
     with_ahead, got = cold_reads(512 << 10, cases)

@@ -13,6 +13,7 @@ class Counting:
 
     def __init__(self, inner) -> None:
         self.inner, self.calls = inner, collections.Counter()
+        self.log: list[tuple[str, object]] = []  # (call, its first argument: a key), in order
 
     def __getattr__(self, name):
         attr = getattr(self.inner, name)
@@ -21,8 +22,14 @@ class Counting:
 
         def counted(*args, **kwargs):
             self.calls[name] += 1
+            self.log.append((name, args[0] if args else None))
             return attr(*args, **kwargs)
         return counted
+
+    def ranges(self, suffix: str) -> list[str]:
+        """The keys of the range reads made of keys ending with `suffix` (`.pack`), in order."""
+        return [key for name, key in self.log
+                if name == "get_range" and key.endswith(suffix)]
 
 
 class Interleave:
